@@ -85,18 +85,18 @@ Status ReadValue(Reader& r, GgufValueType type, int depth, GgufValue* out);
 Status ReadValue(Reader& r, GgufValueType type, int depth, GgufValue* out) {
   out->type = type;
   switch (type) {
-    case GgufValueType::kUint8: { uint8_t v; TANDEM_RETURN_IF_ERROR(r.Read(&v, "uint8 value")); out->u64 = v; break; }
-    case GgufValueType::kUint16: { uint16_t v; TANDEM_RETURN_IF_ERROR(r.Read(&v, "uint16 value")); out->u64 = v; break; }
-    case GgufValueType::kUint32: { uint32_t v; TANDEM_RETURN_IF_ERROR(r.Read(&v, "uint32 value")); out->u64 = v; break; }
-    case GgufValueType::kUint64: { uint64_t v; TANDEM_RETURN_IF_ERROR(r.Read(&v, "uint64 value")); out->u64 = v; break; }
-    case GgufValueType::kInt8: { int8_t v; TANDEM_RETURN_IF_ERROR(r.Read(&v, "int8 value")); out->i64 = v; break; }
-    case GgufValueType::kInt16: { int16_t v; TANDEM_RETURN_IF_ERROR(r.Read(&v, "int16 value")); out->i64 = v; break; }
-    case GgufValueType::kInt32: { int32_t v; TANDEM_RETURN_IF_ERROR(r.Read(&v, "int32 value")); out->i64 = v; break; }
-    case GgufValueType::kInt64: { int64_t v; TANDEM_RETURN_IF_ERROR(r.Read(&v, "int64 value")); out->i64 = v; break; }
-    case GgufValueType::kFloat32: { float v; TANDEM_RETURN_IF_ERROR(r.Read(&v, "float32 value")); out->f64 = v; break; }
-    case GgufValueType::kFloat64: { double v; TANDEM_RETURN_IF_ERROR(r.Read(&v, "float64 value")); out->f64 = v; break; }
+    case GgufValueType::kUint8: { uint8_t v = 0; TANDEM_RETURN_IF_ERROR(r.Read(&v, "uint8 value")); out->u64 = v; break; }
+    case GgufValueType::kUint16: { uint16_t v = 0; TANDEM_RETURN_IF_ERROR(r.Read(&v, "uint16 value")); out->u64 = v; break; }
+    case GgufValueType::kUint32: { uint32_t v = 0; TANDEM_RETURN_IF_ERROR(r.Read(&v, "uint32 value")); out->u64 = v; break; }
+    case GgufValueType::kUint64: { uint64_t v = 0; TANDEM_RETURN_IF_ERROR(r.Read(&v, "uint64 value")); out->u64 = v; break; }
+    case GgufValueType::kInt8: { int8_t v = 0; TANDEM_RETURN_IF_ERROR(r.Read(&v, "int8 value")); out->i64 = v; break; }
+    case GgufValueType::kInt16: { int16_t v = 0; TANDEM_RETURN_IF_ERROR(r.Read(&v, "int16 value")); out->i64 = v; break; }
+    case GgufValueType::kInt32: { int32_t v = 0; TANDEM_RETURN_IF_ERROR(r.Read(&v, "int32 value")); out->i64 = v; break; }
+    case GgufValueType::kInt64: { int64_t v = 0; TANDEM_RETURN_IF_ERROR(r.Read(&v, "int64 value")); out->i64 = v; break; }
+    case GgufValueType::kFloat32: { float v = 0; TANDEM_RETURN_IF_ERROR(r.Read(&v, "float32 value")); out->f64 = v; break; }
+    case GgufValueType::kFloat64: { double v = 0; TANDEM_RETURN_IF_ERROR(r.Read(&v, "float64 value")); out->f64 = v; break; }
     case GgufValueType::kBool: {
-      uint8_t v;
+      uint8_t v = 0;
       TANDEM_RETURN_IF_ERROR(r.Read(&v, "bool value"));
       if (v > 1) return DataLossError("bool value " + std::to_string(v) + " is neither 0 nor 1");
       out->b = v != 0;

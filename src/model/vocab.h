@@ -29,7 +29,8 @@ struct Vocab {
   std::string pre;    // tokenizer.ggml.pre: "default", "qwen2", "llama-bpe", ...
   std::vector<std::string> tokens;   // [n_vocab]
   std::vector<float> scores;         // [n_vocab] (empty if absent)
-  std::vector<TokenType> types;      // [n_vocab]
+  // [n_vocab]; after llama.cpp's name-based fixups (e.g. "<end_of_turn>" -> kControl).
+  std::vector<TokenType> types;
   std::vector<std::string> merges;   // BPE merges "a b" in rank order (empty for SPM)
   int32_t bos_id = -1;
   int32_t eos_id = -1;

@@ -1,0 +1,18 @@
+// The `tandem` subcommands. Each Register* adds its flags to the CLI11 app and sets
+// `*run` (called after parsing when that subcommand was chosen), returning the exit code.
+#pragma once
+
+#include <functional>
+
+namespace CLI {
+class App;
+}
+
+namespace tandem::cli {
+
+using RunFn = std::function<int()>;
+
+void RegisterGenerate(CLI::App& app, RunFn* run);
+void RegisterPerplexity(CLI::App& app, RunFn* run);
+
+}  // namespace tandem::cli

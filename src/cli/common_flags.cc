@@ -1,0 +1,80 @@
+#include "cli/common_flags.h"
+
+#include <sched.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "common/logging.h"
+
+namespace tandem::cli {
+
+void AddModelFlags(CLI::App& cmd, ModelFlags* flags) {
+  cmd.add_option("-m,--model", flags->model,
+                 "GGUF model file (default: $TANDEM_MODEL, then the assembled default model)");
+  cmd.add_option("-t,--threads", flags->threads, "compute threads (default: cores available)")
+      ->check(CLI::Range(1, 1024));
+  cmd.add_option("--cpu-affinity", flags->cpu_affinity, "pin compute threads to these cores, e.g. 0,1 or 0-3");
+}
+
+StatusOr<std::vector<int>> ParseCpuList(const std::string& text) {
+  std::vector<int> cpus;
+  std::stringstream ss(text);
+  std::string part;
+  while (std::getline(ss, part, ',')) {
+    if (part.empty()) return InvalidArgumentError("empty entry in CPU list '" + text + "'");
+    size_t dash = part.find('-');
+    try {
+      size_t used = 0;
+      if (dash == std::string::npos) {
+        int v = std::stoi(part, &used);
+        if (used != part.size() || v < 0) throw std::invalid_argument(part);
+        cpus.push_back(v);
+      } else {
+        int a = std::stoi(part.substr(0, dash), &used);
+        if (used != dash) throw std::invalid_argument(part);
+        int b = std::stoi(part.substr(dash + 1), &used);
+        if (used != part.size() - dash - 1 || a < 0 || b < a || b - a > 4096) throw std::invalid_argument(part);
+        for (int v = a; v <= b; ++v) cpus.push_back(v);
+      }
+    } catch (const std::exception&) {
+      return InvalidArgumentError("bad CPU list '" + text + "' (expected e.g. 0,1 or 0-3)");
+    }
+  }
+  if (cpus.empty()) return InvalidArgumentError("empty CPU list");
+  return cpus;
+}
+
+StatusOr<std::unique_ptr<Model>> LoadModelFromFlags(const ModelFlags& flags) {
+  TANDEM_ASSIGN_OR_RETURN(std::string path, ResolveModelPath(flags.model));
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(path));
+  const ModelConfig& c = model->config();
+  TANDEM_LOG(INFO) << "loaded " << path << ": " << c.arch << ", " << c.n_layers << " layers, n_embd "
+                   << c.n_embd << ", vocab " << c.n_vocab << ", context " << c.context_length;
+  return model;
+}
+
+StatusOr<std::unique_ptr<ThreadPool>> MakeThreadPool(const ModelFlags& flags) {
+  std::vector<int> cpus;
+  if (!flags.cpu_affinity.empty()) {
+    TANDEM_ASSIGN_OR_RETURN(cpus, ParseCpuList(flags.cpu_affinity));
+  }
+  int threads = flags.threads;
+  if (threads <= 0) {
+    cpu_set_t set;
+    threads = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
+                                                           : static_cast<int>(std::thread::hardware_concurrency());
+    if (!cpus.empty()) threads = static_cast<int>(cpus.size());
+    threads = std::max(1, threads);
+  }
+  return std::make_unique<ThreadPool>(threads, cpus);
+}
+
+int ReportError(const Status& status) {
+  std::cerr << "tandem: " << status.message() << "\n";
+  return status.code() == StatusCode::kInvalidArgument || status.code() == StatusCode::kNotFound ? 2 : 1;
+}
+
+}  // namespace tandem::cli

@@ -1,0 +1,29 @@
+// `tandem`: one binary, many subcommands. Parses flags and dispatches; no logic here.
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Tandem: LLM serving with prefill/decode disaggregation and a KV-cache pool"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "tandem 0.1.0");
+  tandem::cli::RunFn run;
+  tandem::cli::RegisterGenerate(app, &run);
+  tandem::cli::RegisterPerplexity(app, &run);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // Unknown flags, missing or malformed values: a clear message and exit code 2.
+    std::cerr << "tandem: " << e.what() << "\n";
+    std::cerr << "run 'tandem --help' for usage\n";
+    return 2;
+  }
+  return run ? run() : 2;
+}

@@ -1,0 +1,38 @@
+// Sampler: picks the next token from a row of logits.
+//
+// Greedy when temperature <= 0; otherwise temperature, then top_k, top_p and min_p
+// filtering, then a draw from the per-request RNG (seeded, so a seed reproduces the
+// same tokens). Thread safety: one Sampler per sequence; not shared.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace tandem {
+
+struct SamplingParams {
+  float temperature = 0.0f;  // 0 = greedy
+  int top_k = 0;             // 0 = off
+  float top_p = 1.0f;        // 1 = off
+  float min_p = 0.0f;        // 0 = off
+  uint64_t seed = 0;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& params);
+
+  // Preconditions: n_vocab > 0. `logits` may be modified (used as scratch).
+  int32_t Sample(float* logits, int32_t n_vocab);
+
+ private:
+  SamplingParams params_;
+  std::mt19937_64 rng_;
+  std::vector<std::pair<float, int32_t>> candidates_;
+};
+
+// Index of the largest logit (lowest index on ties).
+int32_t Argmax(const float* logits, int32_t n_vocab);
+
+}  // namespace tandem

@@ -1,0 +1,61 @@
+#include "engine/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "engine/generator.h"
+
+namespace tandem {
+namespace {
+
+TEST(SamplerTest, GreedyPicksArgmax) {
+  std::vector<float> logits = {0.1f, 3.0f, -1.0f, 2.9f};
+  Sampler s(SamplingParams{});
+  EXPECT_EQ(s.Sample(logits.data(), 4), 1);
+}
+
+TEST(SamplerTest, SeedReproducesAndTopKRestricts) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_k = 2;
+  p.seed = 42;
+  std::vector<float> base = {1.0f, 1.1f, 0.9f, 1.05f, -5.0f};
+  Sampler a(p), b(p);
+  std::map<int, int> counts;
+  for (int i = 0; i < 200; ++i) {
+    std::vector<float> la = base, lb = base;
+    int ta = a.Sample(la.data(), 5);
+    EXPECT_EQ(ta, b.Sample(lb.data(), 5));
+    counts[ta]++;
+  }
+  // top_k = 2 keeps ids 1 and 3 only, and both are drawn.
+  EXPECT_EQ(counts.size(), 2u);
+  EXPECT_GT(counts[1], 0);
+  EXPECT_GT(counts[3], 0);
+}
+
+TEST(SamplerTest, TopPKeepsNucleus) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_p = 0.5f;
+  std::vector<float> base = {10.0f, 0.0f, 0.0f, 0.0f};
+  Sampler s(p);
+  for (int i = 0; i < 50; ++i) {
+    std::vector<float> l = base;
+    EXPECT_EQ(s.Sample(l.data(), 4), 0);
+  }
+}
+
+TEST(Utf8StreamTest, HoldsBackIncompleteSequences) {
+  Utf8Stream u;
+  const std::string euro = "\xE2\x82\xAC";  // €
+  EXPECT_EQ(u.Push("a" + euro.substr(0, 1)), "a");
+  EXPECT_EQ(u.Push(euro.substr(1, 1)), "");
+  EXPECT_EQ(u.Push(euro.substr(2, 1) + "b"), euro + "b");
+  EXPECT_EQ(u.Push("\xF0\x9F"), "");
+  EXPECT_EQ(u.Flush(), "\xF0\x9F");
+}
+
+}  // namespace
+}  // namespace tandem

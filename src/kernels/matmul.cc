@@ -1,0 +1,99 @@
+#include "kernels/matmul.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "common/logging.h"
+#include "common/thread_pool.h"
+#include "kernels/dequant.h"
+#include "kernels/ops.h"
+#include "kernels/quant_dot.h"
+
+namespace tandem {
+namespace {
+
+// Rows dequantized together: the tile [kTileRows, cols] stays in L1/L2 while every
+// token's activations stream past it, so each weight byte is decoded once per call.
+constexpr int64_t kTileRows = 16;
+
+void MatMulRows(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, int64_t r0,
+                int64_t r1) {
+  thread_local std::vector<float> tile;
+  const int64_t cols = w.cols;
+  for (int64_t rb = r0; rb < r1; rb += kTileRows) {
+    const int64_t nr = std::min(kTileRows, r1 - rb);
+    const float* rows_f32;
+    if (w.type == TensorType::kF32) {
+      rows_f32 = reinterpret_cast<const float*>(w.data + rb * w.row_bytes);
+    } else {
+      tile.resize(static_cast<size_t>(kTileRows * cols));
+      for (int64_t r = 0; r < nr; ++r) {
+        DequantizeRow(w.type, w.data + (rb + r) * w.row_bytes, tile.data() + r * cols, cols);
+      }
+      rows_f32 = tile.data();
+    }
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const float* xt = x + t * cols;
+      float* yt = y + t * w.rows + rb;
+      for (int64_t r = 0; r < nr; ++r) yt[r] = DotF32(rows_f32 + r * cols, xt, cols);
+    }
+  }
+}
+
+// The W8A8 path: x already quantized to Q8_0 rows of `a_row_bytes` bytes.
+void MatMulRowsQ8(const WeightMatrix& w, const uint8_t* xq, int64_t a_row_bytes, int64_t n_tokens,
+                  float* y, int64_t r0, int64_t r1) {
+  for (int64_t rb = r0; rb < r1; rb += kTileRows) {
+    const int64_t nr = std::min(kTileRows, r1 - rb);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const uint8_t* at = xq + t * a_row_bytes;
+      float* yt = y + t * w.rows + rb;
+      for (int64_t r = 0; r < nr; ++r) {
+        yt[r] = VecDotQ8(w.type, w.data + (rb + r) * w.row_bytes, at, w.cols);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {
+  TANDEM_CHECK(w.valid());
+  // Activations in the weight type's partner format (see quant_dot.h), once per call.
+  const ActivationFormat format = ActivationFormatFor(w.type);
+  thread_local std::vector<uint8_t> xq;
+  if (format != ActivationFormat::kF32) {
+    const int64_t a_row_bytes = ActivationRowBytes(format, w.cols);
+    xq.resize(static_cast<size_t>(n_tokens * a_row_bytes));
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      QuantizeActivations(format, x + t * w.cols, w.cols, xq.data() + t * a_row_bytes);
+    }
+    if (!HasQ8Dot(w.type)) x = reinterpret_cast<const float*>(xq.data());  // rounded floats
+  }
+  if (HasQ8Dot(w.type)) {
+    const int64_t a_row_bytes = ActivationRowBytes(format, w.cols);
+    const uint8_t* xq_data = xq.data();
+    if (pool == nullptr || pool->num_threads() == 1) {
+      MatMulRowsQ8(w, xq_data, a_row_bytes, n_tokens, y, 0, w.rows);
+    } else {
+      pool->ParallelFor(w.rows, kTileRows, [&](int, int64_t begin, int64_t end) {
+        MatMulRowsQ8(w, xq_data, a_row_bytes, n_tokens, y, begin, end);
+      });
+    }
+    return;
+  }
+  if (pool == nullptr || pool->num_threads() == 1) {
+    MatMulRows(w, x, n_tokens, y, 0, w.rows);
+    return;
+  }
+  pool->ParallelFor(w.rows, kTileRows, [&](int, int64_t begin, int64_t end) {
+    MatMulRows(w, x, n_tokens, y, begin, end);
+  });
+}
+
+void GetRow(const WeightMatrix& w, int64_t row, float* out) {
+  TANDEM_CHECK(row >= 0 && row < w.rows) << "row " << row << " of " << w.rows;
+  DequantizeRow(w.type, w.data + row * w.row_bytes, out, w.cols);
+}
+
+}  // namespace tandem

@@ -1,0 +1,61 @@
+// Dot products of quantized weight rows with quantized activations (the W8A8 path).
+//
+// As in llama.cpp, each weight type is paired with an activation format: Q8_0, Q5_0 and
+// Q4_0 weights with Q8_0 activations (32 int8 + one fp16 scale), Q4_1/Q5_1 with Q8_1,
+// the K-quants with Q8_K activations (256 int8 + one float scale + sums of 16), and the float types
+// with float activations rounded to the weight's precision (F16 -> fp16, BF16 -> bf16).
+// Block sums are exact integer arithmetic; only the float accumulation order differs
+// between the scalar references and the AVX2 paths.
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstdint>
+
+#include "common/tensor_type.h"
+
+namespace tandem {
+
+enum class ActivationFormat { kF32, kF16Rounded, kBF16Rounded, kQ8_0, kQ8_1, kQ8_K };
+
+// Q8_1, 36 bytes / 32 values: x = d * q; s = d * sum(q) (both fp16). Pairs with Q4_1/Q5_1.
+struct BlockQ8_1 {
+  uint16_t d;
+  uint16_t s;
+  int8_t qs[32];
+};
+static_assert(sizeof(BlockQ8_1) == 36);
+
+// Q8_K, 292 bytes / 256 values: x = d * q; bsums[i] = sum of q[16i .. 16i+15].
+struct BlockQ8_K {
+  float d;
+  int8_t qs[256];
+  int16_t bsums[16];
+};
+static_assert(sizeof(BlockQ8_K) == 292);
+
+ActivationFormat ActivationFormatFor(TensorType weight_type);
+
+// Bytes of one activation row of `cols` values in `format`.
+int64_t ActivationRowBytes(ActivationFormat format, int64_t cols);
+
+// Converts x[cols] into the activation format at out (ActivationRowBytes bytes).
+void QuantizeActivations(ActivationFormat format, const float* x, int64_t cols, void* out);
+
+// ggml's quantize_row_q8_K_ref: per 256 values, scale by -127 / (the signed value of
+// largest magnitude), round half to even, clamp at 127. Preconditions: cols % 256 == 0.
+void QuantizeRowQ8_K(const float* x, BlockQ8_K* out, int64_t cols);
+
+// ggml's quantize_row_q8_1_ref. Preconditions: cols % 32 == 0.
+void QuantizeRowQ8_1(const float* x, BlockQ8_1* out, int64_t cols);
+
+// True if `type` is computed with integer dots against Q8_0 / Q8_1 / Q8_K activations.
+bool HasQ8Dot(TensorType type);
+
+// dot(weight row of `type`, activation row) over `cols` values.
+// Preconditions: HasQ8Dot(type); rows hold `cols` values in their formats.
+float VecDotQ8(TensorType type, const void* w_row, const void* a_row, int64_t cols);
+
+// The scalar references (exposed for tests).
+float VecDotQ8Reference(TensorType type, const void* w_row, const void* a_row, int64_t cols);
+
+}  // namespace tandem

@@ -1,0 +1,171 @@
+#include "kernels/quant_dot.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "common/thread_pool.h"
+#include "kernels/dequant.h"
+#include "kernels/matmul.h"
+
+namespace tandem {
+namespace {
+
+// Random but valid blocks of `type`: random bytes with a sane fp16 scale at offset 0.
+std::vector<uint8_t> RandomRow(TensorType type, int64_t n_elems, std::mt19937& rng) {
+  const int64_t bytes = *RowBytes(type, n_elems);
+  const int64_t block_bytes = TraitsOf(type).block_bytes;
+  std::vector<uint8_t> row(bytes);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (auto& b : row) b = static_cast<uint8_t>(byte(rng));
+  std::uniform_real_distribution<float> scale(0.001f, 0.05f);
+  // Offsets of the fp16 scale fields inside each block (d, and dmin for Q4_K).
+  std::vector<int64_t> fields = {0};
+  if (type == TensorType::kQ4_K || type == TensorType::kQ5_K) fields = {0, 2};
+  if (type == TensorType::kQ4_1 || type == TensorType::kQ5_1) fields = {0, 2};
+  if (type == TensorType::kQ2_K) fields = {80, 82};
+  if (type == TensorType::kQ3_K) fields = {108};
+  if (type == TensorType::kQ6_K) fields = {208};
+  for (int64_t off = 0; off < bytes; off += block_bytes) {
+    for (int64_t f : fields) {
+      uint16_t d = Fp32ToFp16(scale(rng));
+      std::memcpy(&row[off + f], &d, 2);
+    }
+  }
+  return row;
+}
+
+std::vector<float> RandomFloats(int64_t n, std::mt19937& rng) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// x as the kernels see it: quantized to (or rounded in) the activation format, expanded.
+std::vector<float> RoundTripActivations(ActivationFormat format, const std::vector<float>& x) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<uint8_t> q(ActivationRowBytes(format, n));
+  QuantizeActivations(format, x.data(), n, q.data());
+  std::vector<float> out(n);
+  if (format == ActivationFormat::kQ8_0) {
+    DequantizeRow(TensorType::kQ8_0, q.data(), out.data(), n);
+  } else if (format == ActivationFormat::kQ8_K) {
+    const auto* blocks = reinterpret_cast<const BlockQ8_K*>(q.data());
+    for (int64_t i = 0; i < n; ++i) out[i] = blocks[i / 256].d * blocks[i / 256].qs[i % 256];
+  } else if (format == ActivationFormat::kQ8_1) {
+    const auto* blocks = reinterpret_cast<const BlockQ8_1*>(q.data());
+    for (int64_t i = 0; i < n; ++i) out[i] = Fp16ToFp32(blocks[i / 32].d) * blocks[i / 32].qs[i % 32];
+  } else {
+    std::memcpy(out.data(), q.data(), n * sizeof(float));
+  }
+  return out;
+}
+
+class QuantDotTest : public ::testing::TestWithParam<TensorType> {};
+
+TEST_P(QuantDotTest, VectorPathMatchesReferenceAndFloatDot) {
+  const TensorType type = GetParam();
+  std::mt19937 rng(1234);
+  for (int64_t n : {32, 64, 640, 2048}) {
+    if (n % TraitsOf(type).block_elems != 0) continue;
+    std::vector<uint8_t> w = RandomRow(type, n, rng);
+    std::vector<float> x = RandomFloats(n, rng);
+    const ActivationFormat format = ActivationFormatFor(type);
+    std::vector<uint8_t> xq(ActivationRowBytes(format, n));
+    QuantizeActivations(format, x.data(), n, xq.data());
+    const float ref = VecDotQ8Reference(type, w.data(), xq.data(), n);
+    const float fast = VecDotQ8(type, w.data(), xq.data(), n);
+    EXPECT_NEAR(fast, ref, 1e-4f * (1.0f + std::fabs(ref))) << "n=" << n;
+    // Against float math on the dequantized weights: only activation rounding differs
+    // (Q8_0 keeps ~2 significant digits per value).
+    std::vector<float> wf(n), xf(n);
+    DequantizeRow(type, w.data(), wf.data(), n);
+    xf = RoundTripActivations(format, x);
+    double exact = 0;
+    for (int64_t i = 0; i < n; ++i) exact += static_cast<double>(wf[i]) * xf[i];
+    EXPECT_NEAR(ref, exact, 1e-3 * (1.0 + std::fabs(exact))) << "n=" << n;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, QuantDotTest,
+                         ::testing::Values(TensorType::kQ8_0, TensorType::kQ5_0, TensorType::kQ4_0,
+                                           TensorType::kQ4_K, TensorType::kQ6_K, TensorType::kQ4_1,
+                                           TensorType::kQ5_1, TensorType::kQ2_K, TensorType::kQ3_K,
+                                           TensorType::kQ5_K));
+
+TEST(QuantizeQ8KTest, BlockSumsAndScale) {
+  std::mt19937 rng(5);
+  std::vector<float> x = RandomFloats(512, rng);
+  x[3] = -9.0f;  // the signed extreme sets the scale
+  std::vector<BlockQ8_K> q(2);
+  QuantizeRowQ8_K(x.data(), q.data(), 512);
+  // iscale = -127 / max: the extreme maps to -127 and d = 1 / iscale is positive.
+  EXPECT_EQ(q[0].qs[3], -127);
+  EXPECT_FLOAT_EQ(q[0].d, 9.0f / 127.0f);
+  for (int b = 0; b < 2; ++b)
+    for (int j = 0; j < 16; ++j) {
+      int sum = 0;
+      for (int i = 0; i < 16; ++i) sum += q[b].qs[16 * j + i];
+      EXPECT_EQ(q[b].bsums[j], sum);
+    }
+}
+
+// MatMul (every path, threaded or not) against a naive dequantize-and-dot reference.
+TEST(MatMulTest, AllTypesMatchNaiveReference) {
+  std::mt19937 rng(99);
+  for (TensorType type : {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ8_0,
+                          TensorType::kQ5_0, TensorType::kQ4_0, TensorType::kQ4_1, TensorType::kQ5_1,
+                          TensorType::kQ2_K, TensorType::kQ3_K, TensorType::kQ4_K, TensorType::kQ5_K,
+                          TensorType::kQ6_K}) {
+    const int64_t rows = 37, cols = 512, n_tokens = 3;
+    std::vector<uint8_t> data;
+    if (type == TensorType::kF32) {
+      std::vector<float> f = RandomFloats(rows * cols, rng);
+      data.assign(reinterpret_cast<uint8_t*>(f.data()), reinterpret_cast<uint8_t*>(f.data() + f.size()));
+    } else if (type == TensorType::kF16 || type == TensorType::kBF16) {
+      std::vector<float> f = RandomFloats(rows * cols, rng);
+      data.resize(rows * cols * 2);
+      for (int64_t i = 0; i < rows * cols; ++i) {
+        uint16_t h = type == TensorType::kF16 ? Fp32ToFp16(f[i]) : Fp32ToBf16(f[i]);
+        std::memcpy(&data[i * 2], &h, 2);
+      }
+    } else {
+      data = RandomRow(type, rows * cols, rng);
+    }
+    WeightMatrix w{type, data.data(), rows, cols, *RowBytes(type, cols)};
+    std::vector<float> x = RandomFloats(n_tokens * cols, rng);
+    std::vector<float> xr;  // the activations after the format's rounding
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      std::vector<float> row(x.begin() + t * cols, x.begin() + (t + 1) * cols);
+      std::vector<float> r = RoundTripActivations(ActivationFormatFor(type), row);
+      xr.insert(xr.end(), r.begin(), r.end());
+    }
+    std::vector<float> want(n_tokens * rows);
+    std::vector<float> wrow(cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      DequantizeRow(type, data.data() + r * w.row_bytes, wrow.data(), cols);
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        double s = 0;
+        for (int64_t c = 0; c < cols; ++c) s += static_cast<double>(wrow[c]) * xr[t * cols + c];
+        want[t * rows + r] = static_cast<float>(s);
+      }
+    }
+    ThreadPool pool(2);
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      std::vector<float> got(n_tokens * rows);
+      MatMul(w, x.data(), n_tokens, got.data(), p);
+      for (int64_t i = 0; i < n_tokens * rows; ++i) {
+        // Same activations on both sides: only the summation order differs.
+        const float tol = 1e-3f * (1.0f + std::fabs(want[i]));
+        ASSERT_NEAR(got[i], want[i], tol) << TraitsOf(type).name << " i=" << i;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tandem

@@ -1,0 +1,177 @@
+#include "model/forward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common/logging.h"
+#include "common/thread_pool.h"
+#include "kernels/ops.h"
+#include "kernels/half.h"
+
+namespace tandem {
+namespace {
+
+void Grow(std::vector<float>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
+// Applies fn(row_begin, row_end) over n rows, in parallel when a pool is present.
+template <typename Fn>
+void ForRows(ThreadPool* pool, int64_t n, int64_t grain, Fn&& fn) {
+  if (pool == nullptr) {
+    fn(0, n);
+    return;
+  }
+  pool->ParallelFor(n, grain, [&](int, int64_t b, int64_t e) { fn(b, e); });
+}
+
+}  // namespace
+
+Forward::Forward(const ModelConfig& config, const ModelWeights& weights, ThreadPool* pool)
+    : c_(config), w_(weights), pool_(pool) {}
+
+void Forward::Run(const std::vector<ForwardSequence>& batch, std::vector<float>* logits) {
+  int64_t n = 0;
+  for (const ForwardSequence& s : batch) n += s.n_tokens;
+  const int64_t E = c_.n_embd;
+  Grow(x_, n * E);
+  Grow(xn_, n * E);
+  Grow(q_, n * c_.q_dim());
+  Grow(k_, n * c_.kv_dim());
+  Grow(v_, n * c_.v_dim());
+  Grow(att_, n * c_.q_dim());
+  Grow(proj_, n * E);
+  Grow(gate_, n * c_.n_ff);
+  Grow(up_, n * c_.n_ff);
+  pos_.resize(n);
+  seq_of_.resize(n);
+
+  // Token embeddings, scaled (Gemma multiplies by sqrt(n_embd)).
+  int64_t t = 0;
+  for (size_t si = 0; si < batch.size(); ++si) {
+    const ForwardSequence& s = batch[si];
+    TANDEM_CHECK(s.start_pos + s.n_tokens <= s.kv->capacity()) << "KV store too small";
+    for (int i = 0; i < s.n_tokens; ++i, ++t) {
+      TANDEM_CHECK(s.tokens[i] >= 0 && s.tokens[i] < c_.n_vocab) << "token id " << s.tokens[i];
+      GetRow(w_.tok_embd, s.tokens[i], &x_[t * E]);
+      if (c_.embd_scale != 1.0f) Scale(&x_[t * E], c_.embd_scale, E);
+      pos_[t] = s.start_pos + i;
+      seq_of_[t] = static_cast<int>(si);
+    }
+  }
+
+  for (int il = 0; il < c_.n_layers; ++il) {
+    const LayerWeights& l = w_.layers[il];
+    for (int64_t i = 0; i < n; ++i) RmsNorm(&x_[i * E], l.attn_norm.data(), &xn_[i * E], E, c_.rms_eps);
+    MatMul(l.wq, xn_.data(), n, q_.data(), pool_);
+    MatMul(l.wk, xn_.data(), n, k_.data(), pool_);
+    MatMul(l.wv, xn_.data(), n, v_.data(), pool_);
+    Attention(il, batch);
+    MatMul(l.wo, att_.data(), n, proj_.data(), pool_);
+    for (int64_t i = 0; i < n; ++i) {
+      if (c_.post_norms) RmsNorm(&proj_[i * E], l.attn_post_norm.data(), &proj_[i * E], E, c_.rms_eps);
+      AddInPlace(&x_[i * E], &proj_[i * E], E);
+      RmsNorm(&x_[i * E], l.ffn_norm.data(), &xn_[i * E], E, c_.rms_eps);
+    }
+    MatMul(l.ffn_gate, xn_.data(), n, gate_.data(), pool_);
+    MatMul(l.ffn_up, xn_.data(), n, up_.data(), pool_);
+    const int64_t F = c_.n_ff;
+    ForRows(pool_, n, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        if (c_.ffn_act == FfnActivation::kGeluTanh) GeluMul(&gate_[i * F], &up_[i * F], F);
+        else SiluMul(&gate_[i * F], &up_[i * F], F);
+      }
+    });
+    MatMul(l.ffn_down, gate_.data(), n, proj_.data(), pool_);
+    for (int64_t i = 0; i < n; ++i) {
+      if (c_.post_norms) RmsNorm(&proj_[i * E], l.ffn_post_norm.data(), &proj_[i * E], E, c_.rms_eps);
+      AddInPlace(&x_[i * E], &proj_[i * E], E);
+    }
+  }
+  LmHead(batch, logits);
+}
+
+void Forward::Attention(int il, const std::vector<ForwardSequence>& batch) {
+  const LayerWeights& l = w_.layers[il];
+  const int64_t n = static_cast<int64_t>(pos_.size());
+  const int hd = c_.head_dim, n_heads = c_.n_heads, n_kv = c_.n_kv_heads;
+  const bool swa = c_.layer_is_swa[il];
+  const float base = swa ? c_.rope_base_swa : c_.rope_base;
+
+  // Biases, per-head norms and RoPE on Q and K; then K/V rows into each sequence's store.
+  for (int64_t i = 0; i < n; ++i) {
+    float* q = &q_[i * c_.q_dim()];
+    float* k = &k_[i * c_.kv_dim()];
+    float* v = &v_[i * c_.v_dim()];
+    if (c_.qkv_bias) {
+      AddInPlace(q, l.bq.data(), c_.q_dim());
+      AddInPlace(k, l.bk.data(), c_.kv_dim());
+      AddInPlace(v, l.bv.data(), c_.v_dim());
+    }
+    for (int h = 0; h < n_heads; ++h) {
+      if (c_.qk_norm) RmsNorm(q + h * hd, l.q_norm.data(), q + h * hd, hd, c_.rms_eps);
+      Rope(q + h * hd, hd, c_.rope_dims, pos_[i], base, c_.rope_scale, c_.rope_neox);
+    }
+    for (int h = 0; h < n_kv; ++h) {
+      if (c_.qk_norm) RmsNorm(k + h * hd, l.k_norm.data(), k + h * hd, hd, c_.rms_eps);
+      Rope(k + h * hd, hd, c_.rope_dims, pos_[i], base, c_.rope_scale, c_.rope_neox);
+    }
+    KvStore* kv = batch[seq_of_[i]].kv;
+    Fp32ToFp16Row(k, kv->KeyRow(il, pos_[i]), c_.kv_dim());
+    Fp32ToFp16Row(v, kv->ValueRow(il, pos_[i]), c_.v_dim());
+  }
+
+  // softmax(q·Kᵀ · scale) · V for every (token, head), causal and windowed. Q and
+  // the probabilities are rounded to fp16 to meet the fp16 cache, as llama.cpp does.
+  const int group = n_heads / n_kv;
+  ForRows(pool_, n * n_heads, 1, [&](int64_t b, int64_t e) {
+    thread_local std::vector<float> scores;
+    thread_local std::vector<uint16_t> q16;
+    q16.resize(hd);
+    for (int64_t task = b; task < e; ++task) {
+      const int64_t i = task / n_heads;
+      const int h = static_cast<int>(task % n_heads);
+      const int kvh = h / group;
+      KvStore* kv = batch[seq_of_[i]].kv;
+      const int64_t p = pos_[i];
+      const int64_t lo = swa ? std::max<int64_t>(0, p - c_.sliding_window + 1) : 0;
+      const float* q = &q_[i * c_.q_dim() + h * hd];
+      for (int d = 0; d < hd; ++d) q16[d] = Fp32ToFp16(q[d] * c_.q_scale);
+      scores.resize(static_cast<size_t>(p - lo + 1));
+      for (int64_t j = lo; j <= p; ++j) scores[j - lo] = DotF16(q16.data(), kv->KeyRow(il, j) + kvh * hd, hd) * c_.kq_scale;
+      Softmax(scores.data(), p - lo + 1);
+      float* out = &att_[i * c_.q_dim() + h * hd];
+      std::fill(out, out + hd, 0.0f);
+      for (int64_t j = lo; j <= p; ++j) {
+        const float prob = Fp16ToFp32(Fp32ToFp16(scores[j - lo]));
+        AxpyF16(prob, kv->ValueRow(il, j) + kvh * hd, out, hd);
+      }
+    }
+  });
+}
+
+void Forward::LmHead(const std::vector<ForwardSequence>& batch, std::vector<float>* logits) {
+  const int64_t E = c_.n_embd;
+  // Gather the rows that need logits, normalised.
+  std::vector<int64_t> rows;
+  int64_t t = 0;
+  for (const ForwardSequence& s : batch) {
+    if (s.all_logits) {
+      for (int i = 0; i < s.n_tokens; ++i) rows.push_back(t + i);
+    } else if (s.n_tokens > 0) {
+      rows.push_back(t + s.n_tokens - 1);
+    }
+    t += s.n_tokens;
+  }
+  const int64_t m = static_cast<int64_t>(rows.size());
+  for (int64_t r = 0; r < m; ++r) RmsNorm(&x_[rows[r] * E], w_.output_norm.data(), &xn_[r * E], E, c_.rms_eps);
+  logits->resize(static_cast<size_t>(m) * c_.n_vocab);
+  MatMul(w_.output, xn_.data(), m, logits->data(), pool_);
+  if (c_.final_logit_softcap > 0) {
+    const float cap = c_.final_logit_softcap;
+    for (float& v : *logits) v = std::tanh(v / cap) * cap;
+  }
+}
+
+}  // namespace tandem

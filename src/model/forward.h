@@ -1,0 +1,52 @@
+// Forward: the transformer forward pass over one ragged batch (CPU, float32 activations).
+//
+// A batch holds several sequences, each contributing `n_tokens` new tokens at
+// positions start_pos .. start_pos+n_tokens-1, whose keys/values are written into that
+// sequence's KvStore (positions before start_pos must already be there). Logits are
+// produced for every new token of a sequence with all_logits, else for its last token.
+//
+// Ownership: borrows the config, weights and thread pool, which must outlive it.
+// Thread safety: one Run at a time (it owns scratch buffers).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/kv_store.h"
+#include "model/model_config.h"
+#include "model/model_weights.h"
+
+namespace tandem {
+
+class ThreadPool;
+
+struct ForwardSequence {
+  const int32_t* tokens = nullptr;  // [n_tokens] (borrowed)
+  int n_tokens = 0;
+  int64_t start_pos = 0;
+  KvStore* kv = nullptr;            // borrowed; capacity >= start_pos + n_tokens
+  bool all_logits = false;
+};
+
+class Forward {
+ public:
+  Forward(const ModelConfig& config, const ModelWeights& weights, ThreadPool* pool);
+
+  // Runs the batch; `logits` receives [n_logit_rows, n_vocab] floats in sequence order.
+  // Preconditions: every token id in [0, n_vocab); positions fit each KvStore.
+  void Run(const std::vector<ForwardSequence>& batch, std::vector<float>* logits);
+
+ private:
+  void Attention(int layer, const std::vector<ForwardSequence>& batch);
+  void LmHead(const std::vector<ForwardSequence>& batch, std::vector<float>* logits);
+
+  const ModelConfig& c_;
+  const ModelWeights& w_;
+  ThreadPool* pool_;
+  // Scratch, [n_tokens, width] each, grown on demand.
+  std::vector<float> x_, xn_, q_, k_, v_, att_, proj_, gate_, up_;
+  std::vector<int64_t> pos_;  // [n_tokens] position of each batch token
+  std::vector<int> seq_of_;   // [n_tokens] sequence index of each batch token
+};
+
+}  // namespace tandem

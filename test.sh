@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds, and runs every test; the last line is
+# "N passed, N failed".
+#
+#   ./test.sh          release build: unit tests (ctest), integration tests (pytest),
+#                      an ASan+UBSan build of the unit tests, and each libFuzzer target
+#                      for a bounded time (TANDEM_FUZZ_SECONDS, default 20).
+#   ./test.sh --quick  release unit + integration tests only (no sanitizer, no fuzzing).
+set -uo pipefail
+cd "$(dirname "$0")"
+ROOT=$PWD
+MODE=${1:-default}
+JOBS=$(nproc)
+
+passed=0
+failed=0
+failures=()
+record() {  # record NAME PASSED FAILED
+  passed=$((passed + $2))
+  failed=$((failed + $3))
+  if [ "$3" -gt 0 ]; then failures+=("$1: $3 failed"); fi
+}
+finish() {
+  echo
+  if [ ${#failures[@]} -gt 0 ]; then printf 'FAILED: %s\n' "${failures[@]}"; fi
+  echo "$passed passed, $failed failed"
+  [ "$failed" -eq 0 ]
+  exit $?
+}
+
+# ctest summary "X% tests passed, F tests failed out of T" -> record.
+run_ctest() {  # run_ctest NAME BUILD_DIR [ctest args...]
+  local name=$1 dir=$2
+  shift 2
+  local log="$dir/ctest.log"
+  ctest --test-dir "$dir" --output-on-failure -j"$JOBS" "$@" 2>&1 | tee "$log" | grep -E "Test +#|tests passed|\*\*\*|Failed|Error" || true
+  local line total fails
+  line=$(grep -E "tests passed, [0-9]+ tests failed out of [0-9]+" "$log" | tail -n 1)
+  if [ -z "$line" ]; then
+    record "$name (no ctest summary)" 0 1
+    return
+  fi
+  fails=$(echo "$line" | sed -E 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\1/')
+  total=$(echo "$line" | sed -E 's/.* ([0-9]+) tests failed out of ([0-9]+).*/\2/')
+  record "$name" $((total - fails)) "$fails"
+}
+
+scripts/setup.sh || { record setup 0 1; finish; }
+
+echo "== build (release)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+  cmake --build build -j"$JOBS" || { record build 0 1; finish; }
+
+echo "== fixtures"
+python3 tools/make_fixtures.py build/fixtures || { record fixtures 0 1; finish; }
+export TANDEM_FIXTURE_DIR=$ROOT/build/fixtures
+
+echo "== unit tests (release)"
+run_ctest unit build
+
+echo "== integration tests (pytest)"
+PYTEST_LOG=build/pytest.log
+TANDEM_BIN=$ROOT/build/src/cli/tandem python3 -m pytest -q -p no:cacheprovider tests 2>&1 | tee "$PYTEST_LOG" | tail -n 30
+summary=$(grep -E "^(=+ )?[0-9]+ (passed|failed|error)" "$PYTEST_LOG" | tail -n 1)
+p=$(echo "$summary" | grep -oE "[0-9]+ passed" | grep -oE "[0-9]+" || echo 0)
+f=$(echo "$summary" | grep -oE "[0-9]+ (failed|error|errors)" | grep -oE "[0-9]+" | paste -sd+ | bc 2>/dev/null || echo 0)
+[ -z "$p" ] && p=0
+[ -z "$f" ] && f=0
+if [ -z "$summary" ]; then f=1; fi
+record pytest "$p" "$f"
+
+if [ "$MODE" != "--quick" ]; then
+  echo "== unit tests under ASan+UBSan"
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_SANITIZE=ON >/dev/null &&
+    cmake --build build-asan -j"$JOBS" || record asan-build 0 1
+  # The real-model tests are slow under ASan and exercise the same code as the fixtures.
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_ctest asan build-asan -E RealModel
+
+  echo "== fuzzing (bounded)"
+  CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DTANDEM_FUZZ=ON -DTANDEM_BUILD_TESTS=OFF >/dev/null &&
+    cmake --build build-fuzz -j"$JOBS" || record fuzz-build 0 1
+  for fuzzer in build-fuzz/fuzz/*_fuzz; do
+    [ -x "$fuzzer" ] || continue
+    name=$(basename "$fuzzer")
+    corpus=fuzz/corpus/${name%_fuzz}
+    work=build-fuzz/corpus-$name
+    mkdir -p "$work"
+    # Seed with the small fixture files (the generator's valid GGUFs).
+    [ "$name" = gguf_fuzz ] && find build/fixtures -name '*.gguf' -size -256k -exec cp {} "$work/" \;
+    if "$fuzzer" -max_total_time="${TANDEM_FUZZ_SECONDS:-20}" -rss_limit_mb=2048 -max_len=262144 \
+         "$work" "$corpus" >"build-fuzz/$name.log" 2>&1; then
+      echo "$name: no finding"
+      record "$name" 1 0
+    else
+      echo "$name: FINDING (see build-fuzz/$name.log)"
+      tail -n 30 "build-fuzz/$name.log"
+      record "$name" 0 1
+    fi
+  done
+fi
+
+finish
