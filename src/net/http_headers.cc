@@ -1,0 +1,47 @@
+#include "net/http_headers.h"
+
+#include <algorithm>
+
+namespace tandem::net {
+namespace {
+
+char LowerAscii(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+
+}  // namespace
+
+bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (LowerAscii(a[i]) != LowerAscii(b[i])) return false;
+  }
+  return true;
+}
+
+HttpHeaders::HttpHeaders(std::initializer_list<Field> fields) : fields_(fields) {}
+
+void HttpHeaders::Add(std::string name, std::string value) {
+  fields_.emplace_back(std::move(name), std::move(value));
+}
+
+void HttpHeaders::Set(std::string name, std::string value) {
+  Remove(name);
+  Add(std::move(name), std::move(value));
+}
+
+void HttpHeaders::Remove(std::string_view name) {
+  std::erase_if(fields_, [&](const Field& f) { return EqualsIgnoreCase(f.first, name); });
+}
+
+std::optional<std::string_view> HttpHeaders::Get(std::string_view name) const {
+  for (const Field& f : fields_) {
+    if (EqualsIgnoreCase(f.first, name)) return std::string_view(f.second);
+  }
+  return std::nullopt;
+}
+
+std::string HttpHeaders::GetOr(std::string_view name, std::string_view fallback) const {
+  std::optional<std::string_view> v = Get(name);
+  return std::string(v ? *v : fallback);
+}
+
+}  // namespace tandem::net
