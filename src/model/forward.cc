@@ -157,7 +157,9 @@ void Forward::LmHead(const std::vector<ForwardSequence>& batch, std::vector<floa
   std::vector<int64_t> rows;
   int64_t t = 0;
   for (const ForwardSequence& s : batch) {
-    if (s.all_logits) {
+    if (!s.want_logits) {
+      // no row
+    } else if (s.all_logits) {
       for (int i = 0; i < s.n_tokens; ++i) rows.push_back(t + i);
     } else if (s.n_tokens > 0) {
       rows.push_back(t + s.n_tokens - 1);

@@ -3,7 +3,8 @@
 // A batch holds several sequences, each contributing `n_tokens` new tokens at
 // positions start_pos .. start_pos+n_tokens-1, whose keys/values are written into that
 // sequence's KvStore (positions before start_pos must already be there). Logits are
-// produced for every new token of a sequence with all_logits, else for its last token.
+// produced for every new token of a sequence with all_logits, else for its last token,
+// and none for a sequence with want_logits = false.
 //
 // Ownership: borrows the config, weights and thread pool, which must outlive it.
 // Thread safety: one Run at a time (it owns scratch buffers).
@@ -26,6 +27,7 @@ struct ForwardSequence {
   int64_t start_pos = 0;
   KvStore* kv = nullptr;            // borrowed; capacity >= start_pos + n_tokens
   bool all_logits = false;
+  bool want_logits = true;          // false: no logits row (a prompt chunk that ends mid-prompt)
 };
 
 class Forward {

@@ -2,12 +2,38 @@
 
 #include <unistd.h>
 
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
 #include "model/vocab.h"
 
 namespace tandem {
+namespace {
+
+std::string FingerprintOf(const GgufFile& file) {
+  // The tensor table and the first 4 KiB of every tensor: cheap, and any
+  // re-quantization or fine-tune changes it.
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  const uint64_t size = file.file_size();
+  XXH3_64bits_update(state, &size, sizeof(size));
+  for (const auto& t : file.tensors()) {
+    XXH3_64bits_update(state, t.name.data(), t.name.size());
+    XXH3_64bits_update(state, &t.offset, sizeof(t.offset));
+    XXH3_64bits_update(state, t.data, std::min<uint64_t>(t.size_bytes, 4096));
+  }
+  const uint64_t h = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
+}  // namespace
 
 StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   std::unique_ptr<Model> m(new Model());
@@ -27,6 +53,7 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   m->tokenizer_ = std::move(tokenizer).value();
   m->name_ = m->file_->GetStringOr("general.name", "").value();
   if (m->name_.empty()) m->name_ = std::filesystem::path(path).filename().string();
+  m->fingerprint_ = FingerprintOf(*m->file_);
   return m;
 }
 

@@ -26,6 +26,9 @@ class Model {
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   // general.name, or the file name.
   const std::string& name() const { return name_; }
+  // Identifies the weights and tokenizer: the same file gives the same fingerprint on
+  // every machine (XXH3 of its size and first 16 MiB, hex). Part of every KV block key.
+  const std::string& fingerprint() const { return fingerprint_; }
 
  private:
   Model() = default;
@@ -34,6 +37,7 @@ class Model {
   ModelWeights weights_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::string name_;
+  std::string fingerprint_;
 };
 
 // Resolves which model file to use: `flag` if non-empty, else env TANDEM_MODEL, else

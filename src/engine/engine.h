@@ -1,0 +1,118 @@
+// Engine: the serving engine of one `tandem serve` instance — continuous batching over a
+// paged KV cache with prefix caching, driven by one step-loop thread.
+//
+// Requests come in through AddRequest with already-tokenized prompts; their outputs go
+// out through the request's callback, called on the engine thread after every step that
+// produced something (incremental tokens, text deltas with stop strings handled,
+// logprobs), and exactly once with finished = true. AbortRequest (e.g. on client
+// disconnect) finishes a request with finish_reason "abort" and frees its KV blocks.
+//
+// Thread safety: AddRequest, AbortRequest, Snapshot and Shutdown may be called from any
+// thread. Callbacks run on the engine thread and must not block (post work elsewhere).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/sampler.h"
+
+namespace tandem {
+
+class Model;
+class MetricsRegistry;
+
+struct EngineOptions {
+  int block_size = 16;                 // tokens per KV block (--block-size)
+  int64_t num_kv_blocks = 0;           // 0 = derive from kv_cache_bytes
+  int64_t kv_cache_bytes = int64_t{1} << 30;  // --kv-cache-memory x --gpu-memory-utilization
+  int max_num_seqs = 256;              // --max-num-seqs
+  int max_num_batched_tokens = 2048;   // --max-num-batched-tokens (per step)
+  int max_model_len = 0;               // --max-model-len (0 = the model's context)
+  int max_waiting = 1024;              // queue bound; AddRequest fails beyond it (-> HTTP 503)
+  bool enable_prefix_caching = true;
+  int threads = 0;                     // compute threads (0 = cores in the affinity set)
+  std::vector<int> cpu_ids;            // --cpu-affinity
+  std::string model_name = "tandem";   // label `model_name` on metrics
+};
+
+// Per-request generation parameters (OpenAI / vLLM semantics).
+struct GenerationParams {
+  SamplingParams sampling;               // temperature, top_k, top_p, min_p, seed
+  bool has_seed = false;                 // else a seed is drawn per request
+  float presence_penalty = 0.0f;         // [-2, 2]
+  float frequency_penalty = 0.0f;        // [-2, 2]
+  float repetition_penalty = 1.0f;       // (0, 2]
+  int max_tokens = 16;                   // >= 1 (clamped to fit the context)
+  int min_tokens = 0;
+  bool ignore_eos = false;
+  std::vector<std::string> stop;         // stop strings (not included in the output)
+  std::vector<int32_t> stop_token_ids;
+  int logprobs = -1;                     // -1 = none; else top-N alternatives per token (0..20)
+  bool skip_special_tokens = true;
+};
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;  // [logprobs] most likely tokens
+};
+
+struct RequestOutput {
+  std::string request_id;
+  std::vector<int32_t> new_tokens;     // generated since the previous callback
+  std::string new_text;                // their text (UTF-8 complete; stop strings removed)
+  std::vector<TokenLogprob> new_logprobs;  // parallel to new_tokens when logprobs >= 0
+  bool finished = false;
+  std::string finish_reason;           // "stop" | "length" | "abort" | "error" (when finished)
+  std::string stop_reason;             // the matched stop string, or the stop token id as text
+  int prompt_tokens = 0;
+  int completion_tokens = 0;           // total so far
+  int cached_tokens = 0;               // prompt tokens served from the prefix cache
+  Status error;                        // set when finish_reason == "error"
+};
+
+struct EngineRequest {
+  std::string request_id;              // unique among live requests
+  std::vector<int32_t> prompt_tokens;  // non-empty
+  GenerationParams params;
+  std::function<void(const RequestOutput&)> on_output;  // required
+};
+
+// A point-in-time view for /health and logs.
+struct EngineSnapshot {
+  int num_running = 0;
+  int num_waiting = 0;
+  double kv_cache_usage = 0;           // fraction of KV blocks in use
+  int64_t num_kv_blocks = 0;
+  int64_t max_tokens_in_cache = 0;
+};
+
+class Engine {
+ public:
+  // Builds the KV arena, the scheduler and the step thread. `model` must outlive it.
+  // `metrics` (may be null) receives the vllm:* series.
+  static StatusOr<std::unique_ptr<Engine>> Create(const Model& model, const EngineOptions& options,
+                                                  MetricsRegistry* metrics);
+  virtual ~Engine() = default;
+
+  // Queues a request. InvalidArgument if the prompt is empty or does not fit
+  // max_model_len; AlreadyExists for a duplicate live id; ResourceExhausted when the
+  // waiting queue is full; Unavailable after Shutdown.
+  virtual Status AddRequest(EngineRequest request) = 0;
+
+  // Finishes the request with "abort" (no-op if unknown or already finished).
+  virtual void AbortRequest(const std::string& request_id) = 0;
+
+  virtual EngineSnapshot Snapshot() const = 0;
+  virtual const EngineOptions& options() const = 0;
+
+  // Aborts everything still running and stops the step thread.
+  virtual void Shutdown() = 0;
+};
+
+}  // namespace tandem

@@ -1,0 +1,120 @@
+#include "engine/engine_metrics.h"
+
+#include <cstdio>
+
+#include "common/logging.h"
+#include "common/metrics.h"
+#include "engine/request.h"
+
+namespace tandem {
+namespace {
+
+const std::vector<double> kLatencyBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
+                                             0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0};
+const std::vector<double> kTokenBuckets = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000,
+                                           20000, 50000, 100000};
+
+double Seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
+EngineMetrics::EngineMetrics(MetricsRegistry* registry, const std::string& model_name)
+    : registry_(registry), model_name_(model_name) {
+  if (registry_ == nullptr) return;
+  const MetricLabels labels = {{"model_name", model_name}, {"engine", "0"}};
+  prompt_tokens_ = registry_->GetCounter("vllm:prompt_tokens", "Number of prefill tokens processed.", labels);
+  generation_tokens_ = registry_->GetCounter("vllm:generation_tokens", "Number of generation tokens processed.", labels);
+  preemptions_ = registry_->GetCounter("vllm:num_preemptions", "Cumulative number of preemptions.", labels);
+  prefix_queries_ = registry_->GetCounter("vllm:prefix_cache_queries",
+                                          "Prefix cache queries, in terms of number of queried tokens.", labels);
+  prefix_hits_ = registry_->GetCounter("vllm:prefix_cache_hits",
+                                       "Prefix cache hits, in terms of number of cached tokens.", labels);
+  running_ = registry_->GetGauge("vllm:num_requests_running", "Number of requests in model execution batches.", labels);
+  waiting_ = registry_->GetGauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", labels);
+  kv_usage_ = registry_->GetGauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", labels);
+  ttft_ = registry_->GetHistogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+                                  kLatencyBuckets, labels);
+  itl_ = registry_->GetHistogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+                                 kLatencyBuckets, labels);
+  e2e_ = registry_->GetHistogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
+                                 kLatencyBuckets, labels);
+  request_prompt_tokens_ = registry_->GetHistogram("vllm:request_prompt_tokens",
+                                                   "Number of prefill tokens processed.", kTokenBuckets, labels);
+  request_generation_tokens_ = registry_->GetHistogram(
+      "vllm:request_generation_tokens", "Number of generation tokens processed.", kTokenBuckets, labels);
+  // Create the finish-reason series up front so dashboards see zeros.
+  for (const char* reason : {"stop", "length", "abort", "error"}) {
+    registry_->GetCounter("vllm:request_success", "Count of successfully processed requests.",
+                          {{"model_name", model_name}, {"engine", "0"}, {"finished_reason", reason}});
+  }
+}
+
+void EngineMetrics::OnPreemptions(int n) {
+  if (n > 0 && preemptions_) preemptions_->Add(n);
+}
+
+void EngineMetrics::OnTokensComputed(int prompt_tokens) {
+  window_prompt_tokens_ += prompt_tokens;
+  if (prompt_tokens_ && prompt_tokens > 0) prompt_tokens_->Add(prompt_tokens);
+}
+
+void EngineMetrics::OnToken(Request* r) {
+  const auto now = std::chrono::steady_clock::now();
+  ++window_generation_tokens_;
+  if (generation_tokens_) generation_tokens_->Add(1);
+  if (!r->has_first_token) {
+    r->has_first_token = true;
+    r->first_token_time = now;
+    if (ttft_) ttft_->Observe(Seconds(now - r->arrival));
+  } else if (itl_) {
+    itl_->Observe(Seconds(now - r->last_token_time));
+  }
+  r->last_token_time = now;
+}
+
+void EngineMetrics::OnFinished(const Request& r, const std::string& finish_reason) {
+  if (registry_ == nullptr) return;
+  registry_->GetCounter("vllm:request_success", "Count of successfully processed requests.",
+                        {{"model_name", model_name_}, {"engine", "0"}, {"finished_reason", finish_reason}})
+      ->Add(1);
+  e2e_->Observe(Seconds(std::chrono::steady_clock::now() - r.arrival));
+  request_prompt_tokens_->Observe(r.prompt_len);
+  request_generation_tokens_->Observe(r.num_output_tokens());
+}
+
+void EngineMetrics::SetGauges(int running, int waiting, double kv_usage, const kv::PrefixCacheStats& prefix) {
+  if (registry_ == nullptr) return;
+  running_->Set(running);
+  waiting_->Set(waiting);
+  kv_usage_->Set(kv_usage);
+  prefix_queries_->Add(static_cast<double>(prefix.queries_tokens - reported_queries_));
+  prefix_hits_->Add(static_cast<double>(prefix.hits_tokens - reported_hits_));
+  reported_queries_ = prefix.queries_tokens;
+  reported_hits_ = prefix.hits_tokens;
+}
+
+void EngineMetrics::MaybeLogStats(int running, int waiting, double kv_usage, const kv::PrefixCacheStats& prefix) {
+  const auto now = std::chrono::steady_clock::now();
+  const double elapsed = Seconds(now - window_start_);
+  if (elapsed < 10.0) return;
+  const bool had_work = window_prompt_tokens_ > 0 || window_generation_tokens_ > 0 || running > 0 || waiting > 0;
+  if (had_work) {
+    const int64_t queries = prefix.queries_tokens - window_queries_start_;
+    const int64_t hits = prefix.hits_tokens - window_hits_start_;
+    char line[512];
+    std::snprintf(line, sizeof(line),
+                  "Engine 000: Avg prompt throughput: %.1f tokens/s, Avg generation throughput: %.1f tokens/s, "
+                  "Running: %d reqs, Waiting: %d reqs, GPU KV cache usage: %.1f%%, Prefix cache hit rate: %.1f%%, "
+                  "External prefix cache hit rate: %.1f%%",
+                  window_prompt_tokens_ / elapsed, window_generation_tokens_ / elapsed, running, waiting,
+                  100.0 * kv_usage, queries > 0 ? 100.0 * hits / queries : 0.0, 0.0);
+    TANDEM_LOG(INFO) << line;
+  }
+  window_start_ = now;
+  window_prompt_tokens_ = 0;
+  window_generation_tokens_ = 0;
+  window_queries_start_ = prefix.queries_tokens;
+  window_hits_start_ = prefix.hits_tokens;
+}
+
+}  // namespace tandem

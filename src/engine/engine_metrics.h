@@ -1,0 +1,59 @@
+// EngineMetrics: the engine's vllm:* Prometheus series (labels model_name, engine) and
+// its periodic stats log line in vLLM's wording ("Prefix cache hit rate: X%").
+//
+// Thread safety: engine thread only (the registry itself is thread-safe).
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "kv/kv_cache_manager.h"
+
+namespace tandem {
+
+class MetricsRegistry;
+class Counter;
+class Gauge;
+class Histogram;
+struct Request;
+
+class EngineMetrics {
+ public:
+  // `registry` may be null (metrics off; the stats log line still works).
+  EngineMetrics(MetricsRegistry* registry, const std::string& model_name);
+
+  void OnPreemptions(int n);
+  void OnTokensComputed(int prompt_tokens);  // prompt tokens run through the model this step
+  void OnToken(Request* r);                  // one generated token (TTFT / inter-token latency)
+  void OnFinished(const Request& r, const std::string& finish_reason);
+  void SetGauges(int running, int waiting, double kv_usage, const kv::PrefixCacheStats& prefix);
+  // Logs a stats line at most every 10 s while there is work.
+  void MaybeLogStats(int running, int waiting, double kv_usage, const kv::PrefixCacheStats& prefix);
+
+ private:
+  MetricsRegistry* registry_;
+  std::string model_name_;
+  Counter* prompt_tokens_ = nullptr;
+  Counter* generation_tokens_ = nullptr;
+  Counter* preemptions_ = nullptr;
+  Counter* prefix_queries_ = nullptr;
+  Counter* prefix_hits_ = nullptr;
+  Gauge* running_ = nullptr;
+  Gauge* waiting_ = nullptr;
+  Gauge* kv_usage_ = nullptr;
+  Histogram* ttft_ = nullptr;
+  Histogram* itl_ = nullptr;
+  Histogram* e2e_ = nullptr;
+  Histogram* request_prompt_tokens_ = nullptr;
+  Histogram* request_generation_tokens_ = nullptr;
+  int64_t reported_queries_ = 0;
+  int64_t reported_hits_ = 0;
+  // Window for the stats log line.
+  std::chrono::steady_clock::time_point window_start_ = std::chrono::steady_clock::now();
+  int64_t window_prompt_tokens_ = 0;
+  int64_t window_generation_tokens_ = 0;
+  int64_t window_queries_start_ = 0;
+  int64_t window_hits_start_ = 0;
+};
+
+}  // namespace tandem

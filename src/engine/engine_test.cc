@@ -1,0 +1,242 @@
+// The serving engine end to end on the fixture models: batching, preemption, prefix
+// caching, aborts and stop conditions, against single-sequence generation.
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <future>
+#include <mutex>
+
+#include "common/metrics.h"
+#include "common/thread_pool.h"
+#include "engine/generator.h"
+#include "model/model.h"
+#include "model/test_paths.h"
+
+namespace tandem {
+namespace {
+
+struct Collected {
+  std::vector<int32_t> tokens;
+  std::string text;
+  RequestOutput last;
+  int callbacks = 0;
+};
+
+// Submits requests and waits for all of them to finish.
+class Harness {
+ public:
+  Harness(const Model& model, EngineOptions options) : model_(model) {
+    auto engine = Engine::Create(model, options, &metrics_);
+    EXPECT_TRUE(engine.ok()) << engine.status().ToString();
+    engine_ = std::move(engine).value();
+  }
+
+  void Submit(const std::string& id, std::vector<int32_t> prompt, GenerationParams params) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      results_[id];
+      ++pending_;
+    }
+    EngineRequest r;
+    r.request_id = id;
+    r.prompt_tokens = std::move(prompt);
+    r.params = params;
+    r.on_output = [this, id](const RequestOutput& out) {
+      std::lock_guard<std::mutex> lock(mu_);
+      Collected& c = results_[id];
+      c.tokens.insert(c.tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
+      c.text += out.new_text;
+      c.last = out;
+      ++c.callbacks;
+      if (out.finished && --pending_ == 0) cv_.notify_all();
+    };
+    Status s = engine_->AddRequest(std::move(r));
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+
+  std::map<std::string, Collected> Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    EXPECT_TRUE(cv_.wait_for(lock, std::chrono::seconds(120), [&] { return pending_ == 0; })) << "timed out";
+    return results_;
+  }
+
+  Engine& engine() { return *engine_; }
+  MetricsRegistry& metrics() { return metrics_; }
+
+ private:
+  const Model& model_;
+  MetricsRegistry metrics_;
+  std::unique_ptr<Engine> engine_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, Collected> results_;
+  int pending_ = 0;
+};
+
+std::unique_ptr<Model> LoadFixture(const std::string& name) {
+  auto model = Model::Load(FixturePath(name));
+  EXPECT_TRUE(model.ok()) << model.status().ToString();
+  return model.ok() ? std::move(model).value() : nullptr;
+}
+
+std::vector<std::vector<int32_t>> Prompts(const Model& m) {
+  std::vector<std::vector<int32_t>> out;
+  for (const char* text : {"hello world", "the quick brown fox jumps over", "a", "once upon a time there was",
+                           "1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20", "to be or not to be"}) {
+    out.push_back(m.tokenizer().Encode(text, true, false));
+  }
+  return out;
+}
+
+GenerationParams Greedy(int max_tokens) {
+  GenerationParams p;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  return p;
+}
+
+// Reference: the single-sequence generator (contiguous KV, one sequence at a time).
+std::vector<int32_t> ReferenceGreedy(const Model& m, const std::vector<int32_t>& prompt, int n) {
+  Harness h(m, EngineOptions{});
+  h.Submit("ref", prompt, Greedy(n));
+  return h.Wait()["ref"].tokens;
+}
+
+TEST(EngineTest, BatchedGreedyEqualsAlone) {
+  auto model = LoadFixture("llama.gguf");
+  ASSERT_NE(model, nullptr);
+  auto prompts = Prompts(*model);
+  std::vector<std::vector<int32_t>> alone;
+  for (const auto& p : prompts) alone.push_back(ReferenceGreedy(*model, p, 24));
+  EngineOptions opts;
+  opts.max_num_batched_tokens = 7;  // forces chunked prefill mixed with decodes
+  Harness h(*model, opts);
+  for (size_t i = 0; i < prompts.size(); ++i) h.Submit("r" + std::to_string(i), prompts[i], Greedy(24));
+  auto results = h.Wait();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const Collected& c = results["r" + std::to_string(i)];
+    EXPECT_EQ(c.tokens, alone[i]) << "request " << i;
+    EXPECT_EQ(c.last.finish_reason, "length");
+    EXPECT_EQ(c.last.completion_tokens, 24);
+  }
+}
+
+TEST(EngineTest, EngineMatchesSingleSequenceGenerator) {
+  auto model = LoadFixture("qwen3.gguf");
+  ASSERT_NE(model, nullptr);
+  ThreadPool pool(1);
+  GenerateOptions g;
+  g.max_tokens = 20;
+  g.stop_at_eos = false;
+  std::vector<int32_t> want;
+  ASSERT_TRUE(Generate(*model, &pool, "the quick brown fox", g, [](std::string_view) {}, nullptr, &want).ok());
+  auto prompt = model->tokenizer().Encode("the quick brown fox", true, true);
+  EXPECT_EQ(ReferenceGreedy(*model, prompt, 20), want);
+}
+
+TEST(EngineTest, TinyKvBudgetPreemptsAndStillMatches) {
+  auto model = LoadFixture("gemma3.gguf");
+  ASSERT_NE(model, nullptr);
+  auto prompts = Prompts(*model);
+  std::vector<std::vector<int32_t>> alone;
+  for (const auto& p : prompts) alone.push_back(ReferenceGreedy(*model, p, 40));
+  EngineOptions opts;
+  opts.block_size = 4;
+  opts.num_kv_blocks = 24;  // 96 tokens for six requests of up to ~60 tokens each
+  Harness h(*model, opts);
+  for (int round = 0; round < 2; ++round) {
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      h.Submit("r" + std::to_string(round) + "_" + std::to_string(i), prompts[i], Greedy(40));
+    }
+  }
+  auto results = h.Wait();
+  for (int round = 0; round < 2; ++round) {
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(results["r" + std::to_string(round) + "_" + std::to_string(i)].tokens, alone[i]) << i;
+    }
+  }
+  const std::string text = h.metrics().RenderPrometheus();
+  EXPECT_EQ(text.find("vllm:num_preemptions_total{engine=\"0\",model_name=\"tandem\"} 0.0"), std::string::npos)
+      << "expected preemptions with 24 blocks";
+  EXPECT_EQ(h.engine().Snapshot().kv_cache_usage, 0.0);
+}
+
+TEST(EngineTest, PrefixCacheHitGivesSameOutput) {
+  auto model = LoadFixture("llama.gguf");
+  ASSERT_NE(model, nullptr);
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 70; ++i) prompt.push_back(300 + (i * 7) % 200);
+  Harness h(*model, EngineOptions{});
+  h.Submit("first", prompt, Greedy(8));
+  auto first = h.Wait()["first"];
+  h.Submit("second", prompt, Greedy(8));
+  auto second = h.Wait()["second"];
+  EXPECT_EQ(first.last.cached_tokens, 0);
+  EXPECT_EQ(second.last.cached_tokens, 64);  // 4 full blocks of 16; the last token is recomputed
+  EXPECT_EQ(first.tokens, second.tokens);
+}
+
+TEST(EngineTest, AbortFreesBlocks) {
+  auto model = LoadFixture("llama.gguf");
+  ASSERT_NE(model, nullptr);
+  Harness h(*model, EngineOptions{});
+  auto prompts = Prompts(*model);
+  h.Submit("long", prompts[1], Greedy(100000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_GT(h.engine().Snapshot().kv_cache_usage, 0.0);
+  h.engine().AbortRequest("long");
+  auto r = h.Wait()["long"];
+  EXPECT_EQ(r.last.finish_reason, "abort");
+  EXPECT_EQ(h.engine().Snapshot().kv_cache_usage, 0.0);
+}
+
+TEST(EngineTest, StopStringsAndStopTokens) {
+  auto model = LoadFixture("llama.gguf");
+  ASSERT_NE(model, nullptr);
+  auto prompts = Prompts(*model);
+  Harness h(*model, EngineOptions{});
+  h.Submit("free", prompts[0], Greedy(30));
+  auto free_run = h.Wait()["free"];
+  ASSERT_GE(free_run.text.size(), 6u);
+  // Stop at a substring of what greedy produces: the text ends right before it.
+  const std::string stop = free_run.text.substr(3, 3);
+  GenerationParams p = Greedy(30);
+  p.stop = {stop};
+  h.Submit("stopped", prompts[0], p);
+  auto stopped = h.Wait()["stopped"];
+  EXPECT_EQ(stopped.last.finish_reason, "stop");
+  EXPECT_EQ(stopped.last.stop_reason, stop);
+  EXPECT_EQ(stopped.text, free_run.text.substr(0, free_run.text.find(stop)));
+  // A stop token id: generation ends at its first occurrence.
+  GenerationParams q = Greedy(30);
+  q.stop_token_ids = {free_run.tokens[5]};
+  h.Submit("token", prompts[0], q);
+  auto token = h.Wait()["token"];
+  EXPECT_EQ(token.last.finish_reason, "stop");
+  EXPECT_LE(token.tokens.size(), 6u);
+}
+
+TEST(EngineTest, RejectsBadRequests) {
+  auto model = LoadFixture("llama.gguf");
+  ASSERT_NE(model, nullptr);
+  EngineOptions opts;
+  opts.max_model_len = 32;
+  auto engine = Engine::Create(*model, opts, nullptr);
+  ASSERT_TRUE(engine.ok());
+  auto submit = [&](std::vector<int32_t> prompt) {
+    EngineRequest r;
+    r.request_id = "x";
+    r.prompt_tokens = std::move(prompt);
+    r.on_output = [](const RequestOutput&) {};
+    return (*engine)->AddRequest(std::move(r));
+  };
+  EXPECT_EQ(submit({}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(submit(std::vector<int32_t>(40, 5)).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(submit({1, 99999}).code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tandem

@@ -1,0 +1,80 @@
+// KvArena: the memory of the paged KV cache, and PagedKvStore, one sequence's view of it.
+//
+// Layout: block-major, [num_blocks][n_layers][block_size][kv_dim] fp16 for K and the
+// same for V, so all layers of one block are contiguous — a block is the unit the
+// transfer connector and the pool move, and it can be copied in one piece.
+// Ownership: the arena owns its memory; a PagedKvStore borrows the arena and a block
+// table, which must outlive it.
+// Thread safety: distinct blocks may be written concurrently; the engine serialises
+// writes and reads of the same block by step.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "model/kv_store.h"
+
+namespace tandem {
+
+class KvArena {
+ public:
+  KvArena(int64_t num_blocks, int n_layers, int block_size, int kv_dim, int v_dim);
+
+  int64_t num_blocks() const { return num_blocks_; }
+  int block_size() const { return block_size_; }
+  // Bytes of one block (all layers, K and V).
+  int64_t block_bytes() const { return (k_block_elems_ + v_block_elems_) * 2; }
+  // Bytes per token of cache (all layers, K and V).
+  static int64_t BytesPerToken(int n_layers, int kv_dim, int v_dim) {
+    return static_cast<int64_t>(n_layers) * (kv_dim + v_dim) * 2;
+  }
+
+  uint16_t* KeyRow(int32_t block, int layer, int offset) {
+    return keys_.get() + block * k_block_elems_ + (static_cast<int64_t>(layer) * block_size_ + offset) * kv_dim_;
+  }
+  uint16_t* ValueRow(int32_t block, int layer, int offset) {
+    return values_.get() + block * v_block_elems_ + (static_cast<int64_t>(layer) * block_size_ + offset) * v_dim_;
+  }
+  // The whole of block `block`: K then V parts (for copies between arenas).
+  uint16_t* BlockKeys(int32_t block) { return keys_.get() + block * k_block_elems_; }
+  uint16_t* BlockValues(int32_t block) { return values_.get() + block * v_block_elems_; }
+  int64_t k_block_elems() const { return k_block_elems_; }
+  int64_t v_block_elems() const { return v_block_elems_; }
+
+ private:
+  int64_t num_blocks_;
+  int n_layers_;
+  int block_size_;
+  int kv_dim_;
+  int v_dim_;
+  int64_t k_block_elems_;
+  int64_t v_block_elems_;
+  // Left uninitialised: pages are committed by the OS only when a block is first written,
+  // so a large --kv-cache-memory costs nothing until it is used.
+  std::unique_ptr<uint16_t[]> keys_;
+  std::unique_ptr<uint16_t[]> values_;
+};
+
+// The KvStore of one sequence: position p lives in block_table[p / block_size].
+class PagedKvStore final : public KvStore {
+ public:
+  PagedKvStore(KvArena* arena, const std::vector<int32_t>* block_table)
+      : arena_(arena), table_(block_table) {}
+
+  uint16_t* KeyRow(int layer, int64_t pos) override {
+    const int b = arena_->block_size();
+    return arena_->KeyRow((*table_)[pos / b], layer, static_cast<int>(pos % b));
+  }
+  uint16_t* ValueRow(int layer, int64_t pos) override {
+    const int b = arena_->block_size();
+    return arena_->ValueRow((*table_)[pos / b], layer, static_cast<int>(pos % b));
+  }
+  int64_t capacity() const override { return static_cast<int64_t>(table_->size()) * arena_->block_size(); }
+
+ private:
+  KvArena* arena_;
+  const std::vector<int32_t>* table_;
+};
+
+}  // namespace tandem

@@ -1,0 +1,56 @@
+#include "engine/logits_processor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_set>
+
+#include "model/tokenizer.h"
+
+namespace tandem {
+
+void ApplyLogitsProcessors(const Request& r, const Tokenizer& tokenizer, float* logits, int32_t n_vocab) {
+  const GenerationParams& p = r.params;
+  if (p.repetition_penalty != 1.0f) {
+    std::unordered_set<int32_t> seen(r.tokens.begin(), r.tokens.end());
+    for (int32_t t : seen) {
+      if (t < 0 || t >= n_vocab) continue;
+      logits[t] = logits[t] > 0 ? logits[t] / p.repetition_penalty : logits[t] * p.repetition_penalty;
+    }
+  }
+  if (p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) {
+    for (const auto& [t, count] : r.output_counts) {
+      if (t < 0 || t >= n_vocab) continue;
+      logits[t] -= p.frequency_penalty * static_cast<float>(count) + p.presence_penalty;
+    }
+  }
+  if (r.num_output_tokens() < p.min_tokens) {
+    for (int32_t t : tokenizer.vocab().eog_ids) {
+      if (t >= 0 && t < n_vocab) logits[t] = -INFINITY;
+    }
+    for (int32_t t : p.stop_token_ids) {
+      if (t >= 0 && t < n_vocab) logits[t] = -INFINITY;
+    }
+  }
+}
+
+TokenLogprob ComputeLogprobs(const float* raw, int32_t n_vocab, int32_t token, int n) {
+  float max = raw[0];
+  for (int32_t i = 1; i < n_vocab; ++i) max = std::max(max, raw[i]);
+  double sum = 0;
+  for (int32_t i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(raw[i]) - max);
+  const float log_z = max + static_cast<float>(std::log(sum));
+  TokenLogprob out;
+  out.token = token;
+  out.logprob = raw[token] - log_z;
+  if (n > 0) {
+    std::vector<int32_t> ids(n_vocab);
+    for (int32_t i = 0; i < n_vocab; ++i) ids[i] = i;
+    const int k = std::min<int>(n, n_vocab);
+    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
+                      [&](int32_t a, int32_t b) { return raw[a] > raw[b] || (raw[a] == raw[b] && a < b); });
+    for (int i = 0; i < k; ++i) out.top.emplace_back(ids[i], raw[ids[i]] - log_z);
+  }
+  return out;
+}
+
+}  // namespace tandem

@@ -1,0 +1,92 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+#include "common/logging.h"
+
+namespace tandem {
+
+Scheduler::Scheduler(kv::KvCacheManager* kv, int max_num_seqs, int max_num_batched_tokens)
+    : kv_(kv), max_num_seqs_(max_num_seqs), max_num_batched_tokens_(max_num_batched_tokens) {}
+
+void Scheduler::AddRequest(Request* request) {
+  request->status = RequestStatus::kWaiting;
+  waiting_.push_back(request);
+}
+
+void Scheduler::FinishRequest(Request* request) {
+  if (auto it = std::find(running_.begin(), running_.end(), request); it != running_.end()) running_.erase(it);
+  if (auto it = std::find(waiting_.begin(), waiting_.end(), request); it != waiting_.end()) waiting_.erase(it);
+  kv_->Free(request->id);
+  request->status = RequestStatus::kFinished;
+}
+
+void Scheduler::Preempt(Request* request) {
+  kv_->Free(request->id);
+  request->num_computed_tokens = 0;
+  request->status = RequestStatus::kWaiting;
+  waiting_.push_front(request);
+}
+
+SchedulerOutput Scheduler::Schedule() {
+  SchedulerOutput out;
+  int budget = max_num_batched_tokens_;
+
+  // 1. Running requests, oldest first; preempt the newest when blocks run out.
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
+    Request* r = running_[i];
+    const int remaining = static_cast<int>(r->tokens.size()) - r->num_computed_tokens;
+    const int n = std::min(remaining, budget);
+    if (n <= 0) {
+      ++i;
+      continue;
+    }
+    bool scheduled = false;
+    while (true) {
+      if (kv_->AllocateSlots(r->id, r->num_computed_tokens, n)) {
+        scheduled = true;
+        break;
+      }
+      // Out of blocks: free the newest running request (possibly r itself).
+      Request* victim = running_.back();
+      running_.pop_back();
+      // A victim scheduled earlier in this step loses its slot in the batch too.
+      out.scheduled.erase(std::remove_if(out.scheduled.begin(), out.scheduled.end(),
+                                         [&](const ScheduledRequest& s) {
+                                           if (s.request != victim) return false;
+                                           budget += s.num_new_tokens;
+                                           return true;
+                                         }),
+                          out.scheduled.end());
+      Preempt(victim);
+      ++out.num_preempted;
+      if (victim == r) break;
+    }
+    if (!scheduled) break;  // r itself was preempted; everything after it is gone too
+    out.scheduled.push_back({r, n});
+    budget -= n;
+    ++i;
+  }
+
+  // 2. Waiting requests, in order, while there is room. Nothing is admitted in a step
+  // that had to preempt: the freed blocks go to the requests already running.
+  while (out.num_preempted == 0 && !waiting_.empty() && budget > 0 &&
+         static_cast<int>(running_.size()) < max_num_seqs_) {
+    Request* r = waiting_.front();
+    kv::ComputedBlocks hit;
+    if (r->num_computed_tokens == 0) hit = kv_->GetComputedBlocks(r->id, r->tokens);
+    const int computed = hit.num_computed_tokens;
+    const int n = std::min(static_cast<int>(r->tokens.size()) - computed, budget);
+    if (!kv_->AllocateSlots(r->id, computed, n, hit)) break;
+    waiting_.pop_front();
+    r->num_computed_tokens = computed;
+    if (r->num_cached_tokens < 0) r->num_cached_tokens = std::min(computed, r->prompt_len);
+    r->status = RequestStatus::kRunning;
+    running_.push_back(r);
+    out.scheduled.push_back({r, n});
+    budget -= n;
+  }
+  return out;
+}
+
+}  // namespace tandem

@@ -1,0 +1,59 @@
+// Scheduler: continuous batching with chunked prefill over the paged KV cache
+// (vLLM v1's policy).
+//
+// Each step it spends a token budget (--max-num-batched-tokens): first one token for
+// every running request that is decoding (or the next chunk of one still prefilling),
+// in arrival order; then it admits waiting requests (prefix-cache hit first, then as
+// much of the prompt as the budget allows) while fewer than --max-num-seqs run. When
+// the cache has no blocks for a running request, the newest running request is
+// preempted by recompute: its blocks are freed and it goes back to the front of the
+// waiting queue (its generated tokens are kept and recomputed with the prompt).
+// Running out of blocks is expected scarcity, never an error.
+//
+// Thread safety: engine thread only.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "engine/request.h"
+#include "kv/kv_cache_manager.h"
+
+namespace tandem {
+
+struct ScheduledRequest {
+  Request* request;
+  int num_new_tokens;  // tokens to run this step, starting at request->num_computed_tokens
+};
+
+struct SchedulerOutput {
+  std::vector<ScheduledRequest> scheduled;
+  int num_preempted = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler(kv::KvCacheManager* kv, int max_num_seqs, int max_num_batched_tokens);
+
+  void AddRequest(Request* request);  // to the back of the waiting queue
+  // Removes a request from the queues and frees its blocks (finish or abort).
+  void FinishRequest(Request* request);
+
+  SchedulerOutput Schedule();
+
+  int num_running() const { return static_cast<int>(running_.size()); }
+  int num_waiting() const { return static_cast<int>(waiting_.size()); }
+  bool has_work() const { return !running_.empty() || !waiting_.empty(); }
+
+ private:
+  void Preempt(Request* request);
+
+  kv::KvCacheManager* kv_;
+  int max_num_seqs_;
+  int max_num_batched_tokens_;
+  std::deque<Request*> waiting_;
+  std::vector<Request*> running_;  // arrival (admission) order
+};
+
+}  // namespace tandem
