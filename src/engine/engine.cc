@@ -198,6 +198,7 @@ class EngineImpl final : public Engine {
                      << " num_computed_tokens=" << (r->prompt_len - std::max(0, r->num_cached_tokens))
                      << " cached_tokens=" << std::max(0, r->num_cached_tokens)
                      << " completion_tokens=" << r->num_output_tokens();
+    PublishGauges();  // the blocks are free before the client hears the request is done
     r->on_output(out);
     {
       std::lock_guard<std::mutex> lock(mu_);
