@@ -15,31 +15,63 @@ double SecondsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Length of the longest prefix of `s` that does not end inside a UTF-8 sequence.
-size_t CompleteUtf8Prefix(std::string_view s) {
-  const size_t n = s.size();
-  for (size_t k = 1; k <= 4 && k <= n; ++k) {
-    const unsigned char b = static_cast<unsigned char>(s[n - k]);
-    if ((b & 0xC0) == 0x80) continue;  // continuation byte: keep looking for the lead
-    const size_t need = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 1;
-    return k < need ? n - k : n;
+// Length of the valid UTF-8 sequence starting at s[i] (1..4), 0 if the bytes present
+// are a valid but incomplete start of one, or -1 if s[i] does not start a valid sequence
+// (RFC 3629: no overlongs, no surrogates, nothing above U+10FFFF).
+int SequenceLength(std::string_view s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  const unsigned char c = b(0);
+  if (c < 0x80) return 1;
+  int need;
+  unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+  if (c >= 0xC2 && c <= 0xDF) {
+    need = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    need = 3;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    need = 4;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+  } else {
+    return -1;
   }
-  return n;  // no lead byte: invalid UTF-8, passed through as is
+  for (int k = 1; k < need; ++k) {
+    if (i + k >= s.size()) return 0;
+    const unsigned char x = b(k);
+    if (k == 1 ? (x < lo || x > hi) : (x < 0x80 || x > 0xBF)) return -1;
+  }
+  return need;
 }
+
+constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
 
 }  // namespace
 
 std::string Utf8Stream::Push(std::string_view bytes) {
   pending_.append(bytes);
-  size_t n = CompleteUtf8Prefix(pending_);
-  std::string out = pending_.substr(0, n);
-  pending_.erase(0, n);
+  std::string out;
+  size_t i = 0;
+  while (i < pending_.size()) {
+    const int n = SequenceLength(pending_, i);
+    if (n == 0) break;  // incomplete: wait for more bytes
+    if (n < 0) {
+      out += kReplacement;
+      ++i;
+    } else {
+      out.append(pending_, i, n);
+      i += n;
+    }
+  }
+  pending_.erase(0, i);
   return out;
 }
 
 std::string Utf8Stream::Flush() {
-  std::string out;
-  out.swap(pending_);
+  // Whatever is left is an incomplete sequence that will never complete.
+  std::string out = pending_.empty() ? "" : std::string(kReplacement);
+  pending_.clear();
   return out;
 }
 

@@ -54,12 +54,14 @@ StatusOr<PerplexityResult> Perplexity(const Model& model, ThreadPool* pool, cons
                                       int n_ctx, int max_chunks,
                                       const std::function<void(int chunk, double ppl)>& on_chunk);
 
-// Holds back an incomplete UTF-8 sequence at the end of streamed bytes.
+// Turns streamed bytes into valid UTF-8: holds back an incomplete sequence at the end,
+// and replaces invalid bytes with U+FFFD (as Python's errors="replace" does), so every
+// piece of text Tandem emits is valid UTF-8 (JSON requires it).
 class Utf8Stream {
  public:
-  // Appends bytes and returns the longest complete UTF-8 prefix now available.
+  // Appends bytes and returns the valid UTF-8 text now complete.
   std::string Push(std::string_view bytes);
-  // Returns whatever is left (possibly invalid UTF-8) at the end of the stream.
+  // Ends the stream: a held-back incomplete sequence becomes one U+FFFD.
   std::string Flush();
 
  private:

@@ -54,7 +54,18 @@ TEST(Utf8StreamTest, HoldsBackIncompleteSequences) {
   EXPECT_EQ(u.Push(euro.substr(1, 1)), "");
   EXPECT_EQ(u.Push(euro.substr(2, 1) + "b"), euro + "b");
   EXPECT_EQ(u.Push("\xF0\x9F"), "");
-  EXPECT_EQ(u.Flush(), "\xF0\x9F");
+  EXPECT_EQ(u.Flush(), "\xEF\xBF\xBD");
+}
+
+TEST(Utf8StreamTest, ReplacesInvalidBytes) {
+  Utf8Stream u;
+  const std::string fffd = "\xEF\xBF\xBD";
+  EXPECT_EQ(u.Push("a\xFF" "b"), "a" + fffd + "b");
+  EXPECT_EQ(u.Push("\xE1" "c"), fffd + "c");                 // lead byte without continuation
+  EXPECT_EQ(u.Push("\xC0\xAF"), fffd + fffd);                 // overlong encoding
+  EXPECT_EQ(u.Push("\xED\xA0\x80"), fffd + fffd + fffd);      // surrogate
+  EXPECT_EQ(u.Push("\x80"), fffd);                             // stray continuation
+  EXPECT_EQ(u.Flush(), "");
 }
 
 }  // namespace
