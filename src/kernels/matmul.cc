@@ -55,6 +55,47 @@ void MatMulRowsQ8(const WeightMatrix& w, const uint8_t* xq, int64_t a_row_bytes,
   }
 }
 
+// Prefill path for Q8_0 / Q5_0 / Q4_0 weights and many tokens: each tile of 4 weight
+// rows is unpacked to int8 once and multiplied with every token, 4 rows x 2 tokens per
+// inner loop (register tiling), instead of re-decoding each block per token.
+void MatMulRowsInt8Tiled(const WeightMatrix& w, const uint8_t* xq, int64_t a_row_bytes, int64_t n_tokens,
+                         float* y, int64_t r0, int64_t r1) {
+  const int64_t cols = w.cols, nb = cols / 32;
+  thread_local std::vector<int8_t> a_q, w_q;
+  thread_local std::vector<float> a_d, w_d;
+  a_q.resize(static_cast<size_t>(n_tokens * cols));
+  a_d.resize(static_cast<size_t>(n_tokens * nb));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    UnpackRowToInt8(TensorType::kQ8_0, xq + t * a_row_bytes, cols, a_q.data() + t * cols, a_d.data() + t * nb);
+  }
+  w_q.resize(static_cast<size_t>(4 * cols));
+  w_d.resize(static_cast<size_t>(4 * nb));
+  for (int64_t rb = r0; rb < r1; rb += 4) {
+    const int64_t nr = std::min<int64_t>(4, r1 - rb);
+    const int8_t* wq[4];
+    const float* wd[4];
+    for (int r = 0; r < 4; ++r) {
+      const int64_t row = rb + std::min<int64_t>(r, nr - 1);  // pad a short tile with its last row
+      UnpackRowToInt8(w.type, w.data + row * w.row_bytes, cols, w_q.data() + r * cols, w_d.data() + r * nb);
+      wq[r] = w_q.data() + r * cols;
+      wd[r] = w_d.data() + r * nb;
+    }
+    for (int64_t t = 0; t < n_tokens; t += 2) {
+      const int64_t t1 = std::min(t + 1, n_tokens - 1);
+      float out[4][2];
+      DotInt8Tile4x2(wq, wd, a_q.data() + t * cols, a_d.data() + t * nb, a_q.data() + t1 * cols,
+                     a_d.data() + t1 * nb, nb, out);
+      for (int64_t r = 0; r < nr; ++r) {
+        y[t * w.rows + rb + r] = out[r][0];
+        if (t1 != t) y[t1 * w.rows + rb + r] = out[r][1];
+      }
+    }
+  }
+}
+
+// Tokens from which the tiled path beats one dot per (row, token).
+constexpr int64_t kMinTokensForTiling = 4;
+
 }  // namespace
 
 void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {
@@ -73,11 +114,19 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
   if (HasQ8Dot(w.type)) {
     const int64_t a_row_bytes = ActivationRowBytes(format, w.cols);
     const uint8_t* xq_data = xq.data();
+    const bool tiled = HasInt8Unpack(w.type) && n_tokens >= kMinTokensForTiling;
+    auto rows = [&](int64_t begin, int64_t end) {
+      if (tiled) {
+        MatMulRowsInt8Tiled(w, xq_data, a_row_bytes, n_tokens, y, begin, end);
+      } else {
+        MatMulRowsQ8(w, xq_data, a_row_bytes, n_tokens, y, begin, end);
+      }
+    };
     if (pool == nullptr || pool->num_threads() == 1) {
-      MatMulRowsQ8(w, xq_data, a_row_bytes, n_tokens, y, 0, w.rows);
+      rows(0, w.rows);
     } else {
       pool->ParallelFor(w.rows, kTileRows, [&](int, int64_t begin, int64_t end) {
-        MatMulRowsQ8(w, xq_data, a_row_bytes, n_tokens, y, begin, end);
+        rows(begin, end);
       });
     }
     return;

@@ -268,6 +268,94 @@ const bool kUseAvx2 = GetCpuFeatures().avx2 && GetCpuFeatures().fma && GetCpuFea
 
 }  // namespace
 
+bool HasInt8Unpack(TensorType type) {
+  return type == TensorType::kQ8_0 || type == TensorType::kQ5_0 || type == TensorType::kQ4_0;
+}
+
+void UnpackRowToInt8(TensorType type, const void* w_row, int64_t cols, int8_t* q, float* d) {
+  const int64_t n = cols / 32;
+  for (int64_t i = 0; i < n; ++i) {
+    switch (type) {
+      case TensorType::kQ8_0: {
+        const BlockQ8_0& b = static_cast<const BlockQ8_0*>(w_row)[i];
+        std::memcpy(q + 32 * i, b.qs, 32);
+        d[i] = Fp16ToFp32(b.d);
+        break;
+      }
+      case TensorType::kQ5_0: {
+        const BlockQ5_0& b = static_cast<const BlockQ5_0*>(w_row)[i];
+        UnpackQ5_0(b, q + 32 * i);
+        d[i] = Fp16ToFp32(b.d);
+        break;
+      }
+      case TensorType::kQ4_0: {
+        const BlockQ4_0& b = static_cast<const BlockQ4_0*>(w_row)[i];
+        UnpackQ4_0(b, q + 32 * i);
+        d[i] = Fp16ToFp32(b.d);
+        break;
+      }
+      default: TANDEM_CHECK(false) << "no int8 unpack for type " << static_cast<int>(type);
+    }
+  }
+}
+
+namespace {
+
+void DotInt8Tile4x2Scalar(const int8_t* const w_q[4], const float* const w_d[4], const int8_t* a0_q,
+                          const float* a0_d, const int8_t* a1_q, const float* a1_d, int64_t n_blocks,
+                          float out[4][2]) {
+  for (int r = 0; r < 4; ++r) {
+    float s0 = 0, s1 = 0;
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      int32_t i0 = 0, i1 = 0;
+      for (int j = 0; j < 32; ++j) {
+        i0 += w_q[r][32 * b + j] * a0_q[32 * b + j];
+        i1 += w_q[r][32 * b + j] * a1_q[32 * b + j];
+      }
+      s0 += w_d[r][b] * a0_d[b] * static_cast<float>(i0);
+      s1 += w_d[r][b] * a1_d[b] * static_cast<float>(i1);
+    }
+    out[r][0] = s0;
+    out[r][1] = s1;
+  }
+}
+
+__attribute__((target("avx2,fma"))) void DotInt8Tile4x2Avx2(const int8_t* const w_q[4], const float* const w_d[4],
+                                                          const int8_t* a0_q, const float* a0_d,
+                                                          const int8_t* a1_q, const float* a1_d,
+                                                          int64_t n_blocks, float out[4][2]) {
+  __m256 acc[4][2];
+  for (int r = 0; r < 4; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const __m256i a0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a0_q + 32 * b));
+    const __m256i a1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a1_q + 32 * b));
+    for (int r = 0; r < 4; ++r) {
+      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w_q[r] + 32 * b));
+      const __m256i abs_w = _mm256_sign_epi8(w, w);
+      const __m256i ones = _mm256_set1_epi16(1);
+      const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(abs_w, _mm256_sign_epi8(a0, w)), ones);
+      const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(abs_w, _mm256_sign_epi8(a1, w)), ones);
+      acc[r][0] = _mm256_fmadd_ps(_mm256_set1_ps(w_d[r][b] * a0_d[b]), _mm256_cvtepi32_ps(p0), acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(_mm256_set1_ps(w_d[r][b] * a1_d[b]), _mm256_cvtepi32_ps(p1), acc[r][1]);
+    }
+  }
+  for (int r = 0; r < 4; ++r) {
+    out[r][0] = HorizontalSum(acc[r][0]);
+    out[r][1] = HorizontalSum(acc[r][1]);
+  }
+}
+
+}  // namespace
+
+void DotInt8Tile4x2(const int8_t* const w_q[4], const float* const w_d[4], const int8_t* a0_q, const float* a0_d,
+                    const int8_t* a1_q, const float* a1_d, int64_t n_blocks, float out[4][2]) {
+  if (GetCpuFeatures().avx2 && GetCpuFeatures().fma) {
+    DotInt8Tile4x2Avx2(w_q, w_d, a0_q, a0_d, a1_q, a1_d, n_blocks, out);
+  } else {
+    DotInt8Tile4x2Scalar(w_q, w_d, a0_q, a0_d, a1_q, a1_d, n_blocks, out);
+  }
+}
+
 bool HasQ8Dot(TensorType type) {
   switch (type) {
     case TensorType::kQ8_0:

@@ -55,6 +55,18 @@ bool HasQ8Dot(TensorType type);
 // Preconditions: HasQ8Dot(type); rows hold `cols` values in their formats.
 float VecDotQ8(TensorType type, const void* w_row, const void* a_row, int64_t cols);
 
+// Q8_0, Q5_0 and Q4_0 rows unpacked to plain int8 values + one float scale per 32, so
+// a prefill GEMM can decode each weight block once and reuse it for many tokens.
+bool HasInt8Unpack(TensorType type);
+// Preconditions: HasInt8Unpack(type); q holds cols bytes, d holds cols / 32 floats.
+void UnpackRowToInt8(TensorType type, const void* w_row, int64_t cols, int8_t* q, float* d);
+
+// sum_b d_w[b] * d_a[b] * dot(q_w[b], q_a[b]) over n_blocks blocks of 32, for 4 weight
+// rows x 2 activation rows at once (out[r][t]); a1 may equal a0 for an odd token.
+void DotInt8Tile4x2(const int8_t* const w_q[4], const float* const w_d[4], const int8_t* a0_q,
+                    const float* a0_d, const int8_t* a1_q, const float* a1_d, int64_t n_blocks,
+                    float out[4][2]);
+
 // The scalar references (exposed for tests).
 float VecDotQ8Reference(TensorType type, const void* w_row, const void* a_row, int64_t cols);
 

@@ -58,7 +58,8 @@ std::vector<float> RoundTripActivations(ActivationFormat format, const std::vect
     for (int64_t i = 0; i < n; ++i) out[i] = blocks[i / 256].d * blocks[i / 256].qs[i % 256];
   } else if (format == ActivationFormat::kQ8_1) {
     const auto* blocks = reinterpret_cast<const BlockQ8_1*>(q.data());
-    for (int64_t i = 0; i < n; ++i) out[i] = Fp16ToFp32(blocks[i / 32].d) * blocks[i / 32].qs[i % 32];
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = Fp16ToFp32(blocks[i / 32].d) * blocks[i / 32].qs[i % 32];
   } else {
     std::memcpy(out.data(), q.data(), n * sizeof(float));
   }
@@ -117,51 +118,55 @@ TEST(QuantizeQ8KTest, BlockSumsAndScale) {
 // MatMul (every path, threaded or not) against a naive dequantize-and-dot reference.
 TEST(MatMulTest, AllTypesMatchNaiveReference) {
   std::mt19937 rng(99);
-  for (TensorType type : {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ8_0,
-                          TensorType::kQ5_0, TensorType::kQ4_0, TensorType::kQ4_1, TensorType::kQ5_1,
-                          TensorType::kQ2_K, TensorType::kQ3_K, TensorType::kQ4_K, TensorType::kQ5_K,
-                          TensorType::kQ6_K}) {
-    const int64_t rows = 37, cols = 512, n_tokens = 3;
-    std::vector<uint8_t> data;
-    if (type == TensorType::kF32) {
-      std::vector<float> f = RandomFloats(rows * cols, rng);
-      data.assign(reinterpret_cast<uint8_t*>(f.data()), reinterpret_cast<uint8_t*>(f.data() + f.size()));
-    } else if (type == TensorType::kF16 || type == TensorType::kBF16) {
-      std::vector<float> f = RandomFloats(rows * cols, rng);
-      data.resize(rows * cols * 2);
-      for (int64_t i = 0; i < rows * cols; ++i) {
-        uint16_t h = type == TensorType::kF16 ? Fp32ToFp16(f[i]) : Fp32ToBf16(f[i]);
-        std::memcpy(&data[i * 2], &h, 2);
+  for (TensorType type :
+       {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ8_0, TensorType::kQ5_0,
+        TensorType::kQ4_0, TensorType::kQ4_1, TensorType::kQ5_1, TensorType::kQ2_K,
+        TensorType::kQ3_K, TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K}) {
+    for (const int64_t n_tokens : {int64_t{1}, int64_t{3}, int64_t{8}}) {
+      const int64_t rows = 37, cols = 512;
+      std::vector<uint8_t> data;
+      if (type == TensorType::kF32) {
+        std::vector<float> f = RandomFloats(rows * cols, rng);
+        data.assign(reinterpret_cast<uint8_t*>(f.data()),
+                    reinterpret_cast<uint8_t*>(f.data() + f.size()));
+      } else if (type == TensorType::kF16 || type == TensorType::kBF16) {
+        std::vector<float> f = RandomFloats(rows * cols, rng);
+        data.resize(rows * cols * 2);
+        for (int64_t i = 0; i < rows * cols; ++i) {
+          uint16_t h = type == TensorType::kF16 ? Fp32ToFp16(f[i]) : Fp32ToBf16(f[i]);
+          std::memcpy(&data[i * 2], &h, 2);
+        }
+      } else {
+        data = RandomRow(type, rows * cols, rng);
       }
-    } else {
-      data = RandomRow(type, rows * cols, rng);
-    }
-    WeightMatrix w{type, data.data(), rows, cols, *RowBytes(type, cols)};
-    std::vector<float> x = RandomFloats(n_tokens * cols, rng);
-    std::vector<float> xr;  // the activations after the format's rounding
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      std::vector<float> row(x.begin() + t * cols, x.begin() + (t + 1) * cols);
-      std::vector<float> r = RoundTripActivations(ActivationFormatFor(type), row);
-      xr.insert(xr.end(), r.begin(), r.end());
-    }
-    std::vector<float> want(n_tokens * rows);
-    std::vector<float> wrow(cols);
-    for (int64_t r = 0; r < rows; ++r) {
-      DequantizeRow(type, data.data() + r * w.row_bytes, wrow.data(), cols);
+      WeightMatrix w{type, data.data(), rows, cols, *RowBytes(type, cols)};
+      std::vector<float> x = RandomFloats(n_tokens * cols, rng);
+      std::vector<float> xr;  // the activations after the format's rounding
       for (int64_t t = 0; t < n_tokens; ++t) {
-        double s = 0;
-        for (int64_t c = 0; c < cols; ++c) s += static_cast<double>(wrow[c]) * xr[t * cols + c];
-        want[t * rows + r] = static_cast<float>(s);
+        std::vector<float> row(x.begin() + t * cols, x.begin() + (t + 1) * cols);
+        std::vector<float> r = RoundTripActivations(ActivationFormatFor(type), row);
+        xr.insert(xr.end(), r.begin(), r.end());
       }
-    }
-    ThreadPool pool(2);
-    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
-      std::vector<float> got(n_tokens * rows);
-      MatMul(w, x.data(), n_tokens, got.data(), p);
-      for (int64_t i = 0; i < n_tokens * rows; ++i) {
-        // Same activations on both sides: only the summation order differs.
-        const float tol = 1e-3f * (1.0f + std::fabs(want[i]));
-        ASSERT_NEAR(got[i], want[i], tol) << TraitsOf(type).name << " i=" << i;
+      std::vector<float> want(n_tokens * rows);
+      std::vector<float> wrow(cols);
+      for (int64_t r = 0; r < rows; ++r) {
+        DequantizeRow(type, data.data() + r * w.row_bytes, wrow.data(), cols);
+        for (int64_t t = 0; t < n_tokens; ++t) {
+          double s = 0;
+          for (int64_t c = 0; c < cols; ++c) s += static_cast<double>(wrow[c]) * xr[t * cols + c];
+          want[t * rows + r] = static_cast<float>(s);
+        }
+      }
+      ThreadPool pool(2);
+      for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+        std::vector<float> got(n_tokens * rows);
+        MatMul(w, x.data(), n_tokens, got.data(), p);
+        for (int64_t i = 0; i < n_tokens * rows; ++i) {
+          // Same activations on both sides: only the summation order differs.
+          const float tol = 1e-3f * (1.0f + std::fabs(want[i]));
+          ASSERT_NEAR(got[i], want[i], tol)
+              << TraitsOf(type).name << " n_tokens=" << n_tokens << " i=" << i;
+        }
       }
     }
   }
