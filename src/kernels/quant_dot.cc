@@ -460,9 +460,24 @@ void QuantizeRowQ8_K(const float* x, BlockQ8_K* out, int64_t cols) {
   }
 }
 
+// Activations to Q8_0 as ggml's x86 CPU backend does at run time (its SIMD
+// quantize_row_q8_0): scale by 127 / amax and round half to even. The reference
+// QuantizeRowQ8_0 (divide by d, round half away from zero) differs in rare last-bit
+// cases; matching the run-time path keeps results closer to llama.cpp's.
+void QuantizeActivationsQ8_0(const float* x, BlockQ8_0* out, int64_t cols) {
+  for (int64_t b = 0; b < cols / 32; ++b, x += 32) {
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+    const float d = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    out[b].d = Fp32ToFp16(d);
+    for (int j = 0; j < 32; ++j) out[b].qs[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
+  }
+}
+
 void QuantizeActivations(ActivationFormat format, const float* x, int64_t cols, void* out) {
   switch (format) {
-    case ActivationFormat::kQ8_0: QuantizeRowQ8_0(x, out, cols); return;
+    case ActivationFormat::kQ8_0: QuantizeActivationsQ8_0(x, static_cast<BlockQ8_0*>(out), cols); return;
     case ActivationFormat::kQ8_1: QuantizeRowQ8_1(x, static_cast<BlockQ8_1*>(out), cols); return;
     case ActivationFormat::kQ8_K: QuantizeRowQ8_K(x, static_cast<BlockQ8_K*>(out), cols); return;
     case ActivationFormat::kF16Rounded: {
