@@ -14,5 +14,6 @@ using RunFn = std::function<int()>;
 
 void RegisterGenerate(CLI::App& app, RunFn* run);
 void RegisterPerplexity(CLI::App& app, RunFn* run);
+void RegisterServe(CLI::App& app, RunFn* run);
 
 }  // namespace tandem::cli

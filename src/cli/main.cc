@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   tandem::cli::RunFn run;
   tandem::cli::RegisterGenerate(app, &run);
   tandem::cli::RegisterPerplexity(app, &run);
+  tandem::cli::RegisterServe(app, &run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,206 @@
+// `tandem serve [MODEL.gguf]`: the OpenAI-compatible server for one engine, with vLLM's
+// flags. Parses flags and wires model -> engine -> server; the rules live in
+// src/server (serve_config.h), the serving in OpenAiServer.
+#include <pthread.h>
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/common_flags.h"
+#include "common/logging.h"
+#include "common/metrics.h"
+#include "engine/engine.h"
+#include "server/openai_server.h"
+#include "server/serve_config.h"
+
+namespace tandem::cli {
+namespace {
+
+using server::ServeConfig;
+
+// Flags that only mean something on Ascend/CUDA or in vLLM's process layout: accepted
+// so the seeds' command lines run unchanged, and logged once as ignored.
+void AddIgnoredFlags(CLI::App* cmd, std::vector<CLI::Option*>* ignored) {
+  for (const char* name :
+       {"--enforce-eager", "--trust-remote-code", "--async-scheduling", "--headless"}) {
+    ignored->push_back(cmd->add_flag(std::string(name))->description("accepted; no effect on CPU"));
+  }
+  for (const char* name :
+       {"--compilation-config", "--additional-config", "--quantization",
+        "--safetensors-load-strategy", "--api-server-count", "--data-parallel-size-local",
+        "--data-parallel-start-rank", "--pipeline-parallel-size", "--prefill-context-parallel-size",
+        "--decode-context-parallel-size", "--cp-kv-cache-interleave-size"}) {
+    // No bound variable: the value stays in the option's results() for the log line.
+    ignored->push_back(
+        cmd->add_option(name)->description("accepted; no effect on CPU")->expected(1));
+  }
+}
+
+// Waits for SIGINT or SIGTERM (blocked in every thread; see RunServe).
+int WaitForSignal() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  int sig = 0;
+  sigwait(&set, &sig);
+  return sig;
+}
+
+int RunServe(ServeConfig config, const std::vector<CLI::Option*>& ignored) {
+  // Block the shutdown signals before any thread starts, so they all inherit the mask
+  // and only WaitForSignal receives them.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+
+  for (const auto& [flag, value] : {std::pair<const char*, const std::string*>{
+                                        "--kv-transfer-config", &config.kv_transfer_config},
+                                    {"--speculative-config", &config.speculative_config}}) {
+    if (Status s = server::ValidateJsonObjectFlag(flag, *value); !s.ok()) return ReportError(s);
+  }
+  std::string ignored_text;
+  for (const CLI::Option* opt : ignored) {
+    if (opt->count() == 0) continue;
+    ignored_text += (ignored_text.empty() ? "" : ", ") + opt->get_name();
+    if (opt->get_items_expected_max() > 0 && !opt->results().empty())
+      ignored_text += " " + opt->results().front();
+  }
+  if (!ignored_text.empty())
+    TANDEM_LOG(INFO) << "ignored on CPU (accepted for vLLM compatibility): " << ignored_text;
+  if (config.api_key.empty()) {
+    if (const char* env = std::getenv("VLLM_API_KEY"); env != nullptr) config.api_key = env;
+  }
+
+  ModelFlags model_flags{config.model, config.threads, config.cpu_affinity};
+  auto path = ResolveModelPath(config.model);
+  if (!path.ok()) return ReportError(path.status());
+  config.model = *path;
+  model_flags.model = *path;
+  if (config.served_model_names.empty()) config.served_model_names.push_back(config.model);
+  std::vector<int> cpu_ids;
+  if (!config.cpu_affinity.empty()) {
+    auto cpus = ParseCpuList(config.cpu_affinity);
+    if (!cpus.ok()) return ReportError(cpus.status());
+    cpu_ids = *cpus;
+  }
+  auto engine_options = server::MakeEngineOptions(config, cpu_ids);
+  if (!engine_options.ok()) return ReportError(engine_options.status());
+  if (config.tensor_parallel_size > 1 || config.data_parallel_size > 1 ||
+      config.enable_expert_parallel) {
+    TANDEM_LOG(INFO) << "parallelism: data-parallel rank " << config.data_parallel_rank << " of "
+                     << config.data_parallel_size << " (address " << config.data_parallel_address
+                     << ":" << config.data_parallel_rpc_port << "); tensor-parallel "
+                     << config.tensor_parallel_size << " and expert-parallel "
+                     << (config.enable_expert_parallel ? "on" : "off") << " run as one CPU shard";
+  }
+  if (!config.kv_transfer_config.empty())
+    TANDEM_LOG(INFO) << "kv-transfer-config: " << config.kv_transfer_config;
+  if (!config.speculative_config.empty())
+    TANDEM_LOG(INFO) << "speculative-config: " << config.speculative_config;
+  if (!config.tool_call_parser.empty() || !config.reasoning_parser.empty()) {
+    TANDEM_LOG(INFO) << "tool-call-parser '" << config.tool_call_parser << "', reasoning-parser '"
+                     << config.reasoning_parser << "', auto tool choice "
+                     << (config.enable_auto_tool_choice ? "on" : "off");
+  }
+
+  auto model = LoadModelFromFlags(model_flags);
+  if (!model.ok()) return ReportError(model.status());
+  MetricsRegistry metrics;
+  auto engine = Engine::Create(**model, *engine_options, &metrics);
+  if (!engine.ok()) return ReportError(engine.status());
+  const EngineSnapshot snap = (*engine)->Snapshot();
+  TANDEM_LOG(INFO) << "KV cache: " << snap.num_kv_blocks << " blocks, max "
+                   << snap.max_tokens_in_cache << " tokens fit; max-model-len "
+                   << (*engine)->options().max_model_len;
+
+  server::ServerOptions options;
+  options.http.host = config.host;
+  options.http.port = static_cast<uint16_t>(config.port);
+  options.http.io_threads = 2;
+  options.served_model_names = config.served_model_names;
+  options.model_path = config.model;
+  options.max_model_len = (*engine)->options().max_model_len;
+  options.api_key = config.api_key;
+  options.enable_prompt_tokens_details = config.enable_prompt_tokens_details;
+  options.seed = config.seed;
+  auto server = server::OpenAiServer::Create(options, **model, **engine, &metrics);
+  if (!server.ok()) return ReportError(server.status());
+  if (Status s = (*server)->Start(); !s.ok()) return ReportError(s);
+
+  int sig = WaitForSignal();
+  TANDEM_LOG(INFO) << "received signal " << sig << "; shutting down";
+  (*server)->Stop();  // no new requests; in-flight responses get the grace period
+  (*engine)->Shutdown();
+  TANDEM_LOG(INFO) << "shutdown complete";
+  return 0;
+}
+
+}  // namespace
+
+void RegisterServe(CLI::App& app, RunFn* run) {
+  auto config = std::make_shared<ServeConfig>();
+  auto ignored = std::make_shared<std::vector<CLI::Option*>>();
+  CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible server (vLLM's flags)");
+  ServeConfig& c = *config;
+  cmd->add_option("model,--model", c.model,
+                  "GGUF model (default: $TANDEM_MODEL, then the default model)");
+  cmd->add_option("--host", c.host, "bind address")->capture_default_str();
+  cmd->add_option("--port", c.port, "port")->check(CLI::Range(0, 65535))->capture_default_str();
+  cmd->add_option("--served-model-name", c.served_model_names,
+                  "model name(s) in the API (default: the model path)");
+  cmd->add_option("--max-model-len,--max_model_len", c.max_model_len,
+                  "context limit (default: the model's)");
+  cmd->add_option("--max-num-seqs", c.max_num_seqs, "running sequences")->capture_default_str();
+  cmd->add_option("--max-num-batched-tokens", c.max_num_batched_tokens, "tokens per step")
+      ->capture_default_str();
+  cmd->add_option("--max-waiting-requests", c.max_waiting_requests,
+                  "queued requests beyond the running ones; more get 503")
+      ->capture_default_str();
+  cmd->add_flag("--enable-chunked-prefill", c.enable_chunked_prefill,
+                "accepted (chunked prefill is always on)");
+  cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", c.enable_prefix_caching,
+                "prefix caching (default on)");
+  cmd->add_option("--block-size", c.block_size, "tokens per KV block")->capture_default_str();
+  auto seed = std::make_shared<uint64_t>(0);
+  CLI::Option* seed_opt = cmd->add_option("--seed", *seed, "seed for requests that bring none");
+  cmd->add_option("--api-key", c.api_key,
+                  "require 'Authorization: Bearer KEY' (default: $VLLM_API_KEY)");
+  cmd->add_flag("--enable-prompt-tokens-details", c.enable_prompt_tokens_details,
+                "report usage.prompt_tokens_details.cached_tokens");
+  cmd->add_option("--gpu-memory-utilization", c.gpu_memory_utilization,
+                  "fraction of --kv-cache-memory used")
+      ->capture_default_str();
+  cmd->add_option("--kv-cache-memory", c.kv_cache_memory,
+                  "KV cache budget, e.g. 4GiB, 512MiB, bytes")
+      ->capture_default_str();
+  cmd->add_option("--data-parallel-size", c.data_parallel_size)->check(CLI::Range(1, 4096));
+  cmd->add_option("--data-parallel-rank", c.data_parallel_rank)->check(CLI::Range(0, 4095));
+  cmd->add_option("--data-parallel-address", c.data_parallel_address);
+  cmd->add_option("--data-parallel-rpc-port", c.data_parallel_rpc_port)
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--tensor-parallel-size", c.tensor_parallel_size)->check(CLI::Range(1, 4096));
+  cmd->add_flag("--enable-expert-parallel", c.enable_expert_parallel);
+  cmd->add_option("--kv-transfer-config", c.kv_transfer_config, "KV connector config (JSON)");
+  cmd->add_option("--speculative-config", c.speculative_config,
+                  "speculative decoding config (JSON)");
+  cmd->add_flag("--enable-auto-tool-choice", c.enable_auto_tool_choice);
+  cmd->add_option("--tool-call-parser", c.tool_call_parser, "e.g. glm45, glm47, hermes");
+  cmd->add_option("--reasoning-parser", c.reasoning_parser, "e.g. glm45, deepseek_r1");
+  cmd->add_option("-t,--threads", c.threads, "compute threads (default: cores available)")
+      ->check(CLI::Range(0, 1024));
+  cmd->add_option("--cpu-affinity", c.cpu_affinity,
+                  "pin compute threads to these cores, e.g. 0,1 or 0-3");
+  AddIgnoredFlags(cmd, ignored.get());
+  cmd->callback([config, ignored, seed, seed_opt, run] {
+    if (seed_opt->count() > 0) config->seed = *seed;
+    *run = [config, ignored] { return RunServe(*config, *ignored); };
+  });
+}
+
+}  // namespace tandem::cli

@@ -1,0 +1,380 @@
+#include "server/openai_request.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "server/json_fields.h"
+
+namespace tandem::server {
+namespace {
+
+// Formats a number the way vLLM's Python messages show it ("-1.0", "1.5", "3").
+std::string Num(double v) {
+  char buf[64];
+  if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15) {
+    std::snprintf(buf, sizeof(buf), "%.1f", v);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.17g", v);
+  }
+  return buf;
+}
+
+Status Invalid(const std::string& message) { return InvalidArgumentError(message); }
+
+Status ReadStop(JsonFields& fields, GenerationParams* params) {
+  const Json* stop = fields.Raw("stop");
+  if (stop == nullptr) return Status();
+  if (stop->is_string()) {
+    if (!stop->get<std::string>().empty()) params->stop.push_back(stop->get<std::string>());
+    return Status();
+  }
+  if (!stop->is_array())
+    return Invalid("stop: Input should be a valid string or a list of strings");
+  for (const Json& s : *stop) {
+    if (!s.is_string()) return Invalid("stop: Input should be a valid string or a list of strings");
+    if (!s.get<std::string>().empty()) params->stop.push_back(s.get<std::string>());
+  }
+  return Status();
+}
+
+Status ReadStreamOptions(JsonFields& fields, SamplingRequest* request) {
+  const Json* options = fields.Raw("stream_options");
+  if (options == nullptr) return Status();
+  if (!options->is_object()) return Invalid("stream_options: Input should be a valid dictionary");
+  if (!request->stream) return Invalid("Stream options can only be defined when `stream=True`.");
+  JsonFields sub(*options);
+  std::optional<bool> include_usage, continuous;
+  TANDEM_RETURN_IF_ERROR(sub.Bool("include_usage", &include_usage));
+  TANDEM_RETURN_IF_ERROR(sub.Bool("continuous_usage_stats", &continuous));
+  request->include_usage = include_usage.value_or(false);
+  request->continuous_usage = continuous.value_or(false);
+  return Status();
+}
+
+// The fields both endpoints share; `fields` remembers what was read.
+Status ReadSampling(JsonFields& fields, SamplingRequest* request) {
+  GenerationParams& p = request->params;
+  std::optional<std::string> model, user;
+  TANDEM_RETURN_IF_ERROR(fields.String("model", &model));
+  TANDEM_RETURN_IF_ERROR(fields.String("user", &user));
+  request->model = model.value_or("");
+  request->user = user.value_or("");
+
+  std::optional<bool> stream, ignore_eos, skip_special, spaces_between;
+  TANDEM_RETURN_IF_ERROR(fields.Bool("stream", &stream));
+  TANDEM_RETURN_IF_ERROR(fields.Bool("ignore_eos", &ignore_eos));
+  TANDEM_RETURN_IF_ERROR(fields.Bool("skip_special_tokens", &skip_special));
+  TANDEM_RETURN_IF_ERROR(fields.Bool("spaces_between_special_tokens", &spaces_between));
+  request->stream = stream.value_or(false);
+  p.ignore_eos = ignore_eos.value_or(false);
+  p.skip_special_tokens = skip_special.value_or(true);
+  TANDEM_RETURN_IF_ERROR(ReadStreamOptions(fields, request));
+
+  std::optional<double> temperature, top_p, min_p, presence, frequency, repetition;
+  TANDEM_RETURN_IF_ERROR(fields.Number("temperature", &temperature));
+  TANDEM_RETURN_IF_ERROR(fields.Number("top_p", &top_p));
+  TANDEM_RETURN_IF_ERROR(fields.Number("min_p", &min_p));
+  TANDEM_RETURN_IF_ERROR(fields.Number("presence_penalty", &presence));
+  TANDEM_RETURN_IF_ERROR(fields.Number("frequency_penalty", &frequency));
+  TANDEM_RETURN_IF_ERROR(fields.Number("repetition_penalty", &repetition));
+  std::optional<int64_t> top_k, seed, n, max_tokens, min_tokens;
+  TANDEM_RETURN_IF_ERROR(fields.Integer("top_k", &top_k));
+  TANDEM_RETURN_IF_ERROR(fields.Integer("seed", &seed));
+  TANDEM_RETURN_IF_ERROR(fields.Integer("n", &n));
+  TANDEM_RETURN_IF_ERROR(fields.Integer("max_tokens", &max_tokens));
+  TANDEM_RETURN_IF_ERROR(fields.Integer("min_tokens", &min_tokens));
+
+  // OpenAI's (and vLLM's, absent a generation config) default temperature is 1.
+  double t = temperature.value_or(1.0);
+  if (!(t >= 0)) return Invalid("temperature must be non-negative, got " + Num(t) + ".");
+  double tp = top_p.value_or(1.0);
+  if (!(tp > 0 && tp <= 1)) return Invalid("top_p must be in (0, 1], got " + Num(tp) + ".");
+  double mp = min_p.value_or(0.0);
+  if (!(mp >= 0 && mp <= 1)) return Invalid("min_p must be in [0, 1], got " + Num(mp) + ".");
+  double pp = presence.value_or(0.0), fp = frequency.value_or(0.0), rp = repetition.value_or(1.0);
+  if (!(pp >= -2 && pp <= 2))
+    return Invalid("presence_penalty must be in [-2, 2], got " + Num(pp) + ".");
+  if (!(fp >= -2 && fp <= 2))
+    return Invalid("frequency_penalty must be in [-2, 2], got " + Num(fp) + ".");
+  if (!(rp > 0 && std::isfinite(rp)))
+    return Invalid("repetition_penalty must be greater than zero, got " + Num(rp) + ".");
+  int64_t k = top_k.value_or(0);
+  if (k < -1 || k > (int64_t{1} << 30)) {
+    return Invalid("top_k must be 0 (disable), or at least 1, got " + std::to_string(k) + ".");
+  }
+  if (n.has_value() && *n < 1)
+    return Invalid("n must be at least 1, got " + std::to_string(*n) + ".");
+  if (n.value_or(1) > 1) return UnimplementedError("n > 1 is not supported");
+  if (max_tokens.has_value() && *max_tokens < 1) {
+    return Invalid("max_tokens must be at least 1, got " + std::to_string(*max_tokens) + ".");
+  }
+  if (min_tokens.has_value() && *min_tokens < 0) {
+    return Invalid("min_tokens must be greater than or equal to 0, got " +
+                   std::to_string(*min_tokens) + ".");
+  }
+  p.sampling.temperature = static_cast<float>(t);
+  p.sampling.top_p = static_cast<float>(tp);
+  p.sampling.min_p = static_cast<float>(mp);
+  p.sampling.top_k = k < 0 ? 0 : static_cast<int>(k);
+  p.presence_penalty = static_cast<float>(pp);
+  p.frequency_penalty = static_cast<float>(fp);
+  p.repetition_penalty = static_cast<float>(rp);
+  if (seed.has_value()) {
+    p.has_seed = true;
+    p.sampling.seed = static_cast<uint64_t>(*seed);
+  }
+  request->max_tokens = max_tokens;
+  p.min_tokens = static_cast<int>(std::min<int64_t>(min_tokens.value_or(0), 1 << 30));
+
+  TANDEM_RETURN_IF_ERROR(ReadStop(fields, &p));
+  if (const Json* ids = fields.Raw("stop_token_ids")) {
+    TANDEM_RETURN_IF_ERROR(ReadTokenIds(*ids, "stop_token_ids", INT32_MAX, &p.stop_token_ids));
+  }
+  if (const Json* kv = fields.Raw("kv_transfer_params")) {
+    if (!kv->is_object()) return Invalid("kv_transfer_params: Input should be a valid dictionary");
+    request->kv_transfer_params_json = DumpJson(*kv);
+  }
+  // Known OpenAI/vLLM fields that need no action here (not "ignored" in the log sense).
+  for (const char* known :
+       {"logit_bias", "response_format", "include_stop_str_in_output", "request_id", "priority",
+        "tool_choice", "parallel_tool_calls", "reasoning_effort", "store", "metadata",
+        "service_tier", "truncate_prompt_tokens"}) {
+    fields.Raw(known);
+  }
+  return Status();
+}
+
+Status CheckLogprobs(int64_t value, const char* name) {
+  if (value < 0)
+    return Invalid(std::string(name) + " must be non-negative, got " + std::to_string(value) + ".");
+  if (value > kMaxLogprobs) {
+    return Invalid("Requested sample logprobs of " + std::to_string(value) +
+                   ", which is greater than max allowed: " + std::to_string(kMaxLogprobs));
+  }
+  return Status();
+}
+
+Status ReadChatInputs(JsonFields& fields, std::string* messages, std::string* tools,
+                      std::string* kwargs) {
+  const Json* m = fields.Raw("messages");
+  if (m == nullptr) return Invalid("messages: Field required");
+  if (!m->is_array()) return Invalid("messages: Input should be a valid list");
+  if (m->empty()) return Invalid("messages must contain at least one message");
+  for (const Json& message : *m) {
+    if (!message.is_object()) return Invalid("messages: each message should be an object");
+    auto role = message.find("role");
+    if (role == message.end() || !role->is_string())
+      return Invalid("messages: each message needs a string 'role'");
+  }
+  *messages = DumpJson(*m);
+  if (const Json* t = fields.Raw("tools")) {
+    if (!t->is_array()) return Invalid("tools: Input should be a valid list");
+    *tools = DumpJson(*t);
+  }
+  if (const Json* k = fields.Raw("chat_template_kwargs")) {
+    if (!k->is_object()) return Invalid("chat_template_kwargs: Input should be a valid dictionary");
+    *kwargs = DumpJson(*k);
+  }
+  if (fields.Raw("chat_template") != nullptr) {
+    return UnimplementedError("a chat_template in the request is not supported");
+  }
+  return Status();
+}
+
+}  // namespace
+
+StatusOr<CompletionRequest> ParseCompletionRequest(std::string_view body, int32_t vocab_size) {
+  TANDEM_ASSIGN_OR_RETURN(Json json, ParseJsonObject(body));
+  JsonFields fields(json);
+  CompletionRequest request;
+  TANDEM_RETURN_IF_ERROR(ReadSampling(fields, &request.sampling));
+
+  const Json* prompt = fields.Raw("prompt");
+  if (prompt == nullptr)
+    return Invalid("Either prompt or prompt_embeds must be provided and non-empty.");
+  const Json* single = prompt;
+  if (prompt->is_array() && !prompt->empty() &&
+      (prompt->front().is_string() || prompt->front().is_array())) {
+    if (prompt->size() > 1)
+      return UnimplementedError("a list of several prompts is not supported; send one prompt");
+    single = &prompt->front();
+  }
+  if (single->is_string()) {
+    request.prompt_text = single->get<std::string>();
+    if (request.prompt_text.empty())
+      return Invalid("Either prompt or prompt_embeds must be provided and non-empty.");
+  } else if (single->is_array()) {
+    TANDEM_RETURN_IF_ERROR(ReadTokenIds(*single, "prompt", vocab_size, &request.prompt_tokens));
+    if (request.prompt_tokens.empty())
+      return Invalid("Either prompt or prompt_embeds must be provided and non-empty.");
+    request.prompt_is_tokens = true;
+  } else {
+    return Invalid(
+        "prompt: Input should be a string, a list of token ids, or a list with one of those");
+  }
+
+  std::optional<int64_t> logprobs, best_of;
+  std::optional<bool> echo, add_special;
+  std::optional<std::string> suffix;
+  TANDEM_RETURN_IF_ERROR(fields.Integer("logprobs", &logprobs));
+  TANDEM_RETURN_IF_ERROR(fields.Integer("best_of", &best_of));
+  TANDEM_RETURN_IF_ERROR(fields.Bool("echo", &echo));
+  TANDEM_RETURN_IF_ERROR(fields.Bool("add_special_tokens", &add_special));
+  TANDEM_RETURN_IF_ERROR(fields.String("suffix", &suffix));
+  if (logprobs.has_value()) {
+    TANDEM_RETURN_IF_ERROR(CheckLogprobs(*logprobs, "logprobs"));
+    request.sampling.params.logprobs = static_cast<int>(*logprobs);
+  }
+  if (best_of.value_or(1) != 1) return UnimplementedError("best_of != 1 is not supported");
+  if (echo.value_or(false)) return UnimplementedError("echo is not supported");
+  if (suffix.has_value() && !suffix->empty())
+    return UnimplementedError("suffix is not currently supported");
+  request.add_special_tokens = add_special.value_or(true);
+  request.sampling.ignored_fields = fields.Unread();
+  return request;
+}
+
+StatusOr<ChatRequest> ParseChatRequest(std::string_view body) {
+  TANDEM_ASSIGN_OR_RETURN(Json json, ParseJsonObject(body));
+  JsonFields fields(json);
+  ChatRequest request;
+  TANDEM_RETURN_IF_ERROR(ReadSampling(fields, &request.sampling));
+  std::optional<int64_t> max_completion_tokens, top_logprobs;
+  TANDEM_RETURN_IF_ERROR(fields.Integer("max_completion_tokens", &max_completion_tokens));
+  if (max_completion_tokens.has_value()) {
+    if (*max_completion_tokens < 1) {
+      return Invalid("max_tokens must be at least 1, got " +
+                     std::to_string(*max_completion_tokens) + ".");
+    }
+    request.sampling.max_tokens = max_completion_tokens;  // preferred over max_tokens
+  }
+  TANDEM_RETURN_IF_ERROR(ReadChatInputs(fields, &request.messages_json, &request.tools_json,
+                                        &request.chat_template_kwargs_json));
+  std::optional<bool> logprobs, add_generation_prompt, continue_final, add_special, echo;
+  TANDEM_RETURN_IF_ERROR(fields.Bool("logprobs", &logprobs));
+  TANDEM_RETURN_IF_ERROR(fields.Integer("top_logprobs", &top_logprobs));
+  TANDEM_RETURN_IF_ERROR(fields.Bool("add_generation_prompt", &add_generation_prompt));
+  TANDEM_RETURN_IF_ERROR(fields.Bool("continue_final_message", &continue_final));
+  TANDEM_RETURN_IF_ERROR(fields.Bool("add_special_tokens", &add_special));
+  TANDEM_RETURN_IF_ERROR(fields.Bool("echo", &echo));
+  if (top_logprobs.has_value()) {
+    TANDEM_RETURN_IF_ERROR(CheckLogprobs(*top_logprobs, "top_logprobs"));
+    if (!logprobs.value_or(false) && *top_logprobs > 0) {
+      return Invalid("when using `top_logprobs`, `logprobs` must be set to true.");
+    }
+  }
+  if (logprobs.value_or(false))
+    request.sampling.params.logprobs = static_cast<int>(top_logprobs.value_or(0));
+  request.add_generation_prompt = add_generation_prompt.value_or(true);
+  request.continue_final_message = continue_final.value_or(false);
+  if (request.add_generation_prompt && request.continue_final_message &&
+      add_generation_prompt.has_value()) {
+    return Invalid("Cannot set both `continue_final_message` and `add_generation_prompt` to True.");
+  }
+  if (request.continue_final_message) request.add_generation_prompt = false;
+  request.add_special_tokens = add_special.value_or(false);
+  if (echo.value_or(false)) return UnimplementedError("echo is not supported");
+  request.sampling.ignored_fields = fields.Unread();
+  return request;
+}
+
+StatusOr<TokenizeRequest> ParseTokenizeRequest(std::string_view body) {
+  TANDEM_ASSIGN_OR_RETURN(Json json, ParseJsonObject(body));
+  JsonFields fields(json);
+  TokenizeRequest request;
+  std::optional<std::string> model, prompt;
+  std::optional<bool> add_generation_prompt, continue_final, add_special, token_strs;
+  TANDEM_RETURN_IF_ERROR(fields.String("model", &model));
+  TANDEM_RETURN_IF_ERROR(fields.Bool("add_generation_prompt", &add_generation_prompt));
+  TANDEM_RETURN_IF_ERROR(fields.Bool("continue_final_message", &continue_final));
+  TANDEM_RETURN_IF_ERROR(fields.Bool("add_special_tokens", &add_special));
+  TANDEM_RETURN_IF_ERROR(fields.Bool("return_token_strs", &token_strs));
+  request.model = model.value_or("");
+  request.return_token_strs = token_strs.value_or(false);
+  if (json.contains("messages")) {
+    request.is_chat = true;
+    TANDEM_RETURN_IF_ERROR(ReadChatInputs(fields, &request.messages_json, &request.tools_json,
+                                          &request.chat_template_kwargs_json));
+    request.add_generation_prompt = add_generation_prompt.value_or(true);
+    request.continue_final_message = continue_final.value_or(false);
+    if (request.continue_final_message) request.add_generation_prompt = false;
+    request.add_special_tokens = add_special.value_or(false);
+  } else {
+    TANDEM_RETURN_IF_ERROR(fields.String("prompt", &prompt));
+    if (!prompt.has_value()) return Invalid("prompt: Field required (or give messages)");
+    request.prompt = *prompt;
+    request.add_special_tokens = add_special.value_or(true);
+  }
+  return request;
+}
+
+StatusOr<DetokenizeRequest> ParseDetokenizeRequest(std::string_view body, int32_t vocab_size) {
+  TANDEM_ASSIGN_OR_RETURN(Json json, ParseJsonObject(body));
+  JsonFields fields(json);
+  DetokenizeRequest request;
+  std::optional<std::string> model;
+  TANDEM_RETURN_IF_ERROR(fields.String("model", &model));
+  request.model = model.value_or("");
+  const Json* tokens = fields.Raw("tokens");
+  if (tokens == nullptr) return Invalid("tokens: Field required");
+  TANDEM_RETURN_IF_ERROR(ReadTokenIds(*tokens, "tokens", vocab_size, &request.tokens));
+  return request;
+}
+
+Status ResolveMaxTokens(int prompt_tokens, int max_model_len, std::optional<int> default_max_tokens,
+                        SamplingRequest* request) {
+  const std::string limit =
+      "This model's maximum context length is " + std::to_string(max_model_len) + " tokens";
+  std::optional<int64_t> max_tokens = request->max_tokens;
+  if (!max_tokens.has_value() && default_max_tokens.has_value()) max_tokens = *default_max_tokens;
+  if (prompt_tokens > max_model_len ||
+      (!max_tokens.has_value() && prompt_tokens >= max_model_len)) {
+    return Invalid(limit + ". However, your request has " + std::to_string(prompt_tokens) +
+                   " input tokens. Please reduce the length of the input messages.");
+  }
+  int64_t resolved = max_tokens.value_or(max_model_len - prompt_tokens);
+  if (prompt_tokens + resolved > max_model_len) {
+    const std::string m = std::to_string(resolved);
+    const std::string p = std::to_string(prompt_tokens);
+    return Invalid("'max_tokens' or 'max_completion_tokens' is too large: " + m + ". " + limit +
+                   " and your request has " + p + " input tokens (" + m + " > " +
+                   std::to_string(max_model_len) + " - " + p + ").");
+  }
+  GenerationParams& params = request->params;
+  params.max_tokens = static_cast<int>(resolved);
+  if (params.min_tokens > params.max_tokens) {
+    return Invalid(
+        "min_tokens must be less than or equal to max_tokens=" + std::to_string(params.max_tokens) +
+        ", got " + std::to_string(params.min_tokens) + ".");
+  }
+  return Status();
+}
+
+int HttpStatusFor(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kOk:
+      return 200;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kOutOfRange:
+    case StatusCode::kUnimplemented:
+    case StatusCode::kFailedPrecondition:
+      return 400;
+    case StatusCode::kUnauthenticated:
+      return 401;
+    case StatusCode::kPermissionDenied:
+      return 403;
+    case StatusCode::kNotFound:
+      return 404;
+    case StatusCode::kAlreadyExists:
+      return 409;
+    case StatusCode::kResourceExhausted:
+    case StatusCode::kUnavailable:
+      return 503;
+    case StatusCode::kDeadlineExceeded:
+      return 504;
+    default:
+      return 500;
+  }
+}
+
+}  // namespace tandem::server

@@ -1,0 +1,132 @@
+#include "server/request_session.h"
+
+#include <cstdio>
+
+#include "common/logging.h"
+#include "net/openai_error.h"
+#include "net/sse.h"
+#include "server/openai_request.h"
+
+namespace tandem::server {
+
+RequestSession::RequestSession(SessionOptions options,
+                               std::shared_ptr<net::HttpResponseWriter> writer)
+    : options_(std::move(options)), writer_(std::move(writer)), formatter_(options_.response) {}
+
+void RequestSession::Begin() {
+  if (!options_.stream) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  StartStreamLocked();
+}
+
+bool RequestSession::StartStreamLocked() {
+  if (!stream_started_) {
+    stream_started_ = true;
+    writer_->StartStream(200, {{"Content-Type", "text/event-stream; charset=utf-8"},
+                               {"Cache-Control", "no-cache"},
+                               {"X-Request-Id", options_.response.id}});
+  }
+  return !writer_->IsClosed();
+}
+
+void RequestSession::WriteEventLocked(const std::string& payload) {
+  writer_->Write(net::SseEvent(payload));
+}
+
+void RequestSession::OnOutput(const RequestOutput& output) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (finished_) return;
+  if (first_output_s_ < 0 && !output.new_tokens.empty()) {
+    first_output_s_ =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  if (output.finished) {
+    FinishLocked(output);
+    return;
+  }
+  if (!options_.stream) {
+    formatter_.Append(output);
+    return;
+  }
+  if (!StartStreamLocked()) return;  // the client is gone; the abort is on its way
+  UsageCounts usage{output.prompt_tokens, output.completion_tokens, output.cached_tokens};
+  for (const std::string& payload :
+       formatter_.StreamChunks(output, "null", options_.continuous_usage ? &usage : nullptr)) {
+    WriteEventLocked(payload);
+  }
+}
+
+void RequestSession::FinishLocked(const RequestOutput& output) {
+  finished_ = true;
+  LogFinished(output);
+  const UsageCounts usage{output.prompt_tokens, output.completion_tokens, output.cached_tokens};
+  const bool failed = output.finish_reason == "error";
+  if (!options_.stream) {
+    if (failed || output.finish_reason == "abort") {
+      Status error = failed ? output.error : UnavailableError("the request was aborted");
+      if (error.ok()) error = InternalError("the engine failed the request");
+      int status = HttpStatusFor(error);
+      writer_->SendResponse(status, {}, net::OpenAiErrorJson(status, error.message()));
+      return;
+    }
+    formatter_.Append(output);
+    writer_->SendResponse(
+        200, {{"Content-Type", "application/json"}, {"X-Request-Id", options_.response.id}},
+        formatter_.FinalResponse(output.finish_reason, StopReasonJson(output, options_.params),
+                                 usage));
+    return;
+  }
+  if (!StartStreamLocked()) return;
+  if (failed) {
+    // vLLM's in-stream error: an error event, then [DONE].
+    Status error =
+        output.error.ok() ? InternalError("the engine failed the request") : output.error;
+    WriteEventLocked(net::OpenAiErrorJson(HttpStatusFor(error), error.message()));
+  } else {
+    for (const std::string& payload :
+         formatter_.StreamChunks(output, StopReasonJson(output, options_.params),
+                                 options_.continuous_usage ? &usage : nullptr)) {
+      WriteEventLocked(payload);
+    }
+    if (options_.include_usage) WriteEventLocked(formatter_.UsageChunk(usage));
+  }
+  WriteEventLocked("[DONE]");
+  writer_->End();
+}
+
+void RequestSession::LogFinished(const RequestOutput& output) const {
+  const double latency_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  char timing[96];
+  std::snprintf(timing, sizeof(timing), "latency_s=%.3f ttft_s=%.3f", latency_s, first_output_s_);
+  TANDEM_LOG(INFO) << "finished request " << options_.response.id
+                   << ": prompt_tokens=" << output.prompt_tokens
+                   << " num_computed_tokens=" << (output.prompt_tokens - output.cached_tokens)
+                   << " cached_tokens=" << output.cached_tokens
+                   << " completion_tokens=" << output.completion_tokens
+                   << " finish_reason=" << output.finish_reason << " " << timing
+                   << (output.finish_reason == "error" ? " error=" + output.error.message()
+                                                       : std::string());
+}
+
+Status SubmitGeneration(Engine& engine, std::vector<int32_t> prompt_tokens, SessionOptions options,
+                        std::shared_ptr<net::HttpResponseWriter> writer) {
+  const std::string id = options.response.id;
+  auto session = std::make_shared<RequestSession>(std::move(options), writer);
+  EngineRequest request;
+  request.request_id = id;
+  request.prompt_tokens = std::move(prompt_tokens);
+  request.params = session->options().params;
+  request.on_output = [session](const RequestOutput& output) { session->OnOutput(output); };
+  TANDEM_RETURN_IF_ERROR(engine.AddRequest(std::move(request)));
+  session->Begin();
+  // Registered only now: an abort for an id the engine does not know yet would be lost.
+  // If the client already left, the callback runs at once, here.
+  writer->OnClose([&engine, id] {
+    TANDEM_LOG(DEBUG) << "client disconnected; aborting " << id;
+    engine.AbortRequest(id);
+  });
+  return Status();
+}
+
+}  // namespace tandem::server

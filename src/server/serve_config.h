@@ -1,0 +1,66 @@
+// ServeConfig: the values of every `tandem serve` flag (vLLM's names), and the pure
+// conversions from them to engine and server options. The CLI only fills this struct
+// and calls these functions, so the rules are unit-tested here.
+//
+// Thread safety: plain values and pure functions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/engine.h"
+
+namespace tandem::server {
+
+struct ServeConfig {
+  std::string model;  // positional or --model
+  std::string host = "0.0.0.0";
+  int port = 8000;
+  std::vector<std::string> served_model_names;  // default: the model path (as vLLM)
+  int max_model_len = 0;                        // 0 = the model's context length
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 2048;
+  int max_waiting_requests = 1024;      // queue bound; more get HTTP 503 (Tandem's flag)
+  bool enable_chunked_prefill = false;  // always on in this engine; accepted
+  bool enable_prefix_caching = true;
+  int block_size = 16;
+  std::optional<uint64_t> seed;
+  std::string api_key;
+  bool enable_prompt_tokens_details = false;
+  double gpu_memory_utilization = 0.9;   // fraction of kv_cache_memory used for KV blocks
+  std::string kv_cache_memory = "1GiB";  // the KV budget on CPU
+  int data_parallel_size = 1;
+  int data_parallel_rank = 0;
+  std::string data_parallel_address;
+  int data_parallel_rpc_port = 0;
+  int tensor_parallel_size = 1;
+  bool enable_expert_parallel = false;
+  std::string kv_transfer_config;  // JSON (validated; used by the PD connector)
+  std::string speculative_config;  // JSON (validated; used by speculative decoding)
+  bool enable_auto_tool_choice = false;
+  std::string tool_call_parser;
+  std::string reasoning_parser;
+  int threads = 0;
+  std::string cpu_affinity;
+  std::vector<std::string> ignored_flags;  // accepted for vLLM compatibility, no effect
+};
+
+// "4GiB", "512MiB", "1.5GiB", "2G", "1000000": bytes. Suffixes with "i" are binary
+// (KiB, MiB, GiB, TiB); K/M/G/T with or without "B" are decimal. InvalidArgument else.
+StatusOr<int64_t> ParseByteSize(std::string_view text);
+
+// InvalidArgument naming `flag` unless `value` is empty or a JSON object.
+Status ValidateJsonObjectFlag(std::string_view flag, const std::string& value);
+
+// The top-level keys of a JSON object flag (for "ignored keys" logs); empty if not one.
+std::vector<std::string> JsonObjectKeys(const std::string& value);
+
+// Engine options from the flags. InvalidArgument naming the flag for bad values.
+StatusOr<EngineOptions> MakeEngineOptions(const ServeConfig& config,
+                                          const std::vector<int>& cpu_ids);
+
+}  // namespace tandem::server

@@ -1,0 +1,114 @@
+#include "server/serving_context.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include "common/logging.h"
+#include "model/model.h"
+#include "server/request_session.h"
+
+namespace tandem::server {
+
+void SendStatus(net::HttpResponseWriter& writer, const Status& status) {
+  net::SendError(writer, HttpStatusFor(status), status.message());
+}
+
+ServingContext::ServingContext(ServerOptions options, const Model& model, Engine& engine,
+                               MetricsRegistry* metrics, std::unique_ptr<ChatPrompt> chat)
+    : options_(std::move(options)),
+      model_(model),
+      engine_(engine),
+      metrics_(metrics),
+      chat_(std::move(chat)) {
+  std::random_device rd;
+  id_rng_.seed((uint64_t{rd()} << 32) ^ rd() ^
+               static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  seed_rng_.seed(options_.seed.value_or(0));
+}
+
+const Tokenizer& ServingContext::tokenizer() const { return model_.tokenizer(); }
+
+Status ServingContext::CheckModel(const std::string& model) const {
+  if (model.empty()) return Status();
+  for (const std::string& name : options_.served_model_names) {
+    if (name == model) return Status();
+  }
+  return NotFoundError("The model `" + model + "` does not exist.");
+}
+
+std::string ServingContext::NewRequestId(const char* prefix, const net::HttpRequest& request) {
+  if (auto header = request.headers.Get("X-Request-Id"); header.has_value() && !header->empty()) {
+    return std::string(prefix) + std::string(header->substr(0, 256));
+  }
+  uint64_t a, b;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    a = id_rng_();
+    b = id_rng_();
+  }
+  char hex[33];
+  std::snprintf(hex, sizeof(hex), "%016llx%016llx", static_cast<unsigned long long>(a),
+                static_cast<unsigned long long>(b));
+  return std::string(prefix) + hex;
+}
+
+void ServingContext::LogIgnoredFields(const std::vector<std::string>& fields) {
+  if (fields.empty()) return;
+  std::string fresh;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const std::string& f : fields) {
+      if (logged_fields_.size() < 1000 && logged_fields_.insert(f).second)
+        fresh += (fresh.empty() ? "" : ", ") + f;
+    }
+  }
+  if (!fresh.empty()) {
+    TANDEM_LOG(WARNING) << "The following fields were present in the request but ignored: {"
+                        << fresh << "} (logged once per field)";
+  }
+}
+
+void ServingContext::StartGeneration(ApiKind kind, const net::HttpRequest& http,
+                                     SamplingRequest& request, std::vector<int32_t> prompt_tokens,
+                                     std::optional<int> default_max_tokens,
+                                     const std::shared_ptr<net::HttpResponseWriter>& writer) {
+  if (prompt_tokens.empty()) {
+    return SendStatus(*writer, InvalidArgumentError("the prompt is empty after tokenization"));
+  }
+  Status fits = ResolveMaxTokens(static_cast<int>(prompt_tokens.size()), options_.max_model_len,
+                                 default_max_tokens, &request);
+  if (!fits.ok()) return SendStatus(*writer, fits);
+  if (!request.params.has_seed && options_.seed.has_value()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    request.params.has_seed = true;
+    request.params.sampling.seed = seed_rng_();
+  }
+  SessionOptions session;
+  session.response.kind = kind;
+  session.response.id = NewRequestId(kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-", http);
+  session.response.model = served_model();
+  session.response.created = std::chrono::duration_cast<std::chrono::seconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
+  session.response.include_cached_tokens = options_.enable_prompt_tokens_details;
+  session.response.logprobs = request.params.logprobs;
+  const Tokenizer* tokenizer = &model_.tokenizer();
+  session.response.token_text = [tokenizer](int32_t id) {
+    return tokenizer->TokenToPiece(id, /*special=*/true);
+  };
+  session.params = request.params;
+  session.stream = request.stream;
+  session.include_usage = request.include_usage;
+  session.continuous_usage = request.continuous_usage;
+  session.kv_transfer_params_json = request.kv_transfer_params_json;
+  Status submitted =
+      SubmitGeneration(engine_, std::move(prompt_tokens), std::move(session), writer);
+  if (!submitted.ok()) {
+    if (submitted.code() == StatusCode::kResourceExhausted) {
+      TANDEM_LOG(WARNING) << "rejecting a request (503): " << submitted.message();
+    }
+    SendStatus(*writer, submitted);
+  }
+}
+
+}  // namespace tandem::server

@@ -1,0 +1,91 @@
+// ServingContext: what the OpenAI handlers share — the options, the model, its
+// tokenizer and chat prompt, the engine — plus the small pieces of request plumbing
+// every handler needs (request ids, the served-model check, per-request seeds, starting
+// a generation).
+//
+// Ownership: borrows the Model, Engine and MetricsRegistry (all outlive the server);
+// owns the ChatPrompt.
+// Thread safety: every method may be called from any I/O thread concurrently.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/engine.h"
+#include "net/http_request.h"
+#include "net/http_response_writer.h"
+#include "net/http_server.h"
+#include "server/chat_prompt.h"
+#include "server/openai_request.h"
+#include "server/openai_response.h"
+
+namespace tandem {
+class MetricsRegistry;
+class Model;
+class Tokenizer;
+}  // namespace tandem
+
+namespace tandem::server {
+
+struct ServerOptions {
+  net::HttpServerOptions http;
+  std::vector<std::string> served_model_names;  // non-empty; the first names responses
+  std::string model_path;                       // "root" in /v1/models
+  int max_model_len = 0;                      // > 0: the context limit requests are checked against
+  std::string api_key;                        // empty = no authentication
+  bool enable_prompt_tokens_details = false;  // usage.prompt_tokens_details.cached_tokens
+  std::optional<uint64_t> seed;               // --seed: seeds for requests that bring none
+};
+
+class ServingContext {
+ public:
+  ServingContext(ServerOptions options, const Model& model, Engine& engine,
+                 MetricsRegistry* metrics, std::unique_ptr<ChatPrompt> chat);
+
+  const ServerOptions& options() const { return options_; }
+  const Model& model() const { return model_; }
+  const Tokenizer& tokenizer() const;
+  Engine& engine() const { return engine_; }
+  MetricsRegistry* metrics() const { return metrics_; }
+  const ChatPrompt& chat() const { return *chat_; }
+  const std::string& served_model() const { return options_.served_model_names.front(); }
+
+  // NotFound with vLLM's message unless `model` is empty or a served name.
+  Status CheckModel(const std::string& model) const;
+
+  // "<prefix><X-Request-Id>" when the client sent one, else "<prefix><32 hex digits>".
+  std::string NewRequestId(const char* prefix, const net::HttpRequest& request);
+
+  // Logs (once per field name) request fields that were accepted but ignored.
+  void LogIgnoredFields(const std::vector<std::string>& fields);
+
+  // Validates the length, fills in a seed, and hands the request to the engine; answers
+  // the client through `writer` in every case (an error, a stream, or a response).
+  void StartGeneration(ApiKind kind, const net::HttpRequest& http, SamplingRequest& request,
+                       std::vector<int32_t> prompt_tokens, std::optional<int> default_max_tokens,
+                       const std::shared_ptr<net::HttpResponseWriter>& writer);
+
+ private:
+  const ServerOptions options_;
+  const Model& model_;
+  Engine& engine_;
+  MetricsRegistry* const metrics_;
+  const std::unique_ptr<ChatPrompt> chat_;
+
+  std::mutex mu_;
+  std::mt19937_64 id_rng_;               // guarded by mu_
+  std::mt19937_64 seed_rng_;             // guarded by mu_ (only used with --seed)
+  std::set<std::string> logged_fields_;  // guarded by mu_
+};
+
+// Sends `status` as an OpenAI error with the matching HTTP status.
+void SendStatus(net::HttpResponseWriter& writer, const Status& status);
+
+}  // namespace tandem::server
