@@ -176,7 +176,12 @@ class EngineImpl final : public Engine {
       const bool want_logprobs = r->params.logprobs >= 0;
       if (want_logprobs) raw.assign(l, l + n_vocab);
       ApplyLogitsProcessors(*r, model_.tokenizer(), l, n_vocab);
-      const int32_t token = r->sampler.Sample(l, n_vocab);
+      const std::vector<int32_t>& script = r->params.scripted_tokens;
+      if (!script.empty() && r->num_output_tokens() >= static_cast<int>(script.size())) {
+        Finish(r, "stop");
+        continue;
+      }
+      const int32_t token = script.empty() ? r->sampler.Sample(l, n_vocab) : script[r->num_output_tokens()];
       TokenLogprob lp;
       if (want_logprobs) lp = ComputeLogprobs(raw.data(), n_vocab, token, r->params.logprobs);
       metrics_.OnToken(r);

@@ -54,6 +54,10 @@ struct GenerationParams {
   std::vector<int32_t> stop_token_ids;
   int logprobs = -1;                     // -1 = none; else top-N alternatives per token (0..20)
   bool skip_special_tokens = true;
+  // Test-only: when non-empty, these tokens are emitted in order instead of sampled
+  // (the model still runs), and the request then stops with finish_reason "stop". Lets
+  // tests drive the output parsers with exact model output on any model.
+  std::vector<int32_t> scripted_tokens;
 };
 
 struct TokenLogprob {

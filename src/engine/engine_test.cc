@@ -288,6 +288,20 @@ TEST(EngineTest, MinTokensAndPenalties) {
   EXPECT_NE(pen.tokens, free_run.tokens);
 }
 
+TEST(EngineTest, ScriptedTokensAreEmittedVerbatim) {
+  auto model = LoadFixture("llama.gguf");
+  ASSERT_NE(model, nullptr);
+  GenerationParams p = Greedy(50);
+  p.ignore_eos = false;
+  p.scripted_tokens = model->tokenizer().Encode("hello world", false, false);
+  Harness h(*model, EngineOptions{});
+  h.Submit("s", Prompts(*model)[0], p);
+  auto r = h.Wait()["s"];
+  EXPECT_EQ(r.tokens, p.scripted_tokens);
+  EXPECT_EQ(r.text, model->tokenizer().Decode(p.scripted_tokens, true));
+  EXPECT_EQ(r.last.finish_reason, "stop");
+}
+
 TEST(EngineTest, RejectsBadRequests) {
   auto model = LoadFixture("llama.gguf");
   ASSERT_NE(model, nullptr);
