@@ -5,6 +5,8 @@
 #include <cstring>
 
 #include "common/logging.h"
+#include "kernels/half.h"
+#include "kernels/quant_dot_internal.h"
 
 namespace tandem {
 namespace {
@@ -132,17 +134,6 @@ void DequantizeQ3_K(const void* src, float* dst, int64_t n_blocks) {
   }
 }
 
-// 6-bit scale and min of sub-block s (0..7) of a Q4_K/Q5_K block.
-void K4ScaleMin(const uint8_t scales[12], int s, uint8_t* sc, uint8_t* mn) {
-  if (s < 4) {
-    *sc = scales[s] & 63;
-    *mn = scales[s + 4] & 63;
-  } else {
-    *sc = static_cast<uint8_t>((scales[s + 4] & 0x0F) | ((scales[s - 4] >> 6) << 4));
-    *mn = static_cast<uint8_t>((scales[s + 4] >> 4) | ((scales[s] >> 6) << 4));
-  }
-}
-
 void DequantizeQ4_K(const void* src, float* dst, int64_t n_blocks) {
   for (int64_t i = 0; i < n_blocks; ++i, dst += kQkK) {
     const BlockQ4_K b = LoadBlock<BlockQ4_K>(src, i);
@@ -150,7 +141,7 @@ void DequantizeQ4_K(const void* src, float* dst, int64_t n_blocks) {
     const float dmin = Fp16ToFp32(b.dmin);
     for (int s = 0; s < 8; ++s) {
       uint8_t sc, mn;
-      K4ScaleMin(b.scales, s, &sc, &mn);
+      ScaleMinK4(s, b.scales, &sc, &mn);
       const float ds = d * static_cast<float>(sc);
       const float ms = dmin * static_cast<float>(mn);
       const uint8_t* qs = b.qs + 32 * (s / 2);
@@ -169,7 +160,7 @@ void DequantizeQ5_K(const void* src, float* dst, int64_t n_blocks) {
     const float dmin = Fp16ToFp32(b.dmin);
     for (int s = 0; s < 8; ++s) {
       uint8_t sc, mn;
-      K4ScaleMin(b.scales, s, &sc, &mn);
+      ScaleMinK4(s, b.scales, &sc, &mn);
       const float ds = d * static_cast<float>(sc);
       const float ms = dmin * static_cast<float>(mn);
       const uint8_t* qs = b.qs + 32 * (s / 2);

@@ -7,7 +7,7 @@
 
 namespace tandem {
 
-// The 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block.
+// The 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block (shared with dequant.cc).
 inline void ScaleMinK4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
   if (j < 4) {
     *sc = q[j] & 63;
