@@ -6,14 +6,19 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
+#include <sstream>
 
 #include "cli/commands.h"
 #include "cli/common_flags.h"
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "engine/engine.h"
+#include "model/model.h"
+#include "model/tokenizer.h"
 #include "server/openai_server.h"
+#include "server/parsers/chat_output_parser.h"
 #include "server/serve_config.h"
 
 namespace tandem::cli {
@@ -37,6 +42,20 @@ void AddIgnoredFlags(CLI::App* cmd, std::vector<CLI::Option*>* ignored) {
     ignored->push_back(
         cmd->add_option(name)->description("accepted; no effect on CPU")->expected(1));
   }
+}
+
+// TEST ONLY: the tokens of --scripted-output-file (no BOS/EOS added; special-token
+// spellings such as <tool_call> become their tokens).
+StatusOr<std::vector<int32_t>> ReadScriptedTokens(const std::string& path,
+                                                  const Tokenizer& tokenizer) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return InvalidArgumentError("--scripted-output-file: cannot read " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::vector<int32_t> tokens =
+      tokenizer.Encode(text.str(), /*add_special=*/false, /*parse_special=*/true);
+  if (tokens.empty()) return InvalidArgumentError("--scripted-output-file: " + path + " is empty");
+  return tokens;
 }
 
 // Waits for SIGINT or SIGTERM (blocked in every thread; see RunServe).
@@ -103,6 +122,12 @@ int RunServe(ServeConfig config, const std::vector<CLI::Option*>& ignored) {
     TANDEM_LOG(INFO) << "kv-transfer-config: " << config.kv_transfer_config;
   if (!config.speculative_config.empty())
     TANDEM_LOG(INFO) << "speculative-config: " << config.speculative_config;
+  // Unknown parser names fail here, at start-up, rather than on every request.
+  if (auto check = parsers::ChatOutputParser::Create(
+          {config.tool_call_parser, config.reasoning_parser, true, ""});
+      !check.ok()) {
+    return ReportError(check.status());
+  }
   if (!config.tool_call_parser.empty() || !config.reasoning_parser.empty()) {
     TANDEM_LOG(INFO) << "tool-call-parser '" << config.tool_call_parser << "', reasoning-parser '"
                      << config.reasoning_parser << "', auto tool choice "
@@ -129,6 +154,16 @@ int RunServe(ServeConfig config, const std::vector<CLI::Option*>& ignored) {
   options.api_key = config.api_key;
   options.enable_prompt_tokens_details = config.enable_prompt_tokens_details;
   options.seed = config.seed;
+  options.enable_auto_tool_choice = config.enable_auto_tool_choice;
+  options.tool_call_parser = config.tool_call_parser;
+  options.reasoning_parser = config.reasoning_parser;
+  if (!config.scripted_output_file.empty()) {
+    auto scripted = ReadScriptedTokens(config.scripted_output_file, (*model)->tokenizer());
+    if (!scripted.ok()) return ReportError(scripted.status());
+    TANDEM_LOG(WARNING) << "TEST ONLY: every request generates the " << scripted->size()
+                        << " tokens of " << config.scripted_output_file;
+    options.scripted_tokens = std::move(*scripted);
+  }
   auto server = server::OpenAiServer::Create(options, **model, **engine, &metrics);
   if (!server.ok()) return ReportError(server.status());
   if (Status s = (*server)->Start(); !s.ok()) return ReportError(s);
@@ -192,6 +227,10 @@ void RegisterServe(CLI::App& app, RunFn* run) {
   cmd->add_flag("--enable-auto-tool-choice", c.enable_auto_tool_choice);
   cmd->add_option("--tool-call-parser", c.tool_call_parser, "e.g. glm45, glm47, hermes");
   cmd->add_option("--reasoning-parser", c.reasoning_parser, "e.g. glm45, deepseek_r1");
+  // TEST ONLY: an empty group hides the option from --help.
+  cmd->add_option("--scripted-output-file", c.scripted_output_file,
+                  "TEST ONLY: every request generates this file's text")
+      ->group("");
   cmd->add_option("-t,--threads", c.threads, "compute threads (default: cores available)")
       ->check(CLI::Range(0, 1024));
   cmd->add_option("--cpu-affinity", c.cpu_affinity,

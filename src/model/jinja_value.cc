@@ -45,6 +45,8 @@ ListData::ListData(std::vector<Value> v, bool tuple) : items(std::move(v)), is_t
 }
 ListData::~ListData() { ReleaseChildren(&items); }
 
+size_t DictData::size() const { return entries_.size(); }
+
 DictData::~DictData() {
   std::vector<Value> children;
   children.reserve(entries_.size());

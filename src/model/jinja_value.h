@@ -56,7 +56,7 @@ class DictData {
   const Value* Find(std::string_view key) const;
   // Inserts or overwrites (keeping the original position on overwrite).
   void Set(std::string key, Value value);
-  size_t size() const { return entries_.size(); }
+  size_t size() const;  // out of line: Value is incomplete here (clang rejects it inline)
   const std::vector<std::pair<std::string, Value>>& entries() const { return entries_; }
 
   bool is_namespace = false;  // created by namespace(); the only dict `set x.a = ...` may modify

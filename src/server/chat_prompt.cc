@@ -37,6 +37,17 @@ std::string CutAfterFinalMessage(const std::string& rendered, const std::string&
   return rendered.substr(0, pos + text.size());
 }
 
+// The template variables from chat_template_kwargs plus `tool_choice` (templates that
+// read it see "auto", "none", "required" or the named-function object). A kwarg of the
+// same name set by the client wins.
+std::string WithToolChoice(const std::string& kwargs_json, const std::string& tool_choice_json) {
+  if (tool_choice_json.empty()) return kwargs_json;
+  Json kwargs = kwargs_json.empty() ? Json::object() : Json::parse(kwargs_json, nullptr, false);
+  if (!kwargs.is_object() || kwargs.contains("tool_choice")) return kwargs_json;
+  kwargs["tool_choice"] = Json::parse(tool_choice_json, nullptr, false);
+  return DumpJson(kwargs);
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<ChatPrompt>> ChatPrompt::Create(const Model& model) {
@@ -66,7 +77,8 @@ StatusOr<std::string> ChatPrompt::Render(const ChatInputs& inputs) const {
   ChatRenderInput input;
   input.messages_json = inputs.messages_json;
   input.tools_json = inputs.tools_json;
-  input.extra_kwargs_json = inputs.chat_template_kwargs_json;
+  input.extra_kwargs_json =
+      WithToolChoice(inputs.chat_template_kwargs_json, inputs.tool_choice_json);
   input.add_generation_prompt = inputs.add_generation_prompt && !inputs.continue_final_message;
   input.bos_token = TokenText(tokenizer_, tokenizer_.vocab().bos_id);
   input.eos_token = TokenText(tokenizer_, tokenizer_.vocab().eos_id);

@@ -28,6 +28,7 @@ struct ChatInputs {
   bool add_generation_prompt = true;
   bool continue_final_message = false;  // leave the last (assistant) message open
   bool add_special_tokens = false;      // BOS/EOS on top of what the template writes
+  std::string tool_choice_json;         // the request's tool_choice (JSON), or empty
 };
 
 class ChatPrompt {

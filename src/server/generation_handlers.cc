@@ -29,9 +29,20 @@ void HandleChatCompletion(ServingContext& ctx, const net::HttpRequest& request,
   ChatRequest& r = *parsed;
   if (Status s = ctx.CheckModel(r.sampling.model); !s.ok()) return SendStatus(*writer, s);
   ctx.LogIgnoredFields(r.sampling.ignored_fields);
+  const ServerOptions& options = ctx.options();
+  if (r.tool_choice == ToolChoice::kAuto &&
+      !(options.enable_auto_tool_choice && !options.tool_call_parser.empty())) {
+    // vLLM's rule and message (tools without tool_choice mean "auto").
+    return SendStatus(*writer, InvalidArgumentError("\"auto\" tool choice requires "
+                                                    "--enable-auto-tool-choice and "
+                                                    "--tool-call-parser to be set"));
+  }
+  auto output_parser = ctx.MakeOutputParser(r);
+  if (!output_parser.ok()) return SendStatus(*writer, output_parser.status());
   ChatInputs inputs;
   inputs.messages_json = std::move(r.messages_json);
   inputs.tools_json = std::move(r.tools_json);
+  inputs.tool_choice_json = std::move(r.tool_choice_json);
   inputs.chat_template_kwargs_json = std::move(r.chat_template_kwargs_json);
   inputs.add_generation_prompt = r.add_generation_prompt;
   inputs.continue_final_message = r.continue_final_message;
@@ -39,8 +50,8 @@ void HandleChatCompletion(ServingContext& ctx, const net::HttpRequest& request,
   auto tokens = ctx.chat().Encode(inputs);
   if (!tokens.ok()) return SendStatus(*writer, tokens.status());
   // Chat has no default max_tokens: the rest of the context, as vLLM does.
-  ctx.StartGeneration(ApiKind::kChat, request, r.sampling, std::move(*tokens), std::nullopt,
-                      writer);
+  ctx.StartGeneration(ApiKind::kChat, request, r.sampling, std::move(*tokens), std::nullopt, writer,
+                      std::move(*output_parser));
 }
 
 }  // namespace tandem::server

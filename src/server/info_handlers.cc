@@ -16,12 +16,13 @@ void HandleTokenize(ServingContext& ctx, const net::HttpRequest& request, const 
   if (Status s = ctx.CheckModel(r.model); !s.ok()) return SendStatus(*writer, s);
   std::vector<int32_t> tokens;
   if (r.is_chat) {
-    ChatInputs inputs{r.messages_json,
-                      r.tools_json,
-                      r.chat_template_kwargs_json,
-                      r.add_generation_prompt,
-                      r.continue_final_message,
-                      r.add_special_tokens};
+    ChatInputs inputs;
+    inputs.messages_json = r.messages_json;
+    inputs.tools_json = r.tools_json;
+    inputs.chat_template_kwargs_json = r.chat_template_kwargs_json;
+    inputs.add_generation_prompt = r.add_generation_prompt;
+    inputs.continue_final_message = r.continue_final_message;
+    inputs.add_special_tokens = r.add_special_tokens;
     auto encoded = ctx.chat().Encode(inputs);
     if (!encoded.ok()) return SendStatus(*writer, encoded.status());
     tokens = std::move(*encoded);

@@ -181,6 +181,53 @@ Status ReadChatInputs(JsonFields& fields, std::string* messages, std::string* to
   return Status();
 }
 
+// vLLM's ChatCompletionRequest.check_tool_usage, with its messages.
+Status ReadToolChoice(JsonFields& fields, ChatRequest* request) {
+  const Json* choice = fields.Raw("tool_choice");
+  Json tools = request->tools_json.empty() ? Json(nullptr) : Json::parse(request->tools_json);
+  if (choice == nullptr) {
+    request->tool_choice =
+        tools.is_array() && !tools.empty() ? ToolChoice::kAuto : ToolChoice::kNone;
+    return Status();
+  }
+  request->tool_choice_json = DumpJson(*choice);
+  if (choice->is_string() && choice->get<std::string>() == "none") {
+    request->tool_choice = ToolChoice::kNone;
+    return Status();
+  }
+  if (tools.is_null()) return Invalid("When using `tool_choice`, `tools` must be set.");
+  if (choice->is_string() && choice->get<std::string>() == "auto") {
+    request->tool_choice = ToolChoice::kAuto;
+    return Status();
+  }
+  if (choice->is_string() && choice->get<std::string>() == "required") {
+    // OpenAI's rule: "required" with no tools behaves like "none".
+    request->tool_choice = tools.empty() ? ToolChoice::kNone : ToolChoice::kRequired;
+    return Status();
+  }
+  if (!choice->is_object()) {
+    return Invalid("Invalid value for `tool_choice`: " + DumpJson(*choice) +
+                   "! Only named tools, \"none\", \"auto\" or \"required\" are supported.");
+  }
+  const std::string usage =
+      " Correct usage: `{\"type\": \"function\", \"function\": {\"name\": \"my_function\"}}`";
+  auto function = choice->find("function");
+  if (function == choice->end() || !function->is_object())
+    return Invalid("Invalid value for `function` in `tool_choice`!" + usage);
+  auto name = function->find("name");
+  if (name == function->end() || !name->is_string() || name->get<std::string>().empty())
+    return Invalid("Invalid `name` in `function` of `tool_choice`!" + usage);
+  for (const Json& tool : tools) {
+    if (!tool.is_object()) continue;
+    auto f = tool.find("function");
+    if (f != tool.end() && f->is_object() && f->value("name", Json()) == *name) {
+      request->tool_choice = ToolChoice::kNamed;
+      return Status();
+    }
+  }
+  return Invalid("The tool specified in `tool_choice` does not match any of the specified `tools`");
+}
+
 }  // namespace
 
 StatusOr<CompletionRequest> ParseCompletionRequest(std::string_view body, int32_t vocab_size) {
@@ -250,6 +297,13 @@ StatusOr<ChatRequest> ParseChatRequest(std::string_view body) {
   }
   TANDEM_RETURN_IF_ERROR(ReadChatInputs(fields, &request.messages_json, &request.tools_json,
                                         &request.chat_template_kwargs_json));
+  TANDEM_RETURN_IF_ERROR(ReadToolChoice(fields, &request));
+  if (!request.chat_template_kwargs_json.empty()) {
+    Json kwargs = Json::parse(request.chat_template_kwargs_json);
+    auto thinking = kwargs.find("enable_thinking");
+    if (thinking != kwargs.end() && thinking->is_boolean())
+      request.enable_thinking = thinking->get<bool>();
+  }
   std::optional<bool> logprobs, add_generation_prompt, continue_final, add_special, echo;
   TANDEM_RETURN_IF_ERROR(fields.Bool("logprobs", &logprobs));
   TANDEM_RETURN_IF_ERROR(fields.Integer("top_logprobs", &top_logprobs));

@@ -47,10 +47,18 @@ struct CompletionRequest {
   bool add_special_tokens = true;  // vLLM's default for completions
 };
 
+// `tool_choice` (vLLM's rules: "auto" when absent and tools are given, else "none").
+// Tandem has no guided decoding: "required" and a named function are accepted and passed
+// to the chat template, but the model is not forced to call a tool.
+enum class ToolChoice { kNone, kAuto, kRequired, kNamed };
+
 struct ChatRequest {
   SamplingRequest sampling;
-  std::string messages_json;              // JSON array, non-empty
-  std::string tools_json;                 // JSON array, or empty
+  std::string messages_json;  // JSON array, non-empty
+  std::string tools_json;     // JSON array, or empty
+  ToolChoice tool_choice = ToolChoice::kNone;
+  std::string tool_choice_json;           // as sent (for the template), or empty when absent
+  bool enable_thinking = true;            // chat_template_kwargs.enable_thinking
   std::string chat_template_kwargs_json;  // JSON object, or empty
   bool add_generation_prompt = true;
   bool continue_final_message = false;

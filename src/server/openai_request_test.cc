@@ -242,5 +242,45 @@ TEST(ServeConfig, ByteSizesAndJsonFlags) {
   EXPECT_FALSE(MakeEngineOptions(c, {}).ok());
 }
 
+TEST(ParseChat, ToolChoiceFollowsVllm) {
+  const std::string msgs = R"("messages":[{"role":"user","content":"hi"}])";
+  const std::string tools = R"("tools":[{"type":"function","function":{"name":"f"}}])";
+  auto parse = [&](const std::string& rest) { return ParseChatRequest("{" + msgs + rest + "}"); };
+  auto r = parse("");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->tool_choice, ToolChoice::kNone);
+  EXPECT_TRUE(r->enable_thinking);
+  r = parse("," + tools);  // tools without tool_choice: "auto"
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->tool_choice, ToolChoice::kAuto);
+  EXPECT_EQ(r->tool_choice_json, "");
+  r = parse("," + tools +
+            R"(,"tool_choice":"required","chat_template_kwargs":{"enable_thinking":false})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->tool_choice, ToolChoice::kRequired);
+  EXPECT_EQ(r->tool_choice_json, R"("required")");
+  EXPECT_FALSE(r->enable_thinking);
+  r = parse("," + tools + R"(,"tool_choice":{"type":"function","function":{"name":"f"}})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->tool_choice, ToolChoice::kNamed);
+  r = parse(R"(,"tools":[],"tool_choice":"required")");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->tool_choice, ToolChoice::kNone);
+  r = parse(R"(,"tool_choice":"none")");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->tool_choice, ToolChoice::kNone);
+
+  auto bad = [&](const std::string& rest, const std::string& part) {
+    Status s = parse(rest).status();
+    EXPECT_EQ(HttpStatusFor(s), 400) << rest;
+    EXPECT_NE(s.message().find(part), std::string::npos) << rest << " -> " << s.message();
+  };
+  bad(R"(,"tool_choice":"auto")", "When using `tool_choice`, `tools` must be set.");
+  bad("," + tools + R"(,"tool_choice":"sometimes")", "Invalid value for `tool_choice`");
+  bad("," + tools + R"(,"tool_choice":{"type":"function"})", "Invalid value for `function`");
+  bad("," + tools + R"(,"tool_choice":{"type":"function","function":{"name":"g"}})",
+      "does not match any of the specified `tools`");
+}
+
 }  // namespace
 }  // namespace tandem::server

@@ -100,8 +100,47 @@ std::string StopReasonJson(const RequestOutput& output, const GenerationParams& 
   return "null";
 }
 
-ResponseFormatter::ResponseFormatter(ResponseContext context) : context_(std::move(context)) {
+ResponseFormatter::ResponseFormatter(ResponseContext context,
+                                     std::unique_ptr<parsers::ChatOutputParser> output_parser)
+    : context_(std::move(context)), output_parser_(std::move(output_parser)) {
   if (!context_.token_text) context_.token_text = [](int32_t id) { return std::to_string(id); };
+}
+
+std::string ResponseFormatter::ChatFinishReason(const std::string& reason) const {
+  // "length" stays: a call cut by max_tokens may be incomplete, and the client should know.
+  if (output_parser_ != nullptr && output_parser_->message().tools_called() && reason != "length")
+    return "tool_calls";
+  return reason;
+}
+
+std::vector<std::string> ResponseFormatter::ParsedStreamChunks(const RequestOutput& output,
+                                                               const std::string& stop_reason_json,
+                                                               const UsageCounts* usage) {
+  std::vector<std::string> deltas = output_parser_->Feed(output.new_text);
+  if (output.finished) {
+    std::vector<std::string> rest = output_parser_->Finish();
+    deltas.insert(deltas.end(), rest.begin(), rest.end());
+  }
+  const bool has_logprobs = context_.logprobs >= 0 && !output.new_logprobs.empty();
+  std::vector<std::string> payloads;
+  // Text held back by the parser still owes the client its logprobs and the final
+  // chunk its finish_reason: an empty delta carries them.
+  if (deltas.empty() && (has_logprobs || output.finished)) deltas.push_back("{}");
+  for (size_t i = 0; i < deltas.size(); ++i) {
+    const bool last = output.finished && i + 1 == deltas.size();
+    Json choice;
+    choice["index"] = 0;
+    choice["delta"] = Json::parse(deltas[i]);
+    choice["logprobs"] =
+        i == 0 && has_logprobs ? ChatLogprobs(output.new_logprobs, context_) : Json(nullptr);
+    choice["finish_reason"] = last ? Json(ChatFinishReason(output.finish_reason)) : Json(nullptr);
+    choice["stop_reason"] = last ? RawJson(stop_reason_json) : Json(nullptr);
+    Json j = Envelope(context_, "chat.completion.chunk");
+    j["choices"] = Json::array({std::move(choice)});
+    if (usage != nullptr) j["usage"] = UsageJson(*usage, context_.include_cached_tokens);
+    payloads.push_back(DumpJson(j));
+  }
+  return payloads;
 }
 
 std::vector<std::string> ResponseFormatter::StreamChunks(const RequestOutput& output,
@@ -123,6 +162,11 @@ std::vector<std::string> ResponseFormatter::StreamChunks(const RequestOutput& ou
                                      {"finish_reason", nullptr}}});
     add_usage(j);
     payloads.push_back(DumpJson(j));
+  }
+  if (chat && output_parser_ != nullptr) {
+    std::vector<std::string> parsed = ParsedStreamChunks(output, stop_reason_json, usage);
+    payloads.insert(payloads.end(), parsed.begin(), parsed.end());
+    return payloads;
   }
   if (output.new_text.empty() && !has_logprobs && !output.finished) return payloads;
 
@@ -157,6 +201,10 @@ std::string ResponseFormatter::UsageChunk(const UsageCounts& usage) const {
 }
 
 void ResponseFormatter::Append(const RequestOutput& output) {
+  if (output_parser_ != nullptr) {
+    output_parser_->Feed(output.new_text);  // the deltas are for streams; the message folds
+    if (output.finished) output_parser_->Finish();
+  }
   text_ += output.new_text;
   tokens_.insert(tokens_.end(), output.new_tokens.begin(), output.new_tokens.end());
   if (context_.logprobs >= 0) {
@@ -172,10 +220,19 @@ std::string ResponseFormatter::FinalResponse(const std::string& finish_reason,
   Json choice;
   choice["index"] = 0;
   if (chat) {
-    choice["message"] = Json{{"role", "assistant"},
-                             {"content", text_},
-                             {"reasoning_content", nullptr},
-                             {"tool_calls", Json::array()}};
+    if (output_parser_ != nullptr) {
+      const Json parsed = Json::parse(output_parser_->MessageJson());
+      choice["message"] =
+          Json{{"role", "assistant"},
+               {"content", parsed.value("content", Json(nullptr))},
+               {"reasoning_content", parsed.value("reasoning_content", Json(nullptr))},
+               {"tool_calls", parsed.value("tool_calls", Json::array())}};
+    } else {
+      choice["message"] = Json{{"role", "assistant"},
+                               {"content", text_},
+                               {"reasoning_content", nullptr},
+                               {"tool_calls", Json::array()}};
+    }
     choice["logprobs"] = context_.logprobs >= 0 ? ChatLogprobs(logprobs_, context_) : Json(nullptr);
   } else {
     choice["text"] = text_;
@@ -183,7 +240,9 @@ std::string ResponseFormatter::FinalResponse(const std::string& finish_reason,
     choice["logprobs"] =
         context_.logprobs >= 0 ? CompletionLogprobs(logprobs_, context_, &offset) : Json(nullptr);
   }
-  choice["finish_reason"] = finish_reason.empty() ? Json(nullptr) : Json(finish_reason);
+  choice["finish_reason"] = finish_reason.empty() ? Json(nullptr)
+                            : chat                ? Json(ChatFinishReason(finish_reason))
+                                                  : Json(finish_reason);
   choice["stop_reason"] = RawJson(stop_reason_json);
   if (!chat) choice["prompt_logprobs"] = nullptr;
   Json j = Envelope(context_, chat ? "chat.completion" : "text_completion");

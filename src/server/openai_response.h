@@ -13,16 +13,23 @@
 //               carries delta {"role":"assistant","content":""}; the usage chunk
 //               (stream_options.include_usage) has "choices":[] and the usage.
 //
+// Chat with an output parser (--reasoning-parser / --tool-call-parser): the reply text
+// goes through parsers::ChatOutputParser, so message and deltas carry `content`,
+// `reasoning_content` and `tool_calls` as it splits them, and finish_reason becomes
+// "tool_calls" when the reply called a tool.
+//
 // Pure: no I/O, no engine. Token texts for logprobs come from a callback.
 // Thread safety: one formatter per request, used by one thread at a time.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/engine.h"
+#include "server/parsers/chat_output_parser.h"
 
 namespace tandem::server {
 
@@ -50,7 +57,9 @@ std::string StopReasonJson(const RequestOutput& output, const GenerationParams& 
 
 class ResponseFormatter {
  public:
-  explicit ResponseFormatter(ResponseContext context);
+  // `output_parser` (chat only; may be null: the reply is all `content`) is owned.
+  explicit ResponseFormatter(ResponseContext context,
+                             std::unique_ptr<parsers::ChatOutputParser> output_parser = nullptr);
 
   // Streaming: the JSON payloads (without "data: ") to send for `output`, possibly none
   // (nothing new to say). For chat, the first call begins with the role chunk. When
@@ -63,7 +72,8 @@ class ResponseFormatter {
   // The final usage chunk for stream_options.include_usage.
   std::string UsageChunk(const UsageCounts& usage) const;
 
-  // Non-streaming: accumulates text and logprobs of every output ...
+  // Non-streaming: accumulates text and logprobs of every output (the finished one
+  // included) ...
   void Append(const RequestOutput& output);
   // ... and formats the whole response. `kv_transfer_params_json` empty = null.
   std::string FinalResponse(const std::string& finish_reason, const std::string& stop_reason_json,
@@ -73,7 +83,15 @@ class ResponseFormatter {
   const ResponseContext& context() const { return context_; }
 
  private:
+  // The chat finish_reason to report for the engine's `reason`.
+  std::string ChatFinishReason(const std::string& reason) const;
+  // Streaming with an output parser.
+  std::vector<std::string> ParsedStreamChunks(const RequestOutput& output,
+                                              const std::string& stop_reason_json,
+                                              const UsageCounts* usage);
+
   ResponseContext context_;
+  std::unique_ptr<parsers::ChatOutputParser> output_parser_;  // null: no parsing
   bool sent_role_ = false;
   int64_t text_offset_ = 0;             // completions logprobs: offset of the next token's text
   std::string text_;                    // accumulated (non-streaming)

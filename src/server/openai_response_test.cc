@@ -179,5 +179,67 @@ TEST(BuiltinChatTemplates, GemmaAndChatMlRender) {
   EXPECT_EQ(*chat_text, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
 }
 
+std::unique_ptr<parsers::ChatOutputParser> Glm47Parser() {
+  parsers::ChatOutputConfig config;
+  config.tool_parser = "glm47";
+  config.reasoning_parser = "glm45";
+  config.tools_json =
+      R"([{"type":"function","function":{"name":"get_weather",)"
+      R"("parameters":{"type":"object","properties":{"days":{"type":"integer"}}}}}])";
+  auto parser = parsers::ChatOutputParser::Create(config);
+  EXPECT_TRUE(parser.ok()) << parser.status().message();
+  return parser.ok() ? std::move(*parser) : nullptr;
+}
+
+constexpr const char* kReply =
+    "<think>hmm</think>"
+    "<tool_call>get_weather<arg_key>days</arg_key><arg_value>3</arg_value></tool_call>";
+
+TEST(ResponseFormatter, ChatWithOutputParser) {
+  ResponseFormatter f(Context(ApiKind::kChat), Glm47Parser());
+  f.Append(Output(std::string(kReply).substr(0, 20)));
+  f.Append(Output(std::string(kReply).substr(20), true, "stop"));
+  json message = json::parse(f.FinalResponse("stop", "null", {5, 2, 0}))["choices"][0]["message"];
+  EXPECT_TRUE(message["content"].is_null());
+  EXPECT_EQ(message["reasoning_content"], "hmm");
+  ASSERT_EQ(message["tool_calls"].size(), 1u);
+  EXPECT_EQ(message["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(json::parse(message["tool_calls"][0]["function"]["arguments"].get<std::string>()),
+            json::parse(R"({"days": 3})"));
+  json j = json::parse(f.FinalResponse("stop", "null", {5, 2, 0}));
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls");
+}
+
+TEST(ResponseFormatter, ChatStreamWithOutputParser) {
+  ResponseFormatter f(Context(ApiKind::kChat), Glm47Parser());
+  std::vector<json> chunks;
+  for (const std::string& p :
+       f.StreamChunks(Output(std::string(kReply).substr(0, 30)), "null", nullptr)) {
+    chunks.push_back(json::parse(p));
+  }
+  for (const std::string& p :
+       f.StreamChunks(Output(std::string(kReply).substr(30), true, "stop"), "null", nullptr)) {
+    chunks.push_back(json::parse(p));
+  }
+  ASSERT_GE(chunks.size(), 3u);
+  EXPECT_EQ(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+  std::string reasoning, name, arguments;
+  for (const json& c : chunks) {
+    const json& d = c["choices"][0]["delta"];
+    if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
+    if (d.contains("tool_calls")) {
+      const json& fn = d["tool_calls"][0]["function"];
+      if (fn.contains("name")) name += fn["name"].get<std::string>();
+      if (fn.contains("arguments")) arguments += fn["arguments"].get<std::string>();
+    }
+  }
+  EXPECT_EQ(reasoning, "hmm");
+  EXPECT_EQ(name, "get_weather");
+  EXPECT_EQ(json::parse(arguments), json::parse(R"({"days": 3})"));
+  EXPECT_EQ(chunks.back()["choices"][0]["finish_reason"], "tool_calls");
+  for (size_t i = 0; i + 1 < chunks.size(); ++i)
+    EXPECT_TRUE(chunks[i]["choices"][0]["finish_reason"].is_null());
+}
+
 }  // namespace
 }  // namespace tandem::server

@@ -10,8 +10,11 @@
 namespace tandem::server {
 
 RequestSession::RequestSession(SessionOptions options,
-                               std::shared_ptr<net::HttpResponseWriter> writer)
-    : options_(std::move(options)), writer_(std::move(writer)), formatter_(options_.response) {}
+                               std::shared_ptr<net::HttpResponseWriter> writer,
+                               std::unique_ptr<parsers::ChatOutputParser> output_parser)
+    : options_(std::move(options)),
+      writer_(std::move(writer)),
+      formatter_(options_.response, std::move(output_parser)) {}
 
 void RequestSession::Begin() {
   if (!options_.stream) return;
@@ -110,9 +113,11 @@ void RequestSession::LogFinished(const RequestOutput& output) const {
 }
 
 Status SubmitGeneration(Engine& engine, std::vector<int32_t> prompt_tokens, SessionOptions options,
-                        std::shared_ptr<net::HttpResponseWriter> writer) {
+                        std::shared_ptr<net::HttpResponseWriter> writer,
+                        std::unique_ptr<parsers::ChatOutputParser> output_parser) {
   const std::string id = options.response.id;
-  auto session = std::make_shared<RequestSession>(std::move(options), writer);
+  auto session =
+      std::make_shared<RequestSession>(std::move(options), writer, std::move(output_parser));
   EngineRequest request;
   request.request_id = id;
   request.prompt_tokens = std::move(prompt_tokens);

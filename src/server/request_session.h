@@ -38,7 +38,9 @@ struct SessionOptions {
 
 class RequestSession : public std::enable_shared_from_this<RequestSession> {
  public:
-  RequestSession(SessionOptions options, std::shared_ptr<net::HttpResponseWriter> writer);
+  // `output_parser`: chat replies' reasoning/tool-call parser (owned), or null.
+  RequestSession(SessionOptions options, std::shared_ptr<net::HttpResponseWriter> writer,
+                 std::unique_ptr<parsers::ChatOutputParser> output_parser);
 
   // Engine callback (engine thread). Never blocks beyond the session's own mutex.
   void OnOutput(const RequestOutput& output);
@@ -67,8 +69,9 @@ class RequestSession : public std::enable_shared_from_this<RequestSession> {
 
 // Submits `prompt_tokens` to the engine under options.response.id and answers through
 // `writer`. Returns the engine's AddRequest status: on error nothing was sent and the
-// caller answers (HttpStatusFor maps ResourceExhausted to 503).
+// caller answers (HttpStatusFor maps ResourceExhausted to 503). `output_parser` as above.
 Status SubmitGeneration(Engine& engine, std::vector<int32_t> prompt_tokens, SessionOptions options,
-                        std::shared_ptr<net::HttpResponseWriter> writer);
+                        std::shared_ptr<net::HttpResponseWriter> writer,
+                        std::unique_ptr<parsers::ChatOutputParser> output_parser);
 
 }  // namespace tandem::server

@@ -44,6 +44,9 @@ struct ServeConfig {
   bool enable_auto_tool_choice = false;
   std::string tool_call_parser;
   std::string reasoning_parser;
+  // TEST ONLY (--scripted-output-file, hidden from --help): a file whose text every
+  // request generates verbatim, to drive the output parsers with exact model output.
+  std::string scripted_output_file;
   int threads = 0;
   std::string cpu_affinity;
   std::vector<std::string> ignored_flags;  // accepted for vLLM compatibility, no effect

@@ -68,10 +68,27 @@ void ServingContext::LogIgnoredFields(const std::vector<std::string>& fields) {
   }
 }
 
+StatusOr<std::unique_ptr<parsers::ChatOutputParser>> ServingContext::MakeOutputParser(
+    const ChatRequest& request) const {
+  const bool parse_tools =
+      !options_.tool_call_parser.empty() && !request.tools_json.empty() &&
+      (request.tool_choice == ToolChoice::kRequired || request.tool_choice == ToolChoice::kNamed ||
+       (request.tool_choice == ToolChoice::kAuto && options_.enable_auto_tool_choice));
+  if (!parse_tools && options_.reasoning_parser.empty())
+    return std::unique_ptr<parsers::ChatOutputParser>();
+  parsers::ChatOutputConfig config;
+  config.tool_parser = parse_tools ? options_.tool_call_parser : "";
+  config.reasoning_parser = options_.reasoning_parser;
+  config.enable_thinking = request.enable_thinking;
+  config.tools_json = parse_tools ? request.tools_json : "";
+  return parsers::ChatOutputParser::Create(config);
+}
+
 void ServingContext::StartGeneration(ApiKind kind, const net::HttpRequest& http,
                                      SamplingRequest& request, std::vector<int32_t> prompt_tokens,
                                      std::optional<int> default_max_tokens,
-                                     const std::shared_ptr<net::HttpResponseWriter>& writer) {
+                                     const std::shared_ptr<net::HttpResponseWriter>& writer,
+                                     std::unique_ptr<parsers::ChatOutputParser> output_parser) {
   if (prompt_tokens.empty()) {
     return SendStatus(*writer, InvalidArgumentError("the prompt is empty after tokenization"));
   }
@@ -83,6 +100,7 @@ void ServingContext::StartGeneration(ApiKind kind, const net::HttpRequest& http,
     request.params.has_seed = true;
     request.params.sampling.seed = seed_rng_();
   }
+  if (!options_.scripted_tokens.empty()) request.params.scripted_tokens = options_.scripted_tokens;
   SessionOptions session;
   session.response.kind = kind;
   session.response.id = NewRequestId(kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-", http);
@@ -101,8 +119,8 @@ void ServingContext::StartGeneration(ApiKind kind, const net::HttpRequest& http,
   session.include_usage = request.include_usage;
   session.continuous_usage = request.continuous_usage;
   session.kv_transfer_params_json = request.kv_transfer_params_json;
-  Status submitted =
-      SubmitGeneration(engine_, std::move(prompt_tokens), std::move(session), writer);
+  Status submitted = SubmitGeneration(engine_, std::move(prompt_tokens), std::move(session), writer,
+                                      std::move(output_parser));
   if (!submitted.ok()) {
     if (submitted.code() == StatusCode::kResourceExhausted) {
       TANDEM_LOG(WARNING) << "rejecting a request (503): " << submitted.message();

@@ -42,6 +42,12 @@ struct ServerOptions {
   std::string api_key;                        // empty = no authentication
   bool enable_prompt_tokens_details = false;  // usage.prompt_tokens_details.cached_tokens
   std::optional<uint64_t> seed;               // --seed: seeds for requests that bring none
+  bool enable_auto_tool_choice = false;       // --enable-auto-tool-choice
+  std::string tool_call_parser;               // --tool-call-parser; empty = none
+  std::string reasoning_parser;               // --reasoning-parser; empty = none
+  // TEST ONLY (--scripted-output-file): when non-empty every request generates exactly
+  // these tokens (GenerationParams::scripted_tokens), whatever the model would say.
+  std::vector<int32_t> scripted_tokens;
 };
 
 class ServingContext {
@@ -66,11 +72,21 @@ class ServingContext {
   // Logs (once per field name) request fields that were accepted but ignored.
   void LogIgnoredFields(const std::vector<std::string>& fields);
 
+  // The reasoning/tool-call parser for one chat request, or null when neither
+  // --reasoning-parser nor (for this request) a tool parser applies. Tools are parsed
+  // when --tool-call-parser is set, the request has tools, and tool_choice is "auto"
+  // (needs --enable-auto-tool-choice), "required" or a named function (no guided
+  // decoding: the model is not forced to call). InvalidArgument for bad tool schemas.
+  StatusOr<std::unique_ptr<parsers::ChatOutputParser>> MakeOutputParser(
+      const ChatRequest& request) const;
+
   // Validates the length, fills in a seed, and hands the request to the engine; answers
   // the client through `writer` in every case (an error, a stream, or a response).
+  // `output_parser` (chat only, may be null) is owned by the request from here on.
   void StartGeneration(ApiKind kind, const net::HttpRequest& http, SamplingRequest& request,
                        std::vector<int32_t> prompt_tokens, std::optional<int> default_max_tokens,
-                       const std::shared_ptr<net::HttpResponseWriter>& writer);
+                       const std::shared_ptr<net::HttpResponseWriter>& writer,
+                       std::unique_ptr<parsers::ChatOutputParser> output_parser = nullptr);
 
  private:
   const ServerOptions options_;
