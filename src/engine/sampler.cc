@@ -18,46 +18,45 @@ Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.se
 int32_t Sampler::Sample(float* logits, int32_t n_vocab) {
   if (params_.temperature <= 0.0f) return Argmax(logits, n_vocab);
 
-  candidates_.clear();
-  candidates_.reserve(n_vocab);
+  // Everything below is O(n_vocab) except the sort of the (few) top-k / nucleus
+  // survivors: a full sort of a 262k vocabulary per token would cost more than the
+  // forward pass of a small model.
+  const float inv_t = 1.0f / params_.temperature;
+  float max = -INFINITY;
   for (int32_t i = 0; i < n_vocab; ++i) {
-    if (std::isfinite(logits[i])) candidates_.emplace_back(logits[i] / params_.temperature, i);
+    if (std::isfinite(logits[i])) max = std::max(max, logits[i]);
   }
-  if (candidates_.empty()) return Argmax(logits, n_vocab);
-  auto by_logit = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
-  size_t keep = candidates_.size();
-  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < keep) {
-    keep = params_.top_k;
-    std::partial_sort(candidates_.begin(), candidates_.begin() + keep, candidates_.end(), by_logit);
-  } else {
-    std::sort(candidates_.begin(), candidates_.end(), by_logit);
+  if (max == -INFINITY) return Argmax(logits, n_vocab);
+  // Unnormalised probabilities; min_p keeps tokens with p >= min_p * p_max (p_max -> 1).
+  const float floor = params_.min_p > 0.0f ? params_.min_p : 0.0f;
+  candidates_.clear();
+  for (int32_t i = 0; i < n_vocab; ++i) {
+    if (!std::isfinite(logits[i])) continue;
+    const float p = std::exp((logits[i] - max) * inv_t);
+    if (p >= floor && p > 0.0f) candidates_.emplace_back(p, i);
   }
-  candidates_.resize(keep);
-
-  // Softmax over the survivors.
-  const float max = candidates_[0].first;
-  double sum = 0;
-  for (auto& c : candidates_) {
-    c.first = std::exp(c.first - max);
-    sum += c.first;
-  }
-  for (auto& c : candidates_) c.first = static_cast<float>(c.first / sum);
-
-  if (params_.min_p > 0.0f) {
-    const float floor = candidates_[0].first * params_.min_p;
-    size_t n = 1;
-    while (n < candidates_.size() && candidates_[n].first >= floor) ++n;
-    candidates_.resize(n);
+  auto by_prob = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < candidates_.size()) {
+    std::nth_element(candidates_.begin(), candidates_.begin() + params_.top_k, candidates_.end(), by_prob);
+    candidates_.resize(params_.top_k);
   }
   if (params_.top_p < 1.0f) {
-    double cum = 0;
-    size_t n = 0;
-    while (n < candidates_.size()) {
-      cum += candidates_[n].first;
-      ++n;
-      if (cum >= params_.top_p) break;
+    double total = 0;
+    for (const auto& c : candidates_) total += c.first;
+    const double target = params_.top_p * total;
+    // Grow a sorted prefix until it holds top_p of the mass (usually a few dozen tokens).
+    size_t k = std::min<size_t>(64, candidates_.size());
+    while (true) {
+      std::partial_sort(candidates_.begin(), candidates_.begin() + k, candidates_.end(), by_prob);
+      double cum = 0;
+      size_t n = 0;
+      while (n < k && cum < target) cum += candidates_[n++].first;
+      if (cum >= target || k == candidates_.size()) {
+        candidates_.resize(std::max<size_t>(1, n));
+        break;
+      }
+      k = std::min(candidates_.size(), k * 4);
     }
-    candidates_.resize(std::max<size_t>(1, n));
   }
   double total = 0;
   for (const auto& c : candidates_) total += c.first;
