@@ -43,9 +43,20 @@ void MatMulRows(const WeightMatrix& w, const float* x, int64_t n_tokens, float* 
 // The W8A8 path: x already quantized to Q8_0 rows of `a_row_bytes` bytes.
 void MatMulRowsQ8(const WeightMatrix& w, const uint8_t* xq, int64_t a_row_bytes, int64_t n_tokens,
                   float* y, int64_t r0, int64_t r1) {
+  const bool multi = HasMultiTokenDot(w.type);
   for (int64_t rb = r0; rb < r1; rb += kTileRows) {
     const int64_t nr = std::min(kTileRows, r1 - rb);
-    for (int64_t t = 0; t < n_tokens; ++t) {
+    int64_t t = 0;
+    for (; multi && t + 4 <= n_tokens; t += 4) {
+      const void* a[4] = {xq + t * a_row_bytes, xq + (t + 1) * a_row_bytes, xq + (t + 2) * a_row_bytes,
+                          xq + (t + 3) * a_row_bytes};
+      for (int64_t r = 0; r < nr; ++r) {
+        float out[4];
+        VecDotQ8x4(w.type, w.data + (rb + r) * w.row_bytes, a, w.cols, out);
+        for (int k = 0; k < 4; ++k) y[(t + k) * w.rows + rb + r] = out[k];
+      }
+    }
+    for (; t < n_tokens; ++t) {
       const uint8_t* at = xq + t * a_row_bytes;
       float* yt = y + t * w.rows + rb;
       for (int64_t r = 0; r < nr; ++r) {

@@ -195,73 +195,112 @@ float DotQ6_KReference(const void* w_row, const void* a_row, int64_t n_blocks) {
   return sum;
 }
 
-__attribute__((target("avx2,fma,f16c"))) float DotQ4_KAvx2(const void* w_row, const void* a_row, int64_t n_blocks) {
+// The K-quant dots for NT activation rows at once: each weight super-block is
+// unpacked once and used for every row. Integer sums are exact and the float steps per
+// row are the same as for NT = 1, so a row's result does not depend on NT (batching
+// never changes outputs).
+template <int NT>
+__attribute__((target("avx2,fma,f16c"))) void DotQ4_KAvx2N(const void* w_row, const void* const* a_rows,
+                                                         int64_t n_blocks, float* out) {
   const BlockQ4_K* w = static_cast<const BlockQ4_K*>(w_row);
-  const BlockQ8_K* a = static_cast<const BlockQ8_K*>(a_row);
+  const BlockQ8_K* a[NT];
+  for (int t = 0; t < NT; ++t) a[t] = static_cast<const BlockQ8_K*>(a_rows[t]);
   const __m256i low_mask = _mm256_set1_epi8(0x0F);
-  __m256 acc = _mm256_setzero_ps();
-  float mins = 0;
+  __m256 acc[NT];
+  float mins[NT];
+  for (int t = 0; t < NT; ++t) {
+    acc[t] = _mm256_setzero_ps();
+    mins[t] = 0;
+  }
   for (int64_t i = 0; i < n_blocks; ++i) {
     uint8_t sc[8], m[8];
     for (int j = 0; j < 8; ++j) ScaleMinK4(j, w[i].scales, &sc[j], &m[j]);
-    int32_t summ = 0;
-    for (int j = 0; j < 8; ++j) summ += m[j] * (a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]);
-    __m256i sumi = _mm256_setzero_si256();
+    __m256i lo[4], hi[4];
     for (int c = 0; c < 4; ++c) {
       const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qs + 32 * c));
-      const __m256i lo = _mm256_and_si256(packed, low_mask);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_mask);
-      const __m256i a_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qs + 64 * c));
-      const __m256i a_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qs + 64 * c + 32));
-      const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a_lo), _mm256_set1_epi16(sc[2 * c]));
-      const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a_hi), _mm256_set1_epi16(sc[2 * c + 1]));
-      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
+      lo[c] = _mm256_and_si256(packed, low_mask);
+      hi[c] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_mask);
     }
-    const float d = a[i].d * HalfToFloat(w[i].d);
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-    mins += a[i].d * HalfToFloat(w[i].dmin) * static_cast<float>(summ);
+    const float wd = HalfToFloat(w[i].d), wdmin = HalfToFloat(w[i].dmin);
+    for (int t = 0; t < NT; ++t) {
+      const BlockQ8_K& at = a[t][i];
+      int32_t summ = 0;
+      for (int j = 0; j < 8; ++j) summ += m[j] * (at.bsums[2 * j] + at.bsums[2 * j + 1]);
+      __m256i sumi = _mm256_setzero_si256();
+      for (int c = 0; c < 4; ++c) {
+        const __m256i a_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at.qs + 64 * c));
+        const __m256i a_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at.qs + 64 * c + 32));
+        const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], a_lo), _mm256_set1_epi16(sc[2 * c]));
+        const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], a_hi), _mm256_set1_epi16(sc[2 * c + 1]));
+        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
+      }
+      const float d = at.d * wd;
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc[t]);
+      mins[t] += at.d * wdmin * static_cast<float>(summ);
+    }
   }
-  return HorizontalSum(acc) - mins;
+  for (int t = 0; t < NT; ++t) out[t] = HorizontalSum(acc[t]) - mins[t];
 }
 
-__attribute__((target("avx2,fma,f16c"))) float DotQ6_KAvx2(const void* w_row, const void* a_row, int64_t n_blocks) {
+template <int NT>
+__attribute__((target("avx2,fma,f16c"))) void DotQ6_KAvx2N(const void* w_row, const void* const* a_rows,
+                                                         int64_t n_blocks, float* out) {
   const BlockQ6_K* w = static_cast<const BlockQ6_K*>(w_row);
-  const BlockQ8_K* a = static_cast<const BlockQ8_K*>(a_row);
+  const BlockQ8_K* a[NT];
+  for (int t = 0; t < NT; ++t) a[t] = static_cast<const BlockQ8_K*>(a_rows[t]);
   const __m256i low_mask = _mm256_set1_epi8(0x0F);
   const __m256i two_bits = _mm256_set1_epi8(0x03);
-  __m256 acc = _mm256_setzero_ps();
+  __m256 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n_blocks; ++i) {
-    __m256i sumi = _mm256_setzero_si256();
-    int32_t offset = 0;  // 32 * sum(scale[s] * bsums[s]): the -32 of every value
-    for (int s = 0; s < 16; ++s) offset += w[i].scales[s] * a[i].bsums[s];
+    // The 256 values (0..63, before the -32) as 8 vectors: half h, values l + 32k.
+    __m256i v[8], scales[8];
     for (int h = 0; h < 2; ++h) {
       const uint8_t* ql = w[i].ql + 64 * h;
       const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qh + 32 * h));
       const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
       const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
-      // Values l, l+32, l+64, l+96 (l < 32) of this 128-value half.
-      const __m256i v[4] = {
-          _mm256_or_si256(_mm256_and_si256(ql0, low_mask), _mm256_slli_epi16(_mm256_and_si256(qh, two_bits), 4)),
-          _mm256_or_si256(_mm256_and_si256(ql1, low_mask),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), two_bits), 4)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low_mask),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), two_bits), 4)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low_mask),
-                          _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), two_bits), 4)),
-      };
+      v[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(ql0, low_mask), _mm256_slli_epi16(_mm256_and_si256(qh, two_bits), 4));
+      v[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(ql1, low_mask),
+                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), two_bits), 4));
+      v[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low_mask),
+                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), two_bits), 4));
+      v[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low_mask),
+                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), two_bits), 4));
       for (int k = 0; k < 4; ++k) {
         const int base = 128 * h + 32 * k;  // two sub-blocks of 16: base/16 and base/16 + 1
-        const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qs + base));
-        const __m256i scales = _mm256_set_m128i(_mm_set1_epi16(w[i].scales[base / 16 + 1]),
-                                                _mm_set1_epi16(w[i].scales[base / 16]));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(v[k], av), scales));
+        scales[4 * h + k] = _mm256_set_m128i(_mm_set1_epi16(w[i].scales[base / 16 + 1]),
+                                             _mm_set1_epi16(w[i].scales[base / 16]));
       }
     }
-    sumi = _mm256_sub_epi32(sumi, _mm256_setr_epi32(32 * offset, 0, 0, 0, 0, 0, 0, 0));
-    const float d = a[i].d * HalfToFloat(w[i].d);
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    const float wd = HalfToFloat(w[i].d);
+    for (int t = 0; t < NT; ++t) {
+      const BlockQ8_K& at = a[t][i];
+      int32_t offset = 0;  // sum(scale[s] * bsums[s]): the -32 of every value, / 32
+      for (int s = 0; s < 16; ++s) offset += w[i].scales[s] * at.bsums[s];
+      __m256i sumi = _mm256_setzero_si256();
+      for (int k = 0; k < 8; ++k) {
+        const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at.qs + 32 * k));
+        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(v[k], av), scales[k]));
+      }
+      sumi = _mm256_sub_epi32(sumi, _mm256_setr_epi32(32 * offset, 0, 0, 0, 0, 0, 0, 0));
+      const float d = at.d * wd;
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc[t]);
+    }
   }
-  return HorizontalSum(acc);
+  for (int t = 0; t < NT; ++t) out[t] = HorizontalSum(acc[t]);
+}
+
+float DotQ4_KAvx2(const void* w_row, const void* a_row, int64_t n_blocks) {
+  float out;
+  DotQ4_KAvx2N<1>(w_row, &a_row, n_blocks, &out);
+  return out;
+}
+
+float DotQ6_KAvx2(const void* w_row, const void* a_row, int64_t n_blocks) {
+  float out;
+  DotQ6_KAvx2N<1>(w_row, &a_row, n_blocks, &out);
+  return out;
 }
 
 const bool kUseAvx2 = GetCpuFeatures().avx2 && GetCpuFeatures().fma && GetCpuFeatures().f16c;
@@ -401,6 +440,16 @@ float VecDotQ8(TensorType type, const void* w, const void* a, int64_t cols) {
     case TensorType::kQ6_K: return DotQ6_KAvx2(w, a, cols / 256);
     default: return VecDotQ8Reference(type, w, a, cols);
   }
+}
+
+bool HasMultiTokenDot(TensorType type) {
+  return kUseAvx2 && (type == TensorType::kQ4_K || type == TensorType::kQ6_K);
+}
+
+void VecDotQ8x4(TensorType type, const void* w_row, const void* const a_rows[4], int64_t cols, float out[4]) {
+  if (type == TensorType::kQ4_K) return DotQ4_KAvx2N<4>(w_row, a_rows, cols / 256, out);
+  if (type == TensorType::kQ6_K) return DotQ6_KAvx2N<4>(w_row, a_rows, cols / 256, out);
+  for (int t = 0; t < 4; ++t) out[t] = VecDotQ8(type, w_row, a_rows[t], cols);
 }
 
 ActivationFormat ActivationFormatFor(TensorType type) {

@@ -67,6 +67,12 @@ void DotInt8Tile4x2(const int8_t* const w_q[4], const float* const w_d[4], const
                     const float* a0_d, const int8_t* a1_q, const float* a1_d, int64_t n_blocks,
                     float out[4][2]);
 
+// Four activation rows against one weight row; each out[t] equals
+// VecDotQ8(type, w_row, a_rows[t], cols) bit for bit. HasMultiTokenDot says whether
+// this saves work for `type` (the K-quants, whose blocks are costly to unpack).
+bool HasMultiTokenDot(TensorType type);
+void VecDotQ8x4(TensorType type, const void* w_row, const void* const a_rows[4], int64_t cols, float out[4]);
+
 // The scalar references (exposed for tests).
 float VecDotQ8Reference(TensorType type, const void* w_row, const void* a_row, int64_t cols);
 

@@ -98,6 +98,25 @@ INSTANTIATE_TEST_SUITE_P(Types, QuantDotTest,
                                            TensorType::kQ5_1, TensorType::kQ2_K, TensorType::kQ3_K,
                                            TensorType::kQ5_K));
 
+TEST(QuantDotTest, FourRowDotEqualsSingleRowDotBitForBit) {
+  std::mt19937 rng(77);
+  for (TensorType type : {TensorType::kQ4_K, TensorType::kQ6_K, TensorType::kQ8_0}) {
+    const int64_t n = 1024;
+    std::vector<uint8_t> w = RandomRow(type, n, rng);
+    const ActivationFormat format = ActivationFormatFor(type);
+    std::vector<std::vector<uint8_t>> a(4, std::vector<uint8_t>(ActivationRowBytes(format, n)));
+    const void* rows[4];
+    for (int t = 0; t < 4; ++t) {
+      std::vector<float> x = RandomFloats(n, rng);
+      QuantizeActivations(format, x.data(), n, a[t].data());
+      rows[t] = a[t].data();
+    }
+    float out[4];
+    VecDotQ8x4(type, w.data(), rows, n, out);
+    for (int t = 0; t < 4; ++t) EXPECT_EQ(out[t], VecDotQ8(type, w.data(), rows[t], n)) << TraitsOf(type).name;
+  }
+}
+
 TEST(QuantizeQ8KTest, BlockSumsAndScale) {
   std::mt19937 rng(5);
   std::vector<float> x = RandomFloats(512, rng);
