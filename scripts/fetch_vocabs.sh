@@ -3,7 +3,7 @@
 # gpt-2, llama-spm, gpt-neox) from the llama-cpp-python sdist into models/vocab/,
 # where the tokenizer tests look for them ($TANDEM_SOURCE_DIR/models/vocab/...).
 #
-# The sdist is taken from $TANDEM_SDIST_DIR (default /tmp/llw) when it is already
+# The sdist is taken from $TANDEM_SDIST_DIR (if set) or .cache/sdist/ when it is already
 # there, else downloaded with pip into .cache/sdist/. Idempotent.
 #
 # Usage: scripts/fetch_vocabs.sh
@@ -25,7 +25,7 @@ if [[ $missing == 0 ]]; then
 fi
 
 sdist=""
-for dir in "${TANDEM_SDIST_DIR:-/tmp/llw}" "$ROOT/.cache/sdist"; do
+for dir in ${TANDEM_SDIST_DIR:+"$TANDEM_SDIST_DIR"} "$ROOT/.cache/sdist"; do
   if [[ -s "$dir/$SDIST_NAME" ]]; then
     sdist="$dir/$SDIST_NAME"
     break
