@@ -267,6 +267,15 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Engin
                                 " bytes holds fewer than 2 blocks of " + std::to_string(block_bytes) + " bytes");
   }
   if (num_blocks > (int64_t{1} << 30)) return InvalidArgumentError("too many KV blocks");
+  // One sequence of max_model_len tokens must fit the cache, or a lone request could
+  // neither run nor be preempted in favour of another (vLLM refuses to start then; we
+  // shrink the limit and say so).
+  if (static_cast<int64_t>(options.max_model_len) > num_blocks * options.block_size) {
+    TANDEM_LOG(WARNING) << "the KV cache holds " << num_blocks * options.block_size
+                        << " tokens, fewer than --max-model-len " << options.max_model_len
+                        << "; limiting requests to " << num_blocks * options.block_size << " tokens";
+    options.max_model_len = static_cast<int>(num_blocks * options.block_size);
+  }
   TANDEM_LOG(INFO) << "KV cache: " << num_blocks << " blocks of " << options.block_size << " tokens ("
                    << block_bytes << " bytes each), " << num_blocks * options.block_size
                    << " tokens max; prefix caching " << (options.enable_prefix_caching ? "on" : "off");

@@ -305,6 +305,20 @@ TEST(EngineTest, ScriptedTokensAreEmittedVerbatim) {
   EXPECT_EQ(r.last.finish_reason, "stop");
 }
 
+TEST(EngineTest, RequestLongerThanTheCacheEndsWithLength) {
+  auto model = LoadFixture("llama.gguf");
+  ASSERT_NE(model, nullptr);
+  EngineOptions opts;
+  opts.block_size = 4;
+  opts.num_kv_blocks = 8;  // 32 tokens: max_model_len is limited to that
+  Harness h(*model, opts);
+  EXPECT_EQ(h.engine().options().max_model_len, 32);
+  h.Submit("long", Prompts(*model)[1], Greedy(1000));
+  auto r = h.Wait()["long"];
+  EXPECT_EQ(r.last.finish_reason, "length");
+  EXPECT_EQ(r.last.prompt_tokens + r.last.completion_tokens, 32);
+}
+
 TEST(EngineTest, RejectsBadRequests) {
   auto model = LoadFixture("llama.gguf");
   ASSERT_NE(model, nullptr);
