@@ -3,31 +3,20 @@
 // ChatTemplate input preprocessing.
 #include "model/chat_template.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
 
-#include <gtest/gtest.h>
-
 #include "model/jinja_value.h"
+#include "model/test_paths.h"
 
 namespace tandem {
 namespace {
 
 using jinja::Value;
-
-std::string DataPath(const std::string& rel) {
-  const char* src = std::getenv("TANDEM_SOURCE_DIR");
-  return std::string(src != nullptr && *src != '\0' ? src : ".") + "/tests/data/" + rel;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::string ToJson(const Value& v) {
   std::string out;
@@ -40,17 +29,18 @@ class ChatTemplateGolden : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(ChatTemplateGolden, MatchesJinja2) {
   const std::string name = GetParam();
-  std::string text = ReadFile(DataPath("chat_template_golden/" + name + ".json"));
+  std::string text = ReadFileToString(TestDataPath("chat_template_golden/" + name + ".json"));
   ASSERT_FALSE(text.empty()) << "missing golden for " << name;
   StatusOr<Value> doc = jinja::ParseJson(text);
   ASSERT_TRUE(doc.ok()) << doc.status().ToString();
   const jinja::DictData& d = doc->dict();
-  std::string source = ReadFile(DataPath(d.Find("template")->str()));
+  std::string source = ReadFileToString(TestDataPath(d.Find("template")->str()));
   ASSERT_FALSE(source.empty());
   StatusOr<ChatTemplate> tmpl = ChatTemplate::Parse(source);
   ASSERT_TRUE(tmpl.ok()) << tmpl.status().ToString();
-  ChatContentFormat want_format =
-      d.Find("content_format")->str() == "openai" ? ChatContentFormat::kOpenAI : ChatContentFormat::kString;
+  ChatContentFormat want_format = d.Find("content_format")->str() == "openai"
+                                      ? ChatContentFormat::kOpenAI
+                                      : ChatContentFormat::kString;
   EXPECT_EQ(tmpl->detected_content_format(), want_format);
 
   int passed = 0, total = 0;
@@ -69,10 +59,11 @@ TEST_P(ChatTemplateGolden, MatchesJinja2) {
     StatusOr<std::string> got = tmpl->Render(input);
     if (const Value* expected = cd.Find("expected"); expected != nullptr) {
       if (!got.ok()) {
-        ADD_FAILURE() << name << "/" << case_name << ": unexpected error " << got.status().ToString();
+        ADD_FAILURE() << name << "/" << case_name << ": unexpected error "
+                      << got.status().ToString();
       } else if (*got != expected->str()) {
-        ADD_FAILURE() << name << "/" << case_name << "\nexpected: [" << expected->str() << "]\n     got: [" << *got
-                      << "]";
+        ADD_FAILURE() << name << "/" << case_name << "\nexpected: [" << expected->str()
+                      << "]\n     got: [" << *got << "]";
       } else {
         ++passed;
       }
@@ -80,10 +71,11 @@ TEST_P(ChatTemplateGolden, MatchesJinja2) {
     }
     const std::string& error = cd.Find("expected_error")->str();
     if (got.ok()) {
-      ADD_FAILURE() << name << "/" << case_name << ": expected error '" << error << "', got [" << *got << "]";
+      ADD_FAILURE() << name << "/" << case_name << ": expected error '" << error << "', got ["
+                    << *got << "]";
     } else if (cd.Find("error_kind")->str() == "raise" && got.status().message() != error) {
-      ADD_FAILURE() << name << "/" << case_name << ": expected raise_exception('" << error << "'), got "
-                    << got.status().ToString();
+      ADD_FAILURE() << name << "/" << case_name << ": expected raise_exception('" << error
+                    << "'), got " << got.status().ToString();
     } else {
       ++passed;
     }
@@ -93,7 +85,8 @@ TEST_P(ChatTemplateGolden, MatchesJinja2) {
 }
 
 INSTANTIATE_TEST_SUITE_P(ChatTemplate, ChatTemplateGolden,
-                         ::testing::Values("gemma3", "llama3", "llama3.2", "qwen2.5", "qwen3", "glm45", "hermes"),
+                         ::testing::Values("gemma3", "llama3", "llama3.2", "qwen2.5", "qwen3",
+                                           "glm45", "hermes"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string n = info.param;
                            for (char& ch : n) {
@@ -104,7 +97,8 @@ INSTANTIATE_TEST_SUITE_P(ChatTemplate, ChatTemplateGolden,
 
 constexpr const char* kEcho =
     "{% for m in messages %}{{ m.role }}:{{ m.content }}"
-    "{% for c in m.tool_calls or [] %}[{{ c.function.arguments is mapping }}|{{ c.function.arguments | tojson }}]"
+    "{% for c in m.tool_calls or [] %}[{{ c.function.arguments is mapping }}|{{ "
+    "c.function.arguments | tojson }}]"
     "{% endfor %};{% endfor %}{{ tools }}|{{ add_generation_prompt }}|{{ foo }}|{{ bos_token }}";
 
 TEST(ChatTemplate, PreprocessesArgumentsAndContent) {
@@ -122,7 +116,8 @@ TEST(ChatTemplate, PreprocessesArgumentsAndContent) {
   in.extra_kwargs_json = R"({"foo": "bar", "add_generation_prompt": true})";
   StatusOr<std::string> r = t->Render(in);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(*r, "user:a\nb;assistant:None[True|{\"x\": [1, 2.0]}][False|\"oops\"];None|False|bar|<s>");
+  EXPECT_EQ(*r,
+            "user:a\nb;assistant:None[True|{\"x\": [1, 2.0]}][False|\"oops\"];None|False|bar|<s>");
 
   in.content_format = ChatContentFormat::kOpenAI;
   in.parse_tool_call_arguments = false;

@@ -1,30 +1,19 @@
 // Language tests of the Jinja-subset interpreter: single-feature templates checked against
 // Python jinja2 (tests/data/jinja_expression_golden.json, from tools/make_template_golden.py),
 // error behaviour, and the safety limits against hostile templates.
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
 
-#include <gtest/gtest.h>
-
 #include "model/jinja_interpreter.h"
 #include "model/jinja_value.h"
+#include "model/test_paths.h"
 
 namespace tandem::jinja {
 namespace {
-
-std::string DataPath(const std::string& rel) {
-  const char* src = std::getenv("TANDEM_SOURCE_DIR");
-  return std::string(src != nullptr && *src != '\0' ? src : ".") + "/tests/data/" + rel;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 StatusOr<std::string> Render(std::string_view source, const Value& vars = Value(),
                              const RenderOptions& options = {}) {
@@ -38,8 +27,8 @@ std::string RenderOrError(std::string_view source) {
 }
 
 TEST(JinjaGolden, ExpressionCasesMatchJinja2) {
-  std::string text = ReadFile(DataPath("jinja_expression_golden.json"));
-  ASSERT_FALSE(text.empty()) << "missing " << DataPath("jinja_expression_golden.json");
+  std::string text = ReadFileToString(TestDataPath("jinja_expression_golden.json"));
+  ASSERT_FALSE(text.empty()) << "missing " << TestDataPath("jinja_expression_golden.json");
   StatusOr<Value> doc = ParseJson(text);
   ASSERT_TRUE(doc.ok()) << doc.status().ToString();
   Value vars = *doc->dict().Find("vars");
@@ -54,8 +43,8 @@ TEST(JinjaGolden, ExpressionCasesMatchJinja2) {
       if (!got.ok()) {
         ADD_FAILURE() << "template: " << source << "\nerror: " << got.status().ToString();
       } else if (*got != expected->str()) {
-        ADD_FAILURE() << "template: " << source << "\nexpected: [" << expected->str() << "]\n     got: [" << *got
-                      << "]";
+        ADD_FAILURE() << "template: " << source << "\nexpected: [" << expected->str()
+                      << "]\n     got: [" << *got << "]";
       } else {
         ++passed;
       }
@@ -97,7 +86,8 @@ TEST(JinjaErrors, SyntaxAndRuntimeErrorsAreStatuses) {
 
 TEST(JinjaTemplate, GenerationBlockIsTransparentAndListsAppend) {
   EXPECT_EQ(RenderOrError("{% generation %}gen{% endgeneration %}"), "gen");
-  EXPECT_EQ(RenderOrError("{% set l = [] %}{% do l.append(1) %}{{ l.append(2) }}{{ l }}"), "None[1, 2]");
+  EXPECT_EQ(RenderOrError("{% set l = [] %}{% do l.append(1) %}{{ l.append(2) }}{{ l }}"),
+            "None[1, 2]");
   EXPECT_EQ(RenderOrError("{{ range is defined }} {{ strftime_now is defined }}"), "True True");
 }
 
@@ -128,7 +118,9 @@ TEST(JinjaSafety, UnboundedRecursionAndLoopsAreCut) {
   ExpectExhausted("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}");
   RenderOptions few_loops;
   few_loops.limits.max_loop_iterations = 20000;
-  ExpectExhausted("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", few_loops);
+  ExpectExhausted(
+      "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+      few_loops);
   ExpectExhausted("{{ range(1000000) | length }}");
   ExpectExhausted("{{ range(-9223372036854775807, 9223372036854775807) | length }}");
 }
@@ -139,15 +131,19 @@ TEST(JinjaSafety, OutputAndValueGrowthIsBounded) {
   RenderOptions small_budget;
   small_budget.limits.max_work = 2'000'000;
   ExpectExhausted(
-      "{% set ns = namespace(s='xy') %}{% for i in range(100) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+      "{% set ns = namespace(s='xy') %}{% for i in range(100) %}{% set ns.s = ns.s ~ ns.s %}{% "
+      "endfor %}",
       small_budget);
   ExpectExhausted(
-      "{% set ns = namespace(l=[1]) %}{% for i in range(100) %}{% set ns.l = ns.l + ns.l %}{% endfor %}",
+      "{% set ns = namespace(l=[1]) %}{% for i in range(100) %}{% set ns.l = ns.l + ns.l %}{% "
+      "endfor %}",
       small_budget);
   RenderOptions small_output;
   small_output.limits.max_output_bytes = 100000;
-  ExpectExhausted("{% for i in range(100000) %}{% for j in range(1000) %}xxxxxxxxxxxxxxxxxxxx{% endfor %}{% endfor %}",
-                  small_output);
+  ExpectExhausted(
+      "{% for i in range(100000) %}{% for j in range(1000) %}xxxxxxxxxxxxxxxxxxxx{% endfor %}{% "
+      "endfor %}",
+      small_output);
   RenderOptions small;
   small.limits.max_output_bytes = 10;
   StatusOr<std::string> r = Render("{{ 'a' * 5 }}{{ 'b' * 6 }}", Value(), small);
@@ -156,18 +152,22 @@ TEST(JinjaSafety, OutputAndValueGrowthIsBounded) {
 
 TEST(JinjaSafety, DeepValuesAndCyclesAreSafe) {
   // 100k nested lists: built, measured and freed without recursion.
-  EXPECT_EQ(RenderOrError("{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = [ns.l] %}"
-                          "{% endfor %}{{ ns.l | length }}"),
+  EXPECT_EQ(RenderOrError(
+                "{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = [ns.l] %}"
+                "{% endfor %}{{ ns.l | length }}"),
             "1");
   ExpectExhausted(
-      "{% set ns = namespace(l=[]) %}{% for i in range(1000) %}{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l }}");
+      "{% set ns = namespace(l=[]) %}{% for i in range(1000) %}{% set ns.l = [ns.l] %}{% endfor "
+      "%}{{ ns.l }}");
   ExpectExhausted(
       "{% set ns = namespace(l=[]) %}{% for i in range(1000) %}{% set ns.l = [ns.l] %}{% endfor %}"
       "{{ ns.l | tojson }}");
-  EXPECT_EQ(Render("{% set l = [] %}{{ l.append(l) }}").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Render("{% set l = [] %}{{ l.append(l) }}").status().code(),
+            StatusCode::kInvalidArgument);
   EXPECT_EQ(Render("{% set a = [] %}{% set b = [a] %}{{ a.append(b) }}").status().code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(Render("{% set ns = namespace() %}{% set ns.me = ns %}").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Render("{% set ns = namespace() %}{% set ns.me = ns %}").status().code(),
+            StatusCode::kInvalidArgument);
   EXPECT_EQ(Render("{% set ns = namespace(l=[]) %}{% set ns.l = [[ns]] %}").status().code(),
             StatusCode::kInvalidArgument);
   // A `caller` smuggled out of its call block cannot be invoked after the block ends.

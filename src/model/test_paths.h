@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <string_view>
 
@@ -24,6 +26,20 @@ inline std::string FixtureDir() {
 // Full path of fixture `name` (e.g. "types.gguf").
 inline std::string FixturePath(std::string_view name) {
   return FixtureDir() + "/" + std::string(name);
+}
+
+// Path of `rel` under the committed test data, $TANDEM_SOURCE_DIR/tests/data.
+inline std::string TestDataPath(const std::string& rel) {
+  const char* src = std::getenv("TANDEM_SOURCE_DIR");
+  return std::string(src != nullptr && *src != '\0' ? src : ".") + "/tests/data/" + rel;
+}
+
+// Whole file as bytes; empty if it cannot be read.
+inline std::string ReadFileToString(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 }  // namespace tandem
