@@ -5,7 +5,6 @@ import os
 import re
 import resource
 import selectors
-import signal
 import socket
 import subprocess
 import threading
@@ -14,6 +13,8 @@ import time
 import openai
 import pytest
 import requests
+
+from tandem_procs import Server
 
 SEED_FLAGS = [
     "--data-parallel-size", "1", "--data-parallel-rank", "0", "--data-parallel-address", "127.0.0.1",
@@ -29,65 +30,6 @@ SEED_FLAGS = [
     "--pipeline-parallel-size", "1", "--prefill-context-parallel-size", "1", "--decode-context-parallel-size", "1",
     "--cp-kv-cache-interleave-size", "128", "--data-parallel-size-local", "1", "--data-parallel-start-rank", "0",
 ]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """One `tandem serve` process on 127.0.0.1; stopped by pid (SIGTERM, then SIGKILL)."""
-
-    def __init__(self, tandem_bin, model, args, tmp_path, name="serve"):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = tmp_path / f"{name}.log"
-        self._log = open(self.log_path, "wb")
-        cmd = [tandem_bin, "serve", str(model), "--host", "127.0.0.1", "--port", str(self.port),
-               "--kv-cache-memory", "256MiB", "--threads", "2", *args]
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited {self.proc.returncode}: {self.log()}")
-            try:
-                if requests.get(self.url + "/health", timeout=1).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError("server did not become healthy: " + self.log())
-
-    def log(self):
-        self._log.flush()
-        return self.log_path.read_text(errors="replace")
-
-    def client(self, api_key="none"):
-        return openai.OpenAI(base_url=self.url + "/v1", api_key=api_key, max_retries=0, timeout=60)
-
-    def post(self, path, body, **kw):
-        data = body if isinstance(body, (str, bytes)) else json.dumps(body)
-        return requests.post(self.url + path, data=data, headers={"Content-Type": "application/json"},
-                             timeout=60, **kw)
-
-    def metric(self, name):
-        text = requests.get(self.url + "/metrics", timeout=10).text
-        m = re.search(r"^" + re.escape(name) + r"\{[^}]*\} (\S+)$", text, re.M)
-        return float(m.group(1)) if m else None
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
-        return self.proc.returncode
 
 
 @pytest.fixture(scope="module")
