@@ -1,0 +1,204 @@
+#include "transfer/kv_transfer_config.h"
+
+#include <charconv>
+#include <nlohmann/json.hpp>
+
+namespace tandem::transfer {
+namespace {
+
+using Json = nlohmann::json;
+
+Status Bad(const std::string& path, const std::string& what) {
+  return InvalidArgumentError("--kv-transfer-config: " + path + ": " + what);
+}
+
+const char* TypeName(const Json& j) { return j.type_name(); }
+
+StatusOr<std::string> GetString(const Json& obj, const char* key, const std::string& path, std::string def) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return def;
+  if (!it->is_string()) return Bad(path + "." + key, std::string("expected a string, got ") + TypeName(*it));
+  return it->get<std::string>();
+}
+
+StatusOr<int64_t> GetInt(const Json& obj, const char* key, const std::string& path, int64_t def, int64_t lo,
+                         int64_t hi) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return def;
+  int64_t v = 0;
+  if (it->is_number_integer()) {
+    v = it->get<int64_t>();
+  } else if (it->is_string()) {
+    const std::string s = it->get<std::string>();
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (s.empty() || ec != std::errc() || end != s.data() + s.size()) {
+      return Bad(path + "." + key, "expected an integer or a numeric string, got \"" + s + "\"");
+    }
+  } else {
+    return Bad(path + "." + key, std::string("expected an integer or a numeric string, got ") + TypeName(*it));
+  }
+  if (v < lo || v > hi) {
+    return Bad(path + "." + key, std::to_string(v) + " is out of range [" + std::to_string(lo) + ", " +
+                                     std::to_string(hi) + "]");
+  }
+  return v;
+}
+
+StatusOr<double> GetDouble(const Json& obj, const char* key, const std::string& path, double def) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return def;
+  if (!it->is_number()) return Bad(path + "." + key, std::string("expected a number, got ") + TypeName(*it));
+  const double v = it->get<double>();
+  if (!(v > 0) || v > 1e6) return Bad(path + "." + key, "must be a positive number of seconds");
+  return v;
+}
+
+StatusOr<bool> GetBool(const Json& obj, const char* key, const std::string& path, bool def) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return def;
+  if (it->is_boolean()) return it->get<bool>();
+  if (it->is_string()) {
+    const std::string s = it->get<std::string>();
+    if (s == "true" || s == "True" || s == "1") return true;
+    if (s == "false" || s == "False" || s == "0") return false;
+  }
+  return Bad(path + "." + key, std::string("expected a boolean, got ") + it->dump());
+}
+
+StatusOr<const Json*> GetObject(const Json& obj, const char* key, const std::string& path) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return static_cast<const Json*>(nullptr);
+  if (!it->is_object()) return Bad(path + "." + key, std::string("expected an object, got ") + TypeName(*it));
+  return &*it;
+}
+
+StatusOr<KvRole> ParseRole(const Json& obj, const std::string& path, KvRole def) {
+  TANDEM_ASSIGN_OR_RETURN(std::string role, GetString(obj, "kv_role", path, ""));
+  if (role.empty()) return def;
+  if (role == "kv_producer") return KvRole::kProducer;
+  if (role == "kv_consumer") return KvRole::kConsumer;
+  if (role == "kv_both") return KvRole::kBoth;
+  return Bad(path + ".kv_role", "unknown role \"" + role + "\" (expected kv_producer, kv_consumer or kv_both)");
+}
+
+StatusOr<ParallelSize> ParseParallel(const Json& extra, const char* key, const std::string& path) {
+  ParallelSize p;
+  TANDEM_ASSIGN_OR_RETURN(const Json* obj, GetObject(extra, key, path));
+  if (obj == nullptr) return p;
+  const std::string sub = path + "." + key;
+  TANDEM_ASSIGN_OR_RETURN(int64_t dp, GetInt(*obj, "dp_size", sub, 1, 1, 1 << 16));
+  TANDEM_ASSIGN_OR_RETURN(int64_t tp, GetInt(*obj, "tp_size", sub, 1, 1, 1 << 16));
+  p.dp_size = static_cast<int>(dp);
+  p.tp_size = static_cast<int>(tp);
+  return p;
+}
+
+enum class Kind { kTransfer, kPool, kMulti, kUnknown };
+
+Kind KindOf(const std::string& name) {
+  if (name == "MooncakeConnectorV1" || name == "MooncakeConnector" || name == "TandemTransferConnector") {
+    return Kind::kTransfer;
+  }
+  if (name == "AscendStoreConnector" || name == "TandemPoolConnector") return Kind::kPool;
+  if (name == "MultiConnector") return Kind::kMulti;
+  return Kind::kUnknown;
+}
+
+Status ParseConnector(const Json& obj, const std::string& path, KvRole parent_role, KvTransferConfig* out,
+                      bool nested) {
+  if (!obj.is_object()) return Bad(path, std::string("expected an object, got ") + TypeName(obj));
+  TANDEM_ASSIGN_OR_RETURN(std::string name, GetString(obj, "kv_connector", path, ""));
+  if (name.empty()) return Bad(path + ".kv_connector", "missing");
+  TANDEM_ASSIGN_OR_RETURN(KvRole role, ParseRole(obj, path, parent_role));
+  TANDEM_ASSIGN_OR_RETURN(const Json* extra_ptr, GetObject(obj, "kv_connector_extra_config", path));
+  static const Json kEmpty = Json::object();
+  const Json& extra = extra_ptr ? *extra_ptr : kEmpty;
+  const std::string extra_path = path + ".kv_connector_extra_config";
+  switch (KindOf(name)) {
+    case Kind::kTransfer: {
+      if (out->transfer) return Bad(path + ".kv_connector", "a second transfer connector");
+      TransferConnectorConfig t;
+      t.role = role;
+      TANDEM_ASSIGN_OR_RETURN(int64_t port, GetInt(obj, "kv_port", path, 30000, 1, 65535));
+      t.kv_port = static_cast<int>(port);
+      TANDEM_ASSIGN_OR_RETURN(t.kv_ip, GetString(obj, "kv_ip", path, ""));
+      TANDEM_ASSIGN_OR_RETURN(t.prefill, ParseParallel(extra, "prefill", extra_path));
+      TANDEM_ASSIGN_OR_RETURN(t.decode, ParseParallel(extra, "decode", extra_path));
+      TANDEM_ASSIGN_OR_RETURN(t.lease_s, GetDouble(extra, "kv_lease_s", extra_path, 30));
+      TANDEM_ASSIGN_OR_RETURN(std::string engine_id, GetString(obj, "engine_id", path, ""));
+      if (out->engine_id.empty()) out->engine_id = engine_id;
+      out->transfer = t;
+      break;
+    }
+    case Kind::kPool: {
+      if (out->pool) return Bad(path + ".kv_connector", "a second pool connector");
+      PoolConnectorConfig p;
+      p.role = role;
+      TANDEM_ASSIGN_OR_RETURN(p.backend, GetString(extra, "backend", extra_path, "yuanrong"));
+      if (p.backend != "yuanrong" && p.backend != "mooncake") {
+        return Bad(extra_path + ".backend", "unknown backend \"" + p.backend + "\" (expected yuanrong or mooncake)");
+      }
+      TANDEM_ASSIGN_OR_RETURN(int64_t lookup, GetInt(extra, "lookup_rpc_port", extra_path, 0, 0, 65535));
+      p.lookup_rpc_port = static_cast<int>(lookup);
+      TANDEM_ASSIGN_OR_RETURN(p.load_async, GetBool(extra, "load_async", extra_path, false));
+      TANDEM_ASSIGN_OR_RETURN(p.consumer_is_to_put, GetBool(extra, "consumer_is_to_put", extra_path, false));
+      TANDEM_ASSIGN_OR_RETURN(p.consumer_is_to_load, GetBool(extra, "consumer_is_to_load", extra_path, true));
+      out->pool = p;
+      break;
+    }
+    case Kind::kMulti: {
+      if (nested) return Bad(path + ".kv_connector", "MultiConnector cannot be nested");
+      auto it = extra.find("connectors");
+      if (it == extra.end()) return Bad(extra_path + ".connectors", "missing");
+      if (!it->is_array() || it->empty()) return Bad(extra_path + ".connectors", "expected a non-empty array");
+      for (size_t i = 0; i < it->size(); ++i) {
+        TANDEM_RETURN_IF_ERROR(
+            ParseConnector((*it)[i], extra_path + ".connectors[" + std::to_string(i) + "]", role, out, true));
+      }
+      return Status::Ok();
+    }
+    case Kind::kUnknown:
+      return Bad(path + ".kv_connector", "unknown connector \"" + name +
+                                             "\" (supported: MooncakeConnectorV1, TandemTransferConnector, "
+                                             "AscendStoreConnector, TandemPoolConnector, MultiConnector)");
+  }
+  out->connector_order.push_back(name);
+  return Status::Ok();
+}
+
+}  // namespace
+
+const char* KvRoleName(KvRole role) {
+  switch (role) {
+    case KvRole::kProducer: return "kv_producer";
+    case KvRole::kConsumer: return "kv_consumer";
+    case KvRole::kBoth: return "kv_both";
+  }
+  return "?";
+}
+
+StatusOr<KvTransferConfig> ParseKvTransferConfig(const std::string& text) {
+  Json j;
+  try {
+    j = Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    return InvalidArgumentError(std::string("--kv-transfer-config: invalid JSON: ") + e.what());
+  }
+  const std::string path = "kv_transfer_config";
+  if (!j.is_object()) return Bad(path, std::string("expected a JSON object, got ") + TypeName(j));
+  KvTransferConfig config;
+  TANDEM_ASSIGN_OR_RETURN(config.role, ParseRole(j, path, KvRole::kBoth));
+  TANDEM_ASSIGN_OR_RETURN(config.engine_id, GetString(j, "engine_id", path, ""));
+  TANDEM_ASSIGN_OR_RETURN(std::string policy, GetString(j, "kv_load_failure_policy", path, "recompute"));
+  if (policy == "recompute") {
+    config.load_failure_policy = LoadFailurePolicy::kRecompute;
+  } else if (policy == "fail") {
+    config.load_failure_policy = LoadFailurePolicy::kFail;
+  } else {
+    return Bad(path + ".kv_load_failure_policy", "unknown policy \"" + policy + "\" (expected recompute or fail)");
+  }
+  TANDEM_RETURN_IF_ERROR(ParseConnector(j, path, config.role, &config, false));
+  return config;
+}
+
+}  // namespace tandem::transfer

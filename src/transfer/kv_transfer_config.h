@@ -1,0 +1,63 @@
+// KvTransferConfig: the `--kv-transfer-config` JSON of vLLM / vLLM-Ascend, parsed.
+//
+// Accepts the seeds' configs verbatim: a single connector (`MooncakeConnectorV1`, alias
+// `TandemTransferConnector`: the P->D transfer; `AscendStoreConnector`, alias
+// `TandemPoolConnector`: the KV pool) or `MultiConnector` with
+// `kv_connector_extra_config.connectors` listing them. Unknown keys that vLLM defines
+// (`kv_connector_module_path`, `use_ascend_direct`, ...) are accepted and ignored.
+// Thread safety: plain values and a pure function.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace tandem::transfer {
+
+enum class KvRole { kProducer, kConsumer, kBoth };
+enum class LoadFailurePolicy { kRecompute, kFail };
+
+const char* KvRoleName(KvRole role);
+
+struct ParallelSize {
+  int dp_size = 1;
+  int tp_size = 1;
+};
+
+// The P->D transfer connector (MooncakeConnectorV1).
+struct TransferConnectorConfig {
+  KvRole role = KvRole::kBoth;
+  int kv_port = 30000;        // base port of the transfer server (+ dp_rank * tp_size)
+  std::string kv_ip;          // address advertised to D (default: VLLM_HOST_IP, --host, ...)
+  ParallelSize prefill;       // kv_connector_extra_config.prefill
+  ParallelSize decode;        // kv_connector_extra_config.decode
+  double lease_s = 30;        // kv_connector_extra_config.kv_lease_s
+};
+
+// The KV pool connector (AscendStoreConnector).
+struct PoolConnectorConfig {
+  KvRole role = KvRole::kBoth;
+  std::string backend = "yuanrong";  // "yuanrong" | "mooncake"
+  int lookup_rpc_port = 0;
+  bool load_async = false;
+  bool consumer_is_to_put = false;
+  bool consumer_is_to_load = true;
+};
+
+struct KvTransferConfig {
+  KvRole role = KvRole::kBoth;         // top-level kv_role
+  std::string engine_id;               // top-level, or the transfer connector's
+  LoadFailurePolicy load_failure_policy = LoadFailurePolicy::kRecompute;
+  std::optional<TransferConnectorConfig> transfer;
+  std::optional<PoolConnectorConfig> pool;
+  std::vector<std::string> connector_order;  // connector names in config order
+};
+
+// InvalidArgument naming the JSON path of the bad field (e.g.
+// "kv_transfer_config.kv_connector_extra_config.connectors[0].kv_port: expected an
+// integer or a numeric string") for bad JSON, an unknown connector or role, or a wrong type.
+StatusOr<KvTransferConfig> ParseKvTransferConfig(const std::string& json);
+
+}  // namespace tandem::transfer

@@ -1,0 +1,111 @@
+#include "transfer/kv_transfer_config.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "model/test_paths.h"
+
+namespace tandem::transfer {
+namespace {
+
+TEST(KvTransferConfigTest, EverySeedConfigParsesWithItsRole) {
+  const std::string text = ReadFileToString(TestDataPath("seed_kv_transfer_configs.json"));
+  ASSERT_FALSE(text.empty());
+  const auto entries = nlohmann::json::parse(text);
+  ASSERT_EQ(entries.size(), 10u);
+  for (const auto& e : entries) {
+    SCOPED_TRACE(e["source"].get<std::string>() + ":" + std::to_string(e["line"].get<int>()));
+    StatusOr<KvTransferConfig> c = ParseKvTransferConfig(e["config"].get<std::string>());
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    const std::string role = e["role"].get<std::string>();
+    EXPECT_EQ(KvRoleName(c->role), role);
+    ASSERT_TRUE(c->transfer.has_value());
+    EXPECT_EQ(KvRoleName(c->transfer->role), role);
+    EXPECT_EQ(c->transfer->kv_port, role == "kv_producer" ? 30000 : 30100);
+    EXPECT_GE(c->transfer->prefill.dp_size, 1);
+    EXPECT_EQ(c->load_failure_policy, LoadFailurePolicy::kRecompute);
+  }
+}
+
+TEST(KvTransferConfigTest, MultiConnectorWithPoolFromSeed000) {
+  const std::string json = R"({
+    "kv_connector": "MultiConnector", "kv_role": "kv_consumer", "engine_id": "7",
+    "kv_load_failure_policy": "fail",
+    "kv_connector_extra_config": {"connectors": [
+      {"kv_connector": "MooncakeConnectorV1", "kv_port": "30100",
+       "kv_connector_module_path": "vllm_ascend.distributed.mooncake_connector",
+       "kv_connector_extra_config": {"use_ascend_direct": true,
+          "prefill": {"dp_size": 4, "tp_size": 8}, "decode": {"dp_size": 8, "tp_size": 4}}},
+      {"kv_connector": "AscendStoreConnector", "kv_role": "kv_consumer",
+       "kv_connector_extra_config": {"lookup_rpc_port": "7001", "backend": "yuanrong", "load_async": true}}]}})";
+  StatusOr<KvTransferConfig> c = ParseKvTransferConfig(json);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->role, KvRole::kConsumer);
+  EXPECT_EQ(c->engine_id, "7");
+  EXPECT_EQ(c->load_failure_policy, LoadFailurePolicy::kFail);
+  ASSERT_TRUE(c->transfer && c->pool);
+  EXPECT_EQ(c->transfer->role, KvRole::kConsumer);  // inherited from the top level
+  EXPECT_EQ(c->transfer->kv_port, 30100);
+  EXPECT_EQ(c->transfer->prefill.dp_size, 4);
+  EXPECT_EQ(c->transfer->prefill.tp_size, 8);
+  EXPECT_EQ(c->transfer->decode.dp_size, 8);
+  EXPECT_EQ(c->transfer->decode.tp_size, 4);
+  EXPECT_EQ(c->pool->backend, "yuanrong");
+  EXPECT_EQ(c->pool->lookup_rpc_port, 7001);
+  EXPECT_TRUE(c->pool->load_async);
+  EXPECT_EQ(c->connector_order, (std::vector<std::string>{"MooncakeConnectorV1", "AscendStoreConnector"}));
+}
+
+TEST(KvTransferConfigTest, AliasesAndDefaults) {
+  StatusOr<KvTransferConfig> c = ParseKvTransferConfig(R"({"kv_connector": "TandemTransferConnector"})");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->role, KvRole::kBoth);
+  EXPECT_EQ(c->transfer->kv_port, 30000);
+  EXPECT_EQ(c->transfer->lease_s, 30);
+  EXPECT_FALSE(c->pool.has_value());
+  c = ParseKvTransferConfig(R"({"kv_connector": "TandemPoolConnector", "kv_role": "kv_both",
+                                "kv_connector_extra_config": {"backend": "mooncake"}})");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->pool->backend, "mooncake");
+  EXPECT_FALSE(c->transfer.has_value());
+}
+
+TEST(KvTransferConfigTest, ErrorsNameTheFieldPath) {
+  struct Case {
+    const char* json;
+    const char* needle;
+  };
+  const Case cases[] = {
+      {"{", "invalid JSON"},
+      {"[1]", "kv_transfer_config: expected a JSON object"},
+      {R"({"kv_role": "kv_producer"})", "kv_transfer_config.kv_connector: missing"},
+      {R"({"kv_connector": "NixlConnector"})", "kv_transfer_config.kv_connector: unknown connector \"NixlConnector\""},
+      {R"({"kv_connector": "MooncakeConnectorV1", "kv_role": "producer"})", "kv_transfer_config.kv_role: unknown role"},
+      {R"({"kv_connector": "MooncakeConnectorV1", "kv_port": "30x"})", "kv_transfer_config.kv_port: expected an integer"},
+      {R"({"kv_connector": "MooncakeConnectorV1", "kv_port": 70000})", "kv_transfer_config.kv_port: 70000 is out of range"},
+      {R"({"kv_connector": "MooncakeConnectorV1", "kv_port": true})", "kv_transfer_config.kv_port: expected an integer"},
+      {R"({"kv_connector": "MooncakeConnectorV1", "kv_load_failure_policy": "retry"})",
+       "kv_transfer_config.kv_load_failure_policy: unknown policy"},
+      {R"({"kv_connector": "MooncakeConnectorV1", "kv_connector_extra_config": {"prefill": {"dp_size": "a"}}})",
+       "kv_transfer_config.kv_connector_extra_config.prefill.dp_size"},
+      {R"({"kv_connector": "MultiConnector", "kv_connector_extra_config": {"connectors": [{"kv_connector": "X"}]}})",
+       "kv_transfer_config.kv_connector_extra_config.connectors[0].kv_connector: unknown connector"},
+      {R"({"kv_connector": "MultiConnector", "kv_connector_extra_config": {"connectors": [{"kv_connector": "AscendStoreConnector", "kv_connector_extra_config": {"backend": 3}}]}})",
+       "connectors[0].kv_connector_extra_config.backend: expected a string"},
+      {R"({"kv_connector": "MultiConnector", "kv_connector_extra_config": {"connectors": {}}})",
+       "kv_connector_extra_config.connectors: expected a non-empty array"},
+      {R"({"kv_connector": "MultiConnector"})", "kv_connector_extra_config.connectors: missing"},
+      {R"({"kv_connector": "MooncakeConnectorV1", "kv_connector_extra_config": 5})",
+       "kv_transfer_config.kv_connector_extra_config: expected an object"},
+  };
+  for (const Case& c : cases) {
+    StatusOr<KvTransferConfig> r = ParseKvTransferConfig(c.json);
+    ASSERT_FALSE(r.ok()) << c.json;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(c.needle), std::string::npos) << r.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace tandem::transfer

@@ -1,0 +1,181 @@
+#include "transfer/transfer_client.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/logging.h"
+#include "transfer/wire.h"
+
+namespace tandem::transfer {
+namespace {
+
+Status SendFrame(Connection& conn, FrameType type, const std::string& payload) {
+  uint8_t header[kHeaderBytes];
+  EncodeHeader(type, static_cast<uint32_t>(payload.size()), header);
+  const void* parts[2] = {header, payload.data()};
+  const size_t sizes[2] = {kHeaderBytes, payload.size()};
+  return conn.Send(parts, sizes, payload.empty() ? 1 : 2);
+}
+
+Status ReadPayload(Connection& conn, const FrameHeader& h, std::vector<uint8_t>* payload) {
+  payload->resize(h.payload_bytes);
+  if (h.payload_bytes == 0) return Status::Ok();
+  return conn.Recv(payload->data(), payload->size());
+}
+
+// Reads the next control frame; an ERROR frame becomes its Status.
+Status ExpectFrame(Connection& conn, FrameType want, std::vector<uint8_t>* payload) {
+  uint8_t raw[kHeaderBytes];
+  TANDEM_RETURN_IF_ERROR(conn.Recv(raw, kHeaderBytes));
+  TANDEM_ASSIGN_OR_RETURN(FrameHeader h, DecodeHeader(raw));
+  if (h.type == FrameType::kBlocks) return DataLossError("kv transfer: unexpected BLOCKS frame");
+  TANDEM_RETURN_IF_ERROR(ReadPayload(conn, h, payload));
+  if (h.type == FrameType::kError) return DecodeError(*payload);
+  if (h.type != want) {
+    return DataLossError("kv transfer: expected frame type " + std::to_string(static_cast<int>(want)) + ", got " +
+                         std::to_string(static_cast<int>(h.type)));
+  }
+  return Status::Ok();
+}
+
+Status SendDone(Connection& conn, const std::string& id) {
+  TANDEM_RETURN_IF_ERROR(SendFrame(conn, FrameType::kDone, EncodeDone(id)));
+  std::vector<uint8_t> payload;
+  return ExpectFrame(conn, FrameType::kAck, &payload);
+}
+
+}  // namespace
+
+TransferClient::TransferClient(Transport* transport, KvMemory dest, std::string model_fingerprint, bool enable_shm)
+    : transport_(transport), dest_(dest), fingerprint_(std::move(model_fingerprint)), enable_shm_(enable_shm) {}
+
+TransferClient::~TransferClient() = default;
+
+TransferClient::Mapping::~Mapping() { munmap(const_cast<uint8_t*>(base), size); }
+
+StatusOr<PullResult> TransferClient::Pull(const PullSpec& spec, const std::atomic<bool>* cancel) {
+  if (spec.remote_block_ids.size() != spec.local_block_ids.size()) {
+    return InvalidArgumentError("kv transfer: block lists differ in length");
+  }
+  for (int32_t b : spec.local_block_ids) {
+    if (b < 0 || b >= dest_.num_blocks) return InvalidArgumentError("kv transfer: local block out of range");
+  }
+  if (enable_shm_ && IsLoopbackHost(spec.host)) {
+    StatusOr<std::unique_ptr<Connection>> conn = transport_->Connect({spec.host, spec.port, /*unix_socket=*/true});
+    if (conn.ok()) {
+      StatusOr<PullResult> r = PullShm(**conn, spec);
+      // A producer without a shared arena says so; anything else is a real failure.
+      if (r.ok() || r.status().code() != StatusCode::kInvalidArgument) return r;
+    }
+  }
+  return PullTcp(spec, cancel);
+}
+
+StatusOr<PullResult> TransferClient::PullShm(Connection& conn, const PullSpec& spec) {
+  PullRequest pull{spec.remote_request_id, fingerprint_, dest_.k_block_bytes, dest_.v_block_bytes,
+                   spec.remote_block_ids};
+  TANDEM_RETURN_IF_ERROR(SendFrame(conn, FrameType::kShmPull, EncodePull(pull)));
+  uint8_t raw[kHeaderBytes];
+  int fd = -1;
+  TANDEM_RETURN_IF_ERROR(conn.RecvWithFd(raw, kHeaderBytes, &fd));
+  struct FdCloser {
+    int fd;
+    ~FdCloser() {
+      if (fd >= 0) close(fd);
+    }
+  } closer{fd};
+  TANDEM_ASSIGN_OR_RETURN(FrameHeader h, DecodeHeader(raw));
+  std::vector<uint8_t> payload;
+  if (h.type == FrameType::kBlocks) return DataLossError("kv transfer: unexpected BLOCKS frame");
+  TANDEM_RETURN_IF_ERROR(ReadPayload(conn, h, &payload));
+  if (h.type == FrameType::kError) return DecodeError(payload);
+  if (h.type != FrameType::kShmMap) return DataLossError("kv transfer: expected SHM_MAP");
+  TANDEM_ASSIGN_OR_RETURN(ShmMap map, DecodeShmMap(payload));
+  const uint64_t k = dest_.k_block_bytes;
+  const uint64_t v = dest_.v_block_bytes;
+  for (int32_t b : spec.remote_block_ids) {
+    const uint64_t bb = static_cast<uint64_t>(b);
+    if (map.keys_offset + (bb + 1) * k > map.map_size || map.values_offset + (bb + 1) * v > map.map_size) {
+      return DataLossError("kv transfer: SHM_MAP does not cover the requested blocks");
+    }
+  }
+  TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<Mapping> mapping, MapArena(fd, map.arena_id, map.map_size));
+  const uint8_t* base = mapping->base;
+  for (size_t i = 0; i < spec.remote_block_ids.size(); ++i) {
+    const uint64_t rb = static_cast<uint64_t>(spec.remote_block_ids[i]);
+    std::memcpy(dest_.BlockK(spec.local_block_ids[i]), base + map.keys_offset + rb * k, k);
+    std::memcpy(dest_.BlockV(spec.local_block_ids[i]), base + map.values_offset + rb * v, v);
+  }
+  TANDEM_RETURN_IF_ERROR(SendDone(conn, spec.remote_request_id));
+  return PullResult{true, (k + v) * spec.remote_block_ids.size()};
+}
+
+StatusOr<std::shared_ptr<TransferClient::Mapping>> TransferClient::MapArena(int fd, uint64_t arena_id,
+                                                                            uint64_t size) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = mappings_.find(arena_id);
+  if (it != mappings_.end() && it->second->size == size) return it->second;
+  if (fd < 0) return DataLossError("kv transfer: SHM_MAP came without a file descriptor");
+  void* p = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    return UnavailableError(std::string("kv transfer: mmap of the producer arena: ") + std::strerror(errno));
+  }
+  if (mappings_.size() >= kMaxMappings && it == mappings_.end()) mappings_.erase(mappings_.begin());
+  auto mapping = std::make_shared<Mapping>(static_cast<const uint8_t*>(p), size);
+  mappings_[arena_id] = mapping;
+  return mapping;
+}
+
+StatusOr<PullResult> TransferClient::PullTcp(const PullSpec& spec, const std::atomic<bool>* cancel) {
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn, transport_->Connect({spec.host, spec.port, false}));
+  PullRequest pull{spec.remote_request_id, fingerprint_, dest_.k_block_bytes, dest_.v_block_bytes,
+                   spec.remote_block_ids};
+  TANDEM_RETURN_IF_ERROR(SendFrame(*conn, FrameType::kPull, EncodePull(pull)));
+  const auto n = static_cast<uint32_t>(spec.remote_block_ids.size());
+  const uint64_t block_bytes = dest_.k_block_bytes + dest_.v_block_bytes;
+  std::vector<bool> got(n, false);
+  uint32_t received = 0;
+  std::vector<uint8_t> payload;
+  while (true) {
+    if (cancel != nullptr && cancel->load()) return CancelledError("kv transfer: the pull was cancelled");
+    uint8_t raw[kHeaderBytes];
+    TANDEM_RETURN_IF_ERROR(conn->Recv(raw, kHeaderBytes));
+    TANDEM_ASSIGN_OR_RETURN(FrameHeader h, DecodeHeader(raw));
+    if (h.type == FrameType::kBlocks) {
+      uint8_t prefix[kBlocksPrefixBytes];
+      if (h.payload_bytes < kBlocksPrefixBytes) return DataLossError("kv transfer: short BLOCKS frame");
+      TANDEM_RETURN_IF_ERROR(conn->Recv(prefix, kBlocksPrefixBytes));
+      uint32_t first = 0;
+      uint32_t count = 0;
+      TANDEM_RETURN_IF_ERROR(DecodeBlocksPrefix(prefix, h.payload_bytes, n, block_bytes, &first, &count));
+      for (uint32_t i = first; i < first + count; ++i) {
+        if (got[i]) return DataLossError("kv transfer: block sent twice");
+        TANDEM_RETURN_IF_ERROR(conn->Recv(dest_.BlockK(spec.local_block_ids[i]), dest_.k_block_bytes));
+        TANDEM_RETURN_IF_ERROR(conn->Recv(dest_.BlockV(spec.local_block_ids[i]), dest_.v_block_bytes));
+        got[i] = true;
+        ++received;
+      }
+      continue;
+    }
+    TANDEM_RETURN_IF_ERROR(ReadPayload(*conn, h, &payload));
+    if (h.type == FrameType::kError) return DecodeError(payload);
+    if (h.type != FrameType::kPullEnd) return DataLossError("kv transfer: unexpected frame during a pull");
+    break;
+  }
+  if (received != n) {
+    return DataLossError("kv transfer: PULL_END after " + std::to_string(received) + " of " + std::to_string(n) +
+                         " blocks");
+  }
+  TANDEM_RETURN_IF_ERROR(SendDone(*conn, spec.remote_request_id));
+  return PullResult{false, block_bytes * n};
+}
+
+Status TransferClient::Release(const std::string& host, int port, const std::string& remote_request_id) {
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn, transport_->Connect({host, port, false}));
+  return SendDone(*conn, remote_request_id);
+}
+
+}  // namespace tandem::transfer
