@@ -445,8 +445,8 @@ std::shared_ptr<HttpClientStream> HttpClient::Stream(HttpClientRequest request,
   return core_->Launch(std::move(request), std::move(callbacks), /*max_body_bytes=*/0);
 }
 
-void HttpClient::FetchAsync(HttpClientRequest request,
-                            std::function<void(StatusOr<HttpResponse> response)> done) {
+std::shared_ptr<HttpClientStream> HttpClient::FetchAsync(
+    HttpClientRequest request, std::function<void(StatusOr<HttpResponse> response)> done) {
   auto response = std::make_shared<HttpResponse>();
   HttpStreamCallbacks callbacks;
   callbacks.on_headers = [response](int status, const HttpHeaders& headers) {
@@ -461,7 +461,8 @@ void HttpClient::FetchAsync(HttpClientRequest request,
       done(std::move(*response));
     }
   };
-  core_->Launch(std::move(request), std::move(callbacks), core_->options().max_response_body_bytes);
+  return core_->Launch(std::move(request), std::move(callbacks),
+                       core_->options().max_response_body_bytes);
 }
 
 StatusOr<HttpResponse> HttpClient::Fetch(HttpClientRequest request) {

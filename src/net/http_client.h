@@ -98,8 +98,10 @@ class HttpClient {
                                std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
   // Sends `request` without waiting; `done` runs on an I/O thread with the response.
-  void FetchAsync(HttpClientRequest request,
-                  std::function<void(StatusOr<HttpResponse> response)> done);
+  // The returned handle may be dropped; its Cancel() aborts the request (`done` then
+  // gets Cancelled unless the response was already complete).
+  std::shared_ptr<HttpClientStream> FetchAsync(
+      HttpClientRequest request, std::function<void(StatusOr<HttpResponse> response)> done);
 
   // Sends `request` and delivers the response through `callbacks` as it arrives.
   std::shared_ptr<HttpClientStream> Stream(HttpClientRequest request,

@@ -148,6 +148,19 @@ TEST_F(ClientTest, StreamsSseAndCancels) {
   EXPECT_EQ(f.get().code(), StatusCode::kCancelled);
 }
 
+TEST_F(ClientTest, FetchAsyncCanBeCancelled) {
+  auto hang = HttpClientRequest::FromUrl("GET", Url("/hang"));
+  ASSERT_TRUE(hang.ok());
+  std::promise<Status> done;
+  auto handle =
+      client_.FetchAsync(*hang, [&](StatusOr<HttpResponse> r) { done.set_value(r.status()); });
+  std::this_thread::sleep_for(50ms);
+  handle->Cancel();
+  auto f = done.get_future();
+  ASSERT_EQ(f.wait_for(2s), std::future_status::ready);
+  EXPECT_EQ(f.get().code(), StatusCode::kCancelled);
+}
+
 TEST_F(ClientTest, BlockingFetchFromCallbackIsRefused) {
   auto request = HttpClientRequest::FromUrl("GET", Url("/remote"));
   ASSERT_TRUE(request.ok());
