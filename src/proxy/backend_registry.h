@@ -1,0 +1,139 @@
+// BackendRegistry: the prefill and decode instances behind the proxy, their load and
+// their health, and the least-loaded choice among them.
+//
+// Each instance is a Backend with a role, an address, and counters guarded by the
+// registry: `load` (in-flight prefill tokens for a prefiller, in-flight decode tokens
+// for a decoder, both estimated by the caller) and `in_flight` (requests). States:
+//   kUp       routable;
+//   kDown     a call to it failed; routed to only when no instance of its role is up,
+//             probed (GET /health) by HealthProber until it answers, then kUp again;
+//   kPending  added at run time (/instances/add) but not healthy yet; never routed to;
+//             becomes kUp on a healthy probe, or is dropped after too many failures.
+// Removing an instance with requests in flight drains it: it is no longer picked and
+// leaves the registry when its last request releases it.
+//
+// Thread safety: all methods are thread-safe (one mutex). Backend objects are shared
+// (BackendPtr): a request keeps its backends valid after they were removed. Their
+// mutable fields are only read or written through the registry.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/metrics.h"
+#include "common/status.h"
+
+namespace tandem::proxy {
+
+enum class Role { kPrefill = 0, kDecode = 1 };
+
+// "prefill" / "decode" (the /instances API's spelling).
+std::string_view RoleName(Role role);
+
+struct BackendAddress {
+  std::string host;  // name or IP literal (IPv6 without brackets)
+  uint16_t port = 0;
+
+  // "host:port" ("[v6]:port").
+  std::string Key() const;
+  bool operator==(const BackendAddress& other) const = default;
+};
+
+// Parses "host:port" or "[v6]:port". InvalidArgument on anything else.
+StatusOr<BackendAddress> ParseBackendAddress(std::string_view text);
+
+class Backend {
+ public:
+  enum class State { kUp, kDown, kPending };
+
+  Backend(Role role, BackendAddress address, uint64_t ordinal)
+      : role_(role), address_(std::move(address)), ordinal_(ordinal) {}
+
+  Role role() const { return role_; }
+  const BackendAddress& address() const { return address_; }
+
+ private:
+  friend class BackendRegistry;
+  const Role role_;
+  const BackendAddress address_;
+  const uint64_t ordinal_;  // registration order
+  // Guarded by the registry's mutex.
+  State state_ = State::kUp;
+  bool draining_ = false;     // removed while busy; leaves when idle
+  bool registered_ = true;    // false once it left the registry
+  int64_t load_ = 0;          // estimated in-flight tokens
+  int64_t in_flight_ = 0;     // requests holding it
+  uint64_t last_pick_ = 0;    // pick sequence number (ties go to the least recent)
+  int failed_probes_ = 0;     // kPending: probes that failed so far
+  Gauge* up_gauge_ = nullptr;
+  Gauge* in_flight_gauge_ = nullptr;
+};
+
+using BackendPtr = std::shared_ptr<Backend>;
+
+// A consistent view of one instance, for /health, /instances and tests.
+struct BackendInfo {
+  Role role;
+  BackendAddress address;
+  Backend::State state;
+  bool draining;
+  int64_t load;
+  int64_t in_flight;
+};
+
+class BackendRegistry {
+ public:
+  // `metrics` (may be null) receives tandem_proxy_backend_up and
+  // tandem_proxy_backend_in_flight_requests per instance; it must outlive the registry.
+  explicit BackendRegistry(MetricsRegistry* metrics = nullptr) : metrics_(metrics) {}
+
+  // Registers an instance in `state` (kUp or kPending) and returns it. Returns null (and
+  // changes nothing) when the address is already registered for that role, unless it is
+  // draining: then it is kept, no longer drains, and is returned.
+  BackendPtr Add(Role role, const BackendAddress& address,
+                 Backend::State state = Backend::State::kUp);
+
+  enum class RemoveResult { kRemoved, kDraining, kNotFound };
+  RemoveResult Remove(Role role, const BackendAddress& address);
+
+  // Picks the instance of `role` to use and charges it `load` and one request:
+  // the least-loaded kUp, non-draining instance not in `tried` (ties: least recently
+  // picked); failing that, one in `tried` that is up; failing that (nothing up), the
+  // least-loaded kDown one. Null when the role has no routable instance at all.
+  // The caller must Release() what it got, with the same load.
+  BackendPtr Pick(Role role, int64_t load, const std::vector<BackendPtr>& tried = {});
+  void Release(const BackendPtr& backend, int64_t load);
+
+  // A call failed (kUp -> kDown) / a probe succeeded (kDown or kPending -> kUp).
+  // No effect on instances that left the registry.
+  void MarkDown(const BackendPtr& backend);
+  void MarkUp(const BackendPtr& backend);
+  // A probe of a kPending instance failed; drops it after `max_failures` failures.
+  // Returns true when it was dropped.
+  bool PendingProbeFailed(const BackendPtr& backend, int max_failures);
+
+  // Instances in `state` (for the prober).
+  std::vector<BackendPtr> InState(Backend::State state) const;
+  // Registered instances (all states) in registration order.
+  std::vector<BackendInfo> Snapshot() const;
+  // Registered instances of `role` that are not pending.
+  size_t CountActive(Role role) const;
+
+ private:
+  void SetStateLocked(Backend& backend, Backend::State state);
+  void UnregisterLocked(const BackendPtr& backend);
+  BackendPtr FindLocked(Role role, const BackendAddress& address) const;
+
+  MetricsRegistry* const metrics_;
+  mutable std::mutex mu_;
+  std::vector<BackendPtr> backends_[2];  // per Role, registration order
+  uint64_t next_ordinal_ = 0;
+  uint64_t pick_seq_ = 0;
+};
+
+}  // namespace tandem::proxy

@@ -1,0 +1,51 @@
+#include "proxy/proxy_options.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tandem::proxy {
+
+StatusOr<std::vector<BackendAddress>> PairAddresses(const std::string& what,
+                                                    const std::vector<std::string>& hosts,
+                                                    const std::vector<int>& ports) {
+  if (hosts.size() != ports.size()) {
+    return InvalidArgumentError("number of " + what + " hosts (" + std::to_string(hosts.size()) +
+                                ") must match number of " + what + " ports (" +
+                                std::to_string(ports.size()) + ")");
+  }
+  std::vector<BackendAddress> out;
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    if (hosts[i].empty()) return InvalidArgumentError("empty " + what + " host");
+    if (ports[i] < 1 || ports[i] > 65535) {
+      return InvalidArgumentError(what + " port " + std::to_string(ports[i]) +
+                                  " is out of range 1-65535");
+    }
+    std::string host = hosts[i];
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+      host = host.substr(1, host.size() - 2);
+    }
+    out.push_back({std::move(host), static_cast<uint16_t>(ports[i])});
+  }
+  return out;
+}
+
+Status ValidateProxyOptions(const ProxyOptions& o) {
+  if (o.max_retries < 0) return InvalidArgumentError("--max-retries must be >= 0");
+  if (!(o.retry_delay_s >= 0) || o.retry_delay_s > 3600)
+    return InvalidArgumentError("--retry-delay must be between 0 and 3600 seconds");
+  if (o.max_waiting_retries < 0) return InvalidArgumentError("--max-waiting-retries must be >= 0");
+  if (!(o.waiting_retry_interval_s >= 0) || o.waiting_retry_interval_s > 86400)
+    return InvalidArgumentError("--waiting-retry-interval must be between 0 and 86400 seconds");
+  if (o.health_check_interval.count() <= 0)
+    return InvalidArgumentError("the health-check interval must be positive");
+  if (o.io_threads < 1) return InvalidArgumentError("at least one I/O thread is needed");
+  return Status::Ok();
+}
+
+std::chrono::milliseconds RetryDelay(const ProxyOptions& options, int attempt) {
+  const double seconds = options.retry_delay_s * std::pow(2.0, std::max(0, attempt - 1));
+  const double ms = std::min(seconds * 1000.0, 60'000.0);  // a minute at most
+  return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(ms)));
+}
+
+}  // namespace tandem::proxy

@@ -1,0 +1,56 @@
+// ProxyOptions: the configuration of `tandem proxy` (the flags of vllm-ascend's
+// load_balance_proxy_server_example.py, plus --api-key), and its validation.
+//
+// Thread safety: a value type.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "proxy/backend_registry.h"
+
+namespace tandem::proxy {
+
+struct ProxyOptions {
+  std::string host = "localhost";  // bind address
+  uint16_t port = 8000;
+  std::vector<BackendAddress> prefillers;
+  std::vector<BackendAddress> decoders;
+  // Attempts per phase (prefill, decode) before the request fails; at least one is made
+  // (the Python proxy's meaning of --max-retries).
+  int max_retries = 3;
+  // Back-off before attempt k+1: retry_delay_s * 2^(k-1) seconds.
+  double retry_delay_s = 0.001;
+  // Instances added at run time: probes before giving up, and the time between them.
+  int max_waiting_retries = 3;
+  double waiting_retry_interval_s = 10;
+  // Down instances are probed (GET /health) this often.
+  std::chrono::milliseconds health_check_interval{1000};
+  std::chrono::milliseconds probe_timeout{2000};
+  // Longest silence of a backend while the proxy waits for or reads its answer.
+  std::chrono::milliseconds backend_idle_timeout{600'000};
+  // Clients must send "Authorization: Bearer <api_key>" when set; backends get it too.
+  std::string api_key;
+  // Sent to backends as Bearer when api_key is empty (the Python proxy's
+  // $OPENAI_API_KEY); when both are empty the client's Authorization is forwarded.
+  std::string backend_api_key;
+  int io_threads = 2;  // server and client I/O threads each
+  size_t max_body_bytes = 64u << 20;
+};
+
+// Pairs `hosts[i]` with `ports[i]`. InvalidArgument naming `what` ("prefiller",
+// "decoder") when the counts differ, a host is empty or a port is out of range.
+StatusOr<std::vector<BackendAddress>> PairAddresses(const std::string& what,
+                                                    const std::vector<std::string>& hosts,
+                                                    const std::vector<int>& ports);
+
+// InvalidArgument for out-of-range numbers.
+Status ValidateProxyOptions(const ProxyOptions& options);
+
+// The delay before retry number `attempt` (1 = the first retry).
+std::chrono::milliseconds RetryDelay(const ProxyOptions& options, int attempt);
+
+}  // namespace tandem::proxy

@@ -1,0 +1,355 @@
+#include "proxy/proxy_server.h"
+
+#include <atomic>
+#include <mutex>
+#include <random>
+
+#include "common/logging.h"
+#include "net/http_server.h"
+#include "net/openai_error.h"
+#include "proxy/backend_io.h"
+#include "proxy/backend_registry.h"
+#include "proxy/health_prober.h"
+#include "proxy/pd_bodies.h"
+#include "proxy/pd_request.h"
+#include "proxy/proxy_metrics.h"
+
+namespace tandem::proxy {
+namespace {
+
+using WriterPtr = std::shared_ptr<net::HttpResponseWriter>;
+
+// Compares without an early exit, so the key cannot be found byte by byte from timings.
+bool SameSecret(std::string_view given, std::string_view key) {
+  if (given.size() != key.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < key.size(); ++i) diff |= static_cast<unsigned char>(given[i] ^ key[i]);
+  return diff == 0;
+}
+
+bool Authorized(const net::HttpRequest& request, const std::string& key) {
+  if (key.empty()) return true;
+  std::string_view auth = request.headers.Get("Authorization").value_or("");
+  constexpr std::string_view kBearer = "Bearer ";
+  return auth.size() > kBearer.size() &&
+         net::EqualsIgnoreCase(auth.substr(0, kBearer.size()), kBearer) &&
+         SameSecret(auth.substr(kBearer.size()), key);
+}
+
+// A random UUID (version 4), as the Python proxy's request ids.
+std::string NewRequestId() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  uint64_t hi = rng(), lo = rng();
+  hi = (hi & ~0xF000ull) | 0x4000ull;                        // version 4
+  lo = (lo & ~(0xC000ull << 48)) | (0x8000ull << 48);        // variant 10
+  char buf[40];
+  snprintf(buf, sizeof(buf), "%08x-%04x-%04x-%04x-%012llx", static_cast<unsigned>(hi >> 32),
+           static_cast<unsigned>((hi >> 16) & 0xFFFF), static_cast<unsigned>(hi & 0xFFFF),
+           static_cast<unsigned>(lo >> 48),
+           static_cast<unsigned long long>(lo & 0xFFFFFFFFFFFFull));
+  return buf;
+}
+
+Json InstanceList(const BackendRegistry& registry, Role role) {
+  Json list = Json::array();
+  for (const BackendInfo& info : registry.Snapshot()) {
+    if (info.role == role && info.state != Backend::State::kPending) {
+      list.push_back(info.address.Key());
+    }
+  }
+  return list;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ProxyServer>> ProxyServer::Create(ProxyOptions options) {
+  TANDEM_RETURN_IF_ERROR(ValidateProxyOptions(options));
+  return std::unique_ptr<ProxyServer>(new ProxyServer(std::move(options)));
+}
+
+ProxyServer::ProxyServer(ProxyOptions options) : options_(std::move(options)) {
+  const std::string& key = !options_.api_key.empty() ? options_.api_key : options_.backend_api_key;
+  if (!key.empty()) backend_authorization_ = "Bearer " + key;
+  metrics_ = std::make_unique<ProxyMetrics>(&metrics_registry_);
+  registry_ = std::make_unique<BackendRegistry>(&metrics_registry_);
+  for (const BackendAddress& a : options_.prefillers) registry_->Add(Role::kPrefill, a);
+  for (const BackendAddress& a : options_.decoders) registry_->Add(Role::kDecode, a);
+  net::HttpClientOptions client;
+  client.io_threads = options_.io_threads;
+  client.max_idle_connections_per_host = 256;
+  io_ = std::make_unique<BackendIo>(client);
+  context_ = std::make_unique<ProxyContext>(
+      ProxyContext{&options_, registry_.get(), io_.get(), metrics_.get()});
+  prober_ = std::make_unique<HealthProber>(options_, registry_.get(), io_.get(),
+                                           backend_authorization_);
+  net::HttpServerOptions http;
+  http.host = options_.host;
+  http.port = options_.port;
+  http.io_threads = options_.io_threads;
+  http.max_body_bytes = options_.max_body_bytes;
+  http_ = std::make_unique<net::HttpServer>(http);
+  AddRoutes();
+}
+
+ProxyServer::~ProxyServer() { Stop(); }
+
+Status ProxyServer::Start() {
+  TANDEM_RETURN_IF_ERROR(http_->Start());
+  prober_->Start();
+  TANDEM_LOG(INFO) << "tandem proxy on " << options_.host << ":" << http_->port() << ": "
+                   << options_.prefillers.size() << " prefill and " << options_.decoders.size()
+                   << " decode instances";
+  return Status::Ok();
+}
+
+void ProxyServer::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  http_->Stop();  // in-flight responses get the grace period; then OnClose fires
+  io_->Close();   // then nothing new starts on the backends
+}
+
+uint16_t ProxyServer::port() const { return http_->port(); }
+
+void ProxyServer::AddRoutes() {
+  // Wraps a handler with the API-key check.
+  auto guarded = [this](auto handler) {
+    return [this, handler](net::HttpRequest request, WriterPtr writer) {
+      if (!Authorized(request, options_.api_key)) {
+        net::SendError(*writer, 401, "Unauthorized");
+        return;
+      }
+      handler(std::move(request), std::move(writer));
+    };
+  };
+
+  for (const char* target : {"/v1/completions", "/v1/chat/completions"}) {
+    http_->Route("POST", target,
+                 guarded([this, target](net::HttpRequest request, WriterPtr writer) {
+                   StatusOr<Json> body = ParseClientBody(request.body);
+                   if (!body.ok()) {
+                     net::SendError(*writer, 400, body.status().message());
+                     return;
+                   }
+                   PdRequestParams params;
+                   params.target = target;
+                   params.body = std::move(*body);
+                   params.raw_body = std::move(request.body);
+                   params.request_id =
+                       std::string(request.headers.Get("X-Request-Id").value_or(""));
+                   if (params.request_id.empty()) params.request_id = NewRequestId();
+                   params.authorization = !backend_authorization_.empty()
+                                              ? backend_authorization_
+                                              : request.headers.GetOr("Authorization", "");
+                   StartPdRequest(context_.get(), std::move(params), std::move(writer));
+                 }));
+  }
+
+  http_->Route("GET", "/v1/models", guarded([this](net::HttpRequest request, WriterPtr writer) {
+    // Decoders first (up ones first), then prefillers; the first 200 answers.
+    std::vector<BackendAddress> candidates;
+    for (Role role : {Role::kDecode, Role::kPrefill}) {
+      for (bool want_up : {true, false}) {
+        for (const BackendInfo& info : registry_->Snapshot()) {
+          if (info.role != role || info.state == Backend::State::kPending) continue;
+          if ((info.state == Backend::State::kUp) == want_up) candidates.push_back(info.address);
+        }
+      }
+    }
+    std::string authorization = !backend_authorization_.empty()
+                                    ? backend_authorization_
+                                    : request.headers.GetOr("Authorization", "");
+    struct Lookup {
+      std::vector<BackendAddress> candidates;
+      size_t next = 0;
+      std::string authorization;
+      WriterPtr writer;
+      std::function<void()> try_next;
+    };
+    auto lookup = std::make_shared<Lookup>();
+    lookup->candidates = std::move(candidates);
+    lookup->authorization = std::move(authorization);
+    lookup->writer = std::move(writer);
+    BackendIo* io = io_.get();
+    std::weak_ptr<Lookup> weak = lookup;
+    lookup->try_next = [io, weak] {
+      auto self = weak.lock();
+      if (!self) return;
+      if (self->next >= self->candidates.size()) {
+        net::SendError(*self->writer, 503, "no backend instance answered /v1/models");
+        return;
+      }
+      const BackendAddress& address = self->candidates[self->next++];
+      net::HttpClientRequest r;
+      r.method = "GET";
+      r.host = address.host;
+      r.port = address.port;
+      r.target = "/v1/models";
+      r.timeout = std::chrono::seconds(5);
+      if (!self->authorization.empty()) r.headers.Set("Authorization", self->authorization);
+      auto started = io->Fetch(std::move(r), [self](StatusOr<net::HttpResponse> response) {
+        if (response.ok() && response->status == 200) {
+          net::SendJson(*self->writer, 200, std::move(response->body));
+          self->try_next = nullptr;  // breaks the self-reference
+        } else {
+          self->try_next();
+        }
+      });
+      if (!started) net::SendError(*self->writer, 503, "the proxy is shutting down");
+    };
+    lookup->try_next();
+  }));
+
+  auto health = [this](net::HttpRequest, WriterPtr writer) {
+    Json body{{"status", "ok"},
+              {"prefill_instances", registry_->CountActive(Role::kPrefill)},
+              {"decode_instances", registry_->CountActive(Role::kDecode)},
+              {"request_num", metrics_->in_flight()}};
+    net::SendJson(*writer, 200, DumpJson(body));
+  };
+  http_->Route("GET", "/health", health);
+  http_->Route("GET", "/healthcheck", health);
+
+  http_->Route("GET", "/metrics", [this](net::HttpRequest, WriterPtr writer) {
+    writer->SendResponse(200, {{"Content-Type", "text/plain; version=0.0.4; charset=utf-8"}},
+                         metrics_registry_.RenderPrometheus());
+  });
+
+  for (bool add : {true, false}) {
+    http_->Route(
+        "POST", add ? "/instances/add" : "/instances/remove",
+        guarded([this, add](net::HttpRequest request, WriterPtr writer) {
+          StatusOr<Json> body = ParseClientBody(request.body);
+          if (!body.ok()) {
+            net::SendError(*writer, 400, body.status().message());
+            return;
+          }
+          const std::string type = body->value("type", Json("")).is_string()
+                                       ? body->value("type", std::string())
+                                       : std::string();
+          if (type != "prefill" && type != "decode") {
+            net::SendError(*writer, 400,
+                           "Instance type '" + type +
+                               "' is not supported. Only 'prefill' and 'decode' are allowed.",
+                           "", "type");
+            return;
+          }
+          const Role role = type == "prefill" ? Role::kPrefill : Role::kDecode;
+          Json items = body->contains("instances") ? (*body)["instances"]
+                                                   : body->value("instance", Json(nullptr));
+          if (items.is_string()) items = Json::array({items});
+          if (!items.is_array() || items.empty()) {
+            net::SendError(*writer, 400, "'instances' must be a \"host:port\" string or a list",
+                           "", "instances");
+            return;
+          }
+          std::vector<BackendAddress> addresses;
+          for (const Json& item : items) {
+            StatusOr<BackendAddress> a =
+                item.is_string() ? ParseBackendAddress(item.get<std::string>())
+                                 : StatusOr<BackendAddress>(InvalidArgumentError(
+                                       "instances must be \"host:port\" strings"));
+            if (!a.ok()) {
+              net::SendError(*writer, 400, a.status().message(), "", "instances");
+              return;
+            }
+            addresses.push_back(std::move(*a));
+          }
+          if (add) {
+            AddInstances(role, std::move(addresses), std::move(writer));
+          } else {
+            RemoveInstances(role, addresses, *writer);
+          }
+        }));
+  }
+}
+
+void ProxyServer::AddInstances(Role role, std::vector<BackendAddress> addresses,
+                               WriterPtr writer) {
+  // Each new instance starts pending and is probed now; the answer waits for the probes.
+  struct Pending {
+    std::mutex mu;
+    Json added = Json::array(), waiting = Json::array(), existing = Json::array();
+    size_t outstanding = 0;
+    WriterPtr writer;
+  };
+  auto state = std::make_shared<Pending>();
+  state->writer = std::move(writer);
+  std::vector<BackendPtr> to_probe;
+  for (const BackendAddress& address : addresses) {
+    BackendPtr backend = registry_->Add(role, address, Backend::State::kPending);
+    if (backend) {
+      to_probe.push_back(std::move(backend));
+    } else {
+      state->existing.push_back(address.Key());
+    }
+  }
+  state->outstanding = to_probe.size();
+  auto reply = [this, role, state] {
+    std::string message;
+    if (!state->added.empty()) {
+      message += "Added " + std::string(RoleName(role)) + " instances " + state->added.dump() + ". ";
+    }
+    if (!state->waiting.empty()) {
+      message += "Instances " + state->waiting.dump() + " are waiting to be added. ";
+    }
+    if (!state->existing.empty()) {
+      message += "Instances " + state->existing.dump() + " are already present. ";
+    }
+    if (!message.empty()) message.pop_back();
+    Json body{{"message", message},
+              {"added", state->added},
+              {"waiting", state->waiting},
+              {"current_prefill_instances", InstanceList(*registry_, Role::kPrefill)},
+              {"current_decode_instances", InstanceList(*registry_, Role::kDecode)}};
+    net::SendJson(*state->writer, 200, DumpJson(body));
+  };
+  if (to_probe.empty()) return reply();
+  for (const BackendPtr& backend : to_probe) {
+    prober_->Probe(backend->address(), [this, backend, state, reply](bool healthy) {
+      bool last = false;
+      {
+        std::lock_guard<std::mutex> lock(state->mu);
+        if (healthy) {
+          registry_->MarkUp(backend);
+          state->added.push_back(backend->address().Key());
+        } else {
+          registry_->PendingProbeFailed(backend, options_.max_waiting_retries + 1);
+          state->waiting.push_back(backend->address().Key());
+        }
+        last = --state->outstanding == 0;
+      }
+      if (last) reply();
+    });
+  }
+}
+
+void ProxyServer::RemoveInstances(Role role, const std::vector<BackendAddress>& addresses,
+                                  net::HttpResponseWriter& writer) {
+  Json removed = Json::array(), draining = Json::array(), unknown = Json::array();
+  for (const BackendAddress& address : addresses) {
+    switch (registry_->Remove(role, address)) {
+      case BackendRegistry::RemoveResult::kRemoved: removed.push_back(address.Key()); break;
+      case BackendRegistry::RemoveResult::kDraining: draining.push_back(address.Key()); break;
+      case BackendRegistry::RemoveResult::kNotFound: unknown.push_back(address.Key()); break;
+    }
+  }
+  std::string message;
+  if (!removed.empty()) {
+    message += "Removed " + std::string(RoleName(role)) + " instances " + removed.dump() + ". ";
+    TANDEM_LOG(INFO) << "removed " << RoleName(role) << " instances " << removed.dump();
+  }
+  if (!draining.empty()) {
+    message += "Instances " + draining.dump() + " are isolated and waiting to be removed. ";
+  }
+  if (!unknown.empty()) message += "Instances " + unknown.dump() + " are not registered. ";
+  if (!message.empty()) message.pop_back();
+  Json body{{"message", message},
+            {"removed", removed},
+            {"draining", draining},
+            {"current_prefill_instances", InstanceList(*registry_, Role::kPrefill)},
+            {"current_decode_instances", InstanceList(*registry_, Role::kDecode)}};
+  net::SendJson(writer, 200, DumpJson(body));
+}
+
+}  // namespace tandem::proxy
