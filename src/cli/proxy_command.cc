@@ -1,0 +1,131 @@
+// `tandem proxy`: the OpenAI entry point of a PD-disaggregated cluster, with the flags of
+// vllm-ascend's load_balance_proxy_server_example.py (the seeds' proxy.sh runs with
+// `python load_balance_proxy_server_example.py` replaced by `tandem proxy`), plus
+// --api-key. Parses flags and wires ProxyServer; the logic lives in src/proxy.
+#include <pthread.h>
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/common_flags.h"
+#include "common/logging.h"
+#include "proxy/proxy_server.h"
+
+namespace tandem::cli {
+namespace {
+
+struct ProxyFlags {
+  proxy::ProxyOptions options;
+  std::vector<std::string> prefiller_hosts{"localhost"};
+  std::vector<int> prefiller_ports{8001};
+  std::vector<std::string> decoder_hosts{"localhost"};
+  std::vector<int> decoder_ports{8002};
+  double health_check_interval_s = 1.0;
+  int workers = 1;
+  std::string log_level = "INFO";
+};
+
+int RunProxy(ProxyFlags flags) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread starts
+
+  if (const char* env = std::getenv("OPENAI_API_KEY"); env != nullptr) {
+    flags.options.backend_api_key = env;
+  }
+  auto proxy = proxy::ProxyServer::Create(flags.options);
+  if (!proxy.ok()) return ReportError(proxy.status());
+  if (Status s = (*proxy)->Start(); !s.ok()) return ReportError(s);
+
+  int sig = 0;
+  sigwait(&set, &sig);
+  TANDEM_LOG(INFO) << "received signal " << sig << "; shutting down";
+  (*proxy)->Stop();
+  TANDEM_LOG(INFO) << "shutdown complete";
+  return 0;
+}
+
+}  // namespace
+
+void RegisterProxy(CLI::App& app, RunFn* run) {
+  auto flags = std::make_shared<ProxyFlags>();
+  ProxyFlags& f = *flags;
+  proxy::ProxyOptions& o = f.options;
+  CLI::App* cmd =
+      app.add_subcommand("proxy", "PD load-balancing proxy (load_balance_proxy_server_example's flags)");
+  cmd->add_option("--host", o.host, "bind address")->capture_default_str();
+  cmd->add_option("--port", o.port, "port")->check(CLI::Range(1, 65535))->capture_default_str();
+  cmd->add_option("--prefiller-hosts", f.prefiller_hosts, "prefill instance hosts")
+      ->expected(1, -1)
+      ->capture_default_str();
+  cmd->add_option("--prefiller-ports", f.prefiller_ports, "prefill instance ports (one per host)")
+      ->expected(1, -1)
+      ->check(CLI::Range(1, 65535))
+      ->capture_default_str();
+  cmd->add_option("--decoder-hosts", f.decoder_hosts, "decode instance hosts")
+      ->expected(1, -1)
+      ->capture_default_str();
+  cmd->add_option("--decoder-ports", f.decoder_ports, "decode instance ports (one per host)")
+      ->expected(1, -1)
+      ->check(CLI::Range(1, 65535))
+      ->capture_default_str();
+  cmd->add_option("--max-retries", o.max_retries, "attempts per phase on transport errors / 5xx")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
+  cmd->add_option("--retry-delay", o.retry_delay_s,
+                  "base delay (seconds) of the exponential back-off between attempts")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str();
+  cmd->add_option("--max-waiting-retries", o.max_waiting_retries,
+                  "probes of an instance added at run time before it is given up")
+      ->check(CLI::Range(0, 1000000))
+      ->capture_default_str();
+  cmd->add_option("--waiting-retry-interval", o.waiting_retry_interval_s,
+                  "seconds between those probes")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
+  cmd->add_option("--health-check-interval", f.health_check_interval_s,
+                  "seconds between GET /health probes of a down instance")
+      ->check(CLI::Range(0.01, 3600.0))
+      ->capture_default_str();
+  cmd->add_option("--workers", f.workers,
+                  "accepted for compatibility: I/O threads (one process serves everything)")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  cmd->add_option("--log-level", f.log_level, "DEBUG, INFO, WARNING, ERROR or CRITICAL")
+      ->transform(CLI::IsMember({"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"},
+                                CLI::ignore_case))
+      ->capture_default_str();
+  cmd->add_option("--api-key", o.api_key,
+                  "require 'Authorization: Bearer KEY' from clients; sent to the backends");
+  cmd->callback([flags, run] {
+    ProxyFlags& f = *flags;
+    auto prefillers = proxy::PairAddresses("prefiller", f.prefiller_hosts, f.prefiller_ports);
+    if (!prefillers.ok()) throw CLI::ValidationError("proxy", prefillers.status().message());
+    auto decoders = proxy::PairAddresses("decoder", f.decoder_hosts, f.decoder_ports);
+    if (!decoders.ok()) throw CLI::ValidationError("proxy", decoders.status().message());
+    f.options.prefillers = std::move(*prefillers);
+    f.options.decoders = std::move(*decoders);
+    f.options.health_check_interval = std::chrono::milliseconds(
+        std::max<int64_t>(10, std::llround(f.health_check_interval_s * 1000)));
+    f.options.io_threads = std::max(2, f.workers);
+    std::string level = f.log_level;
+    std::transform(level.begin(), level.end(), level.begin(),
+                   [](unsigned char c) { return std::toupper(c); });
+    SetMinLogLevel(level == "DEBUG"     ? LogLevel::kDebug
+                   : level == "INFO"    ? LogLevel::kInfo
+                   : level == "WARNING" ? LogLevel::kWarning
+                                        : LogLevel::kError);
+    *run = [flags] { return RunProxy(*flags); };
+  });
+}
+
+}  // namespace tandem::cli
