@@ -16,6 +16,7 @@ APT_PACKAGES=(
   clang libclang-rt-14-dev
   libboost1.81-dev nlohmann-json3-dev libcli11-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  etcd-server etcd-client
   python3 python3-pip
 )
 missing=()
