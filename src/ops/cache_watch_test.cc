@@ -1,0 +1,116 @@
+#include "ops/cache_watch.h"
+
+#include <gtest/gtest.h>
+
+#include "ops/prefix_cache_stats.h"
+
+namespace tandem::ops {
+namespace {
+
+std::string Engine(const std::string& engine, double q, double h, double eq = -1, double eh = -1) {
+  const std::string labels = "{engine=\"" + engine + "\",model_name=\"m\"}";
+  std::string out = "vllm:prefix_cache_queries_total" + labels + " " + std::to_string(q) + "\n" +
+                    "vllm:prefix_cache_hits_total" + labels + " " + std::to_string(h) + "\n";
+  if (eq >= 0) {
+    out += "vllm:external_prefix_cache_queries_total" + labels + " " + std::to_string(eq) + "\n";
+    out += "vllm:external_prefix_cache_hits_total" + labels + " " + std::to_string(eh) + "\n";
+  }
+  return out + "vllm:num_requests_running" + labels + " 3\n";
+}
+
+TEST(PrefixCacheStats, GroupsByEngineLabelAndSumsOtherLabels) {
+  auto samples = ParsePrometheusText(
+      Engine("0", 100, 40) + Engine("1", 10, 5, 5, 5) +
+      "vllm:prefix_cache_hits_total{engine=\"0\",model_name=\"alias\"} 10\n"
+      "vllm:prefix_cache_queries_total 7\n");
+  ASSERT_TRUE(samples.ok());
+  auto by_engine = PrefixCacheCountersByEngine(*samples);
+  ASSERT_EQ(by_engine.size(), 3u);
+  EXPECT_EQ(by_engine["0"].local_queries_tokens, 100);
+  EXPECT_EQ(by_engine["0"].local_hits_tokens, 50);
+  EXPECT_EQ(by_engine["1"].ext_hits_tokens, 5);
+  EXPECT_EQ(by_engine[""].local_queries_tokens, 7);
+}
+
+TEST(PrefixCacheStats, RatesFollowTheDesignDefinitions) {
+  PrefixCacheCounters total{200, 100, 100, 25};
+  PrefixCacheCounters window{50, 10, 40, 20};
+  HitRates r = ComputeHitRates(window, total);
+  EXPECT_DOUBLE_EQ(*r.local_win, 0.2);
+  EXPECT_DOUBLE_EQ(*r.local_total, 0.5);
+  EXPECT_DOUBLE_EQ(*r.ext_win, 0.5);
+  EXPECT_DOUBLE_EQ(*r.ext_total, 0.25);
+  EXPECT_DOUBLE_EQ(*r.eff_total, 125.0 / 200.0);  // (local hits + pool hits) / local queries
+  HitRates empty = ComputeHitRates({}, {});
+  EXPECT_FALSE(empty.local_win || empty.local_total || empty.ext_win || empty.ext_total ||
+               empty.eff_total);
+}
+
+TEST(PrefixCacheStats, CounterResetCountsTheNewValue) {
+  PrefixCacheCounters before{100, 50, 10, 5};
+  PrefixCacheCounters after{30, 20, 12, 6};  // local counters restarted
+  PrefixCacheCounters inc = CounterIncrease(before, after);
+  EXPECT_EQ(inc.local_queries_tokens, 30);
+  EXPECT_EQ(inc.local_hits_tokens, 20);
+  EXPECT_EQ(inc.ext_queries_tokens, 2);
+  EXPECT_EQ(inc.ext_hits_tokens, 1);
+}
+
+TEST(CacheWatch, WindowIsTheDifferenceBetweenScrapesPerEngineAndInTotal) {
+  CacheWatch watch({"a:1", "b:2"});
+  WatchReport first = watch.Update({Engine("0", 100, 50), Engine("0", 100, 0, 100, 100)});
+  ASSERT_EQ(first.rows.size(), 3u);
+  EXPECT_EQ(first.rows[0].name, "a:1 engine=0");
+  EXPECT_EQ(first.rows[1].name, "b:2 engine=0");
+  EXPECT_EQ(first.rows[2].name, "total");
+  EXPECT_FALSE(first.rows[0].rates.local_win);  // no window yet
+  EXPECT_DOUBLE_EQ(*first.rows[0].rates.local_total, 0.5);
+  EXPECT_DOUBLE_EQ(*first.rows[2].rates.local_total, 0.25);
+  EXPECT_DOUBLE_EQ(*first.rows[2].rates.eff_total, 150.0 / 200.0);
+
+  WatchReport second = watch.Update({Engine("0", 200, 140), Engine("0", 300, 100, 200, 150)});
+  EXPECT_DOUBLE_EQ(*second.rows[0].rates.local_win, 0.9);   // 90 / 100
+  EXPECT_DOUBLE_EQ(*second.rows[1].rates.local_win, 0.5);   // 100 / 200
+  EXPECT_DOUBLE_EQ(*second.rows[1].rates.ext_win, 0.5);     // 50 / 100
+  EXPECT_DOUBLE_EQ(*second.rows[1].rates.ext_total, 0.75);  // 150 / 200
+  EXPECT_DOUBLE_EQ(*second.rows[2].rates.local_win, 190.0 / 300.0);
+  EXPECT_FALSE(second.rows[0].rates.ext_win);  // engine a has no pool counters
+
+  std::string text = FormatWatchReport(second, "2026-01-01T00:00:00Z", 5);
+  std::string squeezed;  // columns are padded; compare with single spaces
+  for (char c : text) {
+    if (c != ' ' || (!squeezed.empty() && squeezed.back() != ' ')) squeezed += c;
+  }
+  EXPECT_NE(squeezed.find("engine local_win local_total ext_win ext_total eff_total\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(squeezed.find("b:2 engine=0 50.0% 33.3% 50.0% 75.0% 83.3%\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("90.0%"), std::string::npos) << text;
+  EXPECT_NE(text.find("window 5.0 s"), std::string::npos) << text;
+}
+
+TEST(CacheWatch, AFailedScrapeIsReportedAndTheNextWindowSpansFromTheLastGoodOne) {
+  CacheWatch watch({"a:1"});
+  watch.Update({Engine("0", 100, 50)});
+  WatchReport failed = watch.Update({StatusOr<std::string>(UnavailableError("refused"))});
+  ASSERT_EQ(failed.errors.size(), 1u);
+  EXPECT_NE(failed.errors[0].find("a:1"), std::string::npos);
+  ASSERT_EQ(failed.rows.size(), 1u);  // only "total"
+  WatchReport next = watch.Update({Engine("0", 300, 250)});
+  EXPECT_DOUBLE_EQ(*next.rows[0].rates.local_win, 1.0);  // (250-50) / (300-100)
+  WatchReport garbage = watch.Update({std::string("not metrics at all\n")});
+  EXPECT_EQ(garbage.errors.size(), 1u);
+}
+
+TEST(CacheWatch, SeveralEnginesBehindOneEndpoint) {
+  CacheWatch watch({"proxy:8000"});
+  WatchReport r = watch.Update({Engine("0", 10, 5) + Engine("1", 30, 15)});
+  ASSERT_EQ(r.rows.size(), 3u);
+  EXPECT_EQ(r.rows[0].name, "proxy:8000 engine=0");
+  EXPECT_EQ(r.rows[1].name, "proxy:8000 engine=1");
+  EXPECT_DOUBLE_EQ(*r.rows[2].rates.local_total, 0.5);
+}
+
+}  // namespace
+}  // namespace tandem::ops
