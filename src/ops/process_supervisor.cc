@@ -80,7 +80,7 @@ void ProcessSupervisor::Reap(bool* no_descendants_left) {
       const bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
       const bool stop_signal = WIFSIGNALED(status) &&
                                (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGINT);
-      if (clean || (stopped_by_signal_ && stop_signal)) {
+      if (clean || (stopping_ && stop_signal)) {  // stopped by us: expected
         TANDEM_LOG(INFO) << child.name << " " << DescribeStatus(status);
         break;
       }
@@ -112,7 +112,6 @@ int ProcessSupervisor::Wait() {
       TANDEM_LOG(INFO) << "received " << strsignal(sig) << "; forwarding it to every rank";
       if (!stopping_) kill_deadline_ = std::chrono::steady_clock::now() + options_.stop_timeout;
       stopping_ = true;
-      stopped_by_signal_ = true;
       SignalAll(sig);
     }
     if (stopping_ && !killed_ && std::chrono::steady_clock::now() >= kill_deadline_) {

@@ -58,7 +58,6 @@ class ProcessSupervisor {
   SupervisorOptions options_;
   std::vector<Child> children_;
   bool stopping_ = false;
-  bool stopped_by_signal_ = false;
   bool killed_ = false;
   int exit_code_ = 0;
   std::chrono::steady_clock::time_point kill_deadline_;
