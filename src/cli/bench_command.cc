@@ -69,9 +69,9 @@ int RunBenchServe(BenchFlags f) {
   o.target.host = url->host;
   o.target.port = url->port;
   base_url = "http://" + url->HostPort();
-  o.target.endpoint = !f.endpoint.empty() ? f.endpoint
+  o.target.endpoint = !f.endpoint.empty()                      ? f.endpoint
                       : *kind == ops::WorkloadKind::kMultiTurn ? "/v1/chat/completions"
-                                                                : "/v1/completions";
+                                                               : "/v1/completions";
   if (*kind == ops::WorkloadKind::kMultiTurn && !ops::IsChatEndpoint(o.target.endpoint)) {
     return ReportError(InvalidArgumentError("the multi-turn workload needs a chat endpoint"));
   }
@@ -95,9 +95,9 @@ int RunBenchServe(BenchFlags f) {
 
   ops::WorkloadOptions w = f.w;
   w.kind = *kind;
-  w.prefix_len = f.prefix_len >= 0 ? f.prefix_len
+  w.prefix_len = f.prefix_len >= 0                           ? f.prefix_len
                  : *kind == ops::WorkloadKind::kSharedPrefix ? 512
-                                                              : 0;
+                                                             : 0;
   if (auto ratio = ops::MeasureTokensPerWord(o.target); ratio.ok()) {
     w.tokens_per_word = *ratio;
   } else {
@@ -108,8 +108,8 @@ int RunBenchServe(BenchFlags f) {
   if (!sessions.ok()) return ReportError(sessions.status());
 
   std::vector<ops::MetricsEndpoint> metrics;
-  for (const std::string& m : f.metrics_urls.empty() ? std::vector<std::string>{base_url}
-                                                     : f.metrics_urls) {
+  for (const std::string& m :
+       f.metrics_urls.empty() ? std::vector<std::string>{base_url} : f.metrics_urls) {
     auto endpoint = ops::ParseMetricsEndpoint(m);
     if (!endpoint.ok()) return ReportError(endpoint.status().WithContext("--metrics-url"));
     metrics.push_back(*endpoint);
@@ -132,8 +132,8 @@ int RunBenchServe(BenchFlags f) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     // A terminal gets one redrawn line; a log file gets a line per tenth of the run.
     if (tty) {
-      std::cerr << "\r" << ops::FormatProgress(done, total, elapsed)
-                << (done == total ? "\n" : "") << std::flush;
+      std::cerr << "\r" << ops::FormatProgress(done, total, elapsed) << (done == total ? "\n" : "")
+                << std::flush;
     } else if (done == total || (total >= 10 && done % (total / 10) == 0)) {
       std::cerr << ops::FormatProgress(done, total, elapsed) << "\n";
     }
@@ -156,8 +156,8 @@ int RunBenchServe(BenchFlags f) {
   report.run_options.on_progress = nullptr;
   report.workload = w;
   report.slos = *slos;
-  report.metrics = ops::ComputeBenchMetrics(report.run.results,
-                                            std::max(report.run.duration_s, 1e-9), *slos);
+  report.metrics =
+      ops::ComputeBenchMetrics(report.run.results, std::max(report.run.duration_s, 1e-9), *slos);
   std::cout << ops::FormatBenchReport(report) << std::flush;
   for (const ops::RequestResult& r : report.run.results) {
     if (!r.success) {

@@ -58,8 +58,7 @@ void RegisterLaunch(CLI::App& app, RunFn* run) {
   cmd->add_option("--vllm-start-port", o.vllm_start_port, "engine port of local rank 0")
       ->capture_default_str();
   cmd->add_option("--template", o.template_path, "the per-rank script")->capture_default_str();
-  cmd->add_option("--stop-timeout", *stop_timeout_s,
-                  "seconds between the stop signal and SIGKILL")
+  cmd->add_option("--stop-timeout", *stop_timeout_s, "seconds between the stop signal and SIGKILL")
       ->check(CLI::Range(0, 86400))
       ->capture_default_str();
   cmd->callback([options, stop_timeout_s, run] {

@@ -44,8 +44,7 @@ void AddReadinessFlags(CLI::App* cmd, ProbeFlags* f) {
   cmd->add_option("--timeout", f->timeout_s, "request timeout in seconds")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  cmd->add_option("--log-file", f->log_file, "appended log (\"\" for none)")
-      ->capture_default_str();
+  cmd->add_option("--log-file", f->log_file, "appended log (\"\" for none)")->capture_default_str();
 }
 
 ops::ReadinessProbeOptions ReadinessOptions(const ProbeFlags& f) {
@@ -74,8 +73,7 @@ int RunLiveness(const ProbeFlags& f) {
   o.master = role == "master";
   o.liveness_file = f.liveness_file;
   o.liveness_timeout = std::chrono::seconds(f.liveness_timeout_s);
-  o.etcd_address =
-      !f.etcd_address.empty() ? f.etcd_address : ops::LocalHostAddress() + ":12379";
+  o.etcd_address = !f.etcd_address.empty() ? f.etcd_address : ops::LocalHostAddress() + ":12379";
   o.etcd_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.etcd_timeout_s * 1000));
   o.readiness = ReadinessOptions(f);
   return ops::RunLivenessProbe(o, std::cout);
@@ -102,11 +100,12 @@ void RegisterProbe(CLI::App& app, RunFn* run) {
       ->check(CLI::IsMember({"master", "slave"}));
   liveness->add_option("--role", flags->role_flag, "master or slave")
       ->check(CLI::IsMember({"master", "slave"}));
-  liveness->add_option("-f,--liveness-file", flags->liveness_file,
-                       "the pool worker's liveness file")
+  liveness
+      ->add_option("-f,--liveness-file", flags->liveness_file, "the pool worker's liveness file")
       ->capture_default_str();
-  liveness->add_option("-t,--liveness-timeout", flags->liveness_timeout_s,
-                       "largest age of the liveness file, seconds")
+  liveness
+      ->add_option("-t,--liveness-timeout", flags->liveness_timeout_s,
+                   "largest age of the liveness file, seconds")
       ->check(CLI::Range(0, 86400 * 365))
       ->capture_default_str();
   liveness->add_option("--etcd-address", flags->etcd_address,

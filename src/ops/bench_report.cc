@@ -84,8 +84,7 @@ std::string FormatBenchReport(const BenchReport& r) {
   if (r.cache_increase) {
     const PrefixCacheCounters& c = *r.cache_increase;
     out += Banner("Prefix Cache (engine /metrics)", '-');
-    out += Line("Local hit rate (%):",
-                Rate(Ratio(c.local_hits_tokens, c.local_queries_tokens)));
+    out += Line("Local hit rate (%):", Rate(Ratio(c.local_hits_tokens, c.local_queries_tokens)));
     out += Line("Pool hit rate (%):", Rate(Ratio(c.ext_hits_tokens, c.ext_queries_tokens)));
     out += Line("Effective hit rate (%):",
                 Rate(Ratio(c.local_hits_tokens + c.ext_hits_tokens, c.local_queries_tokens)));
@@ -103,14 +102,11 @@ std::string BenchReportJson(const BenchReport& r) {
   j["base_url"] = r.base_url;
   j["endpoint"] = o.target.endpoint;
   j["model_id"] = o.target.model;
-  j["workload"] = {{"name", WorkloadKindName(r.workload.kind)},
-                   {"input_len", r.workload.input_len},
-                   {"output_len", r.workload.output_len},
-                   {"range_ratio", r.workload.range_ratio},
-                   {"prefix_len", r.workload.prefix_len},
-                   {"num_prefixes", r.workload.num_prefixes},
-                   {"num_turns", r.workload.num_turns},
-                   {"tokens_per_word", r.workload.tokens_per_word}};
+  j["workload"] = {
+      {"name", WorkloadKindName(r.workload.kind)}, {"input_len", r.workload.input_len},
+      {"output_len", r.workload.output_len},       {"range_ratio", r.workload.range_ratio},
+      {"prefix_len", r.workload.prefix_len},       {"num_prefixes", r.workload.num_prefixes},
+      {"num_turns", r.workload.num_turns},         {"tokens_per_word", r.workload.tokens_per_word}};
   j["num_prompts"] = r.workload.num_prompts;
   j["request_rate"] = std::isfinite(o.request_rate) ? json(o.request_rate) : json("inf");
   j["burstiness"] = o.burstiness;
@@ -132,8 +128,8 @@ std::string BenchReportJson(const BenchReport& r) {
   j["total_token_throughput"] = m.total_token_throughput;
   j["max_in_flight"] = r.run.max_in_flight;
   json input_lens = json::array(), output_lens = json::array(), cached = json::array(),
-       ttfts = json::array(), itls = json::array(), e2els = json::array(),
-       errors = json::array(), texts = json::array();
+       ttfts = json::array(), itls = json::array(), e2els = json::array(), errors = json::array(),
+       texts = json::array();
   for (const RequestResult& res : r.run.results) {
     input_lens.push_back(res.prompt_tokens);
     output_lens.push_back(res.output_tokens);

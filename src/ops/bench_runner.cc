@@ -1,8 +1,8 @@
 #include "ops/bench_runner.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <condition_variable>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -29,11 +29,13 @@ std::string ChunkText(const json& chunk) {
   }
   const json& choice = chunk["choices"][0];
   std::string text;
-  if (choice.contains("text") && choice["text"].is_string()) text += choice["text"].get<std::string>();
+  if (choice.contains("text") && choice["text"].is_string())
+    text += choice["text"].get<std::string>();
   if (choice.contains("delta") && choice["delta"].is_object()) {
     const json& delta = choice["delta"];
     for (const char* field : {"reasoning_content", "content"}) {
-      if (delta.contains(field) && delta[field].is_string()) text += delta[field].get<std::string>();
+      if (delta.contains(field) && delta[field].is_string())
+        text += delta[field].get<std::string>();
     }
     if (delta.contains("tool_calls") && text.empty() && !delta["tool_calls"].empty()) {
       text = delta["tool_calls"].dump();  // a tool-call chunk is generated output too
@@ -149,8 +151,8 @@ class Runner {
       if (!to_start.empty()) {
         std::vector<std::string> bodies;
         for (const Ready& r : to_start) {
-          bodies.push_back(BuildRequestBody(options_, sessions_[r.session], r.turn,
-                                            history_[r.session]));
+          bodies.push_back(
+              BuildRequestBody(options_, sessions_[r.session], r.turn, history_[r.session]));
         }
         lock.unlock();  // callbacks take the lock; never call Stream() holding it
         for (size_t k = 0; k < to_start.size(); ++k) {
@@ -166,8 +168,7 @@ class Runner {
         lock.lock();
         continue;
       }
-      const bool can_start =
-          options_.max_concurrency <= 0 || in_flight_ < options_.max_concurrency;
+      const bool can_start = options_.max_concurrency <= 0 || in_flight_ < options_.max_concurrency;
       if (can_start && !ready_.empty()) {
         const auto wake = start_ + std::chrono::duration_cast<Clock::duration>(
                                        std::chrono::duration<double>(ready_.top().at_s));
@@ -298,8 +299,8 @@ BenchRun RunBenchmark(const BenchRunOptions& options, const std::vector<BenchSes
 
 namespace {
 
-net::HttpClientRequest JsonRequest(const BenchTarget& target, std::string method,
-                                   std::string path, std::string body) {
+net::HttpClientRequest JsonRequest(const BenchTarget& target, std::string method, std::string path,
+                                   std::string body) {
   net::HttpClientRequest request;
   request.method = std::move(method);
   request.host = target.host;

@@ -24,13 +24,13 @@ namespace tandem::ops {
 // What the client saw of one request.
 struct RequestResult {
   bool success = false;
-  std::string error;        // why it failed ("" on success)
-  int prompt_tokens = 0;    // usage.prompt_tokens (0 when the server sent no usage)
-  int cached_tokens = 0;    // usage.prompt_tokens_details.cached_tokens, when reported
-  int output_tokens = 0;    // usage.completion_tokens, else the number of content chunks
+  std::string error;      // why it failed ("" on success)
+  int prompt_tokens = 0;  // usage.prompt_tokens (0 when the server sent no usage)
+  int cached_tokens = 0;  // usage.prompt_tokens_details.cached_tokens, when reported
+  int output_tokens = 0;  // usage.completion_tokens, else the number of content chunks
   double ttft_s = 0;
-  double latency_s = 0;      // end-to-end
-  std::vector<double> itl_s; // gaps between successive content chunks
+  double latency_s = 0;       // end-to-end
+  std::vector<double> itl_s;  // gaps between successive content chunks
   std::string generated_text;
 };
 
@@ -68,10 +68,10 @@ struct BenchMetrics {
   double duration_s = 0;
   long total_input_tokens = 0;
   long total_output_tokens = 0;
-  double request_throughput = 0;      // completed requests / s
+  double request_throughput = 0;          // completed requests / s
   std::optional<double> request_goodput;  // requests meeting the SLOs / s (with SLOs only)
-  double output_throughput = 0;       // output tokens / s
-  double total_token_throughput = 0;  // (input + output tokens) / s
+  double output_throughput = 0;           // output tokens / s
+  double total_token_throughput = 0;      // (input + output tokens) / s
   LatencySummary ttft;
   LatencySummary tpot;
   LatencySummary itl;

@@ -54,7 +54,7 @@ TEST(BenchStats, MetricsFollowVllmDefinitions) {
   std::vector<RequestResult> results;
   results.push_back(Done(0.1, 1.1, 11));  // TPOT (1.1 - 0.1) / 10 = 0.1
   results.back().itl_s = {0.1, 0.1};
-  results.push_back(Done(0.3, 0.3, 1));   // one token: no TPOT sample
+  results.push_back(Done(0.3, 0.3, 1));  // one token: no TPOT sample
   results.back().itl_s = {};
   RequestResult failed;
   failed.error = "HTTP 500";
@@ -83,10 +83,10 @@ TEST(BenchStats, GoodputCountsRequestsMeetingEverySlo) {
   auto goodput = [&](std::vector<std::string> items) {
     return *ComputeBenchMetrics(results, 2.0, ParseGoodputSlos(items).value()).request_goodput;
   };
-  EXPECT_DOUBLE_EQ(goodput({"ttft:500"}), 1.0);           // 1st and 3rd
-  EXPECT_DOUBLE_EQ(goodput({"tpot:100"}), 1.0);           // 1st and 2nd (0 counts)
+  EXPECT_DOUBLE_EQ(goodput({"ttft:500"}), 1.0);  // 1st and 3rd
+  EXPECT_DOUBLE_EQ(goodput({"tpot:100"}), 1.0);  // 1st and 2nd (0 counts)
   EXPECT_DOUBLE_EQ(goodput({"ttft:500", "tpot:100"}), 0.5);
-  EXPECT_DOUBLE_EQ(goodput({"e2el:1000"}), 0.5);          // only the 2nd
+  EXPECT_DOUBLE_EQ(goodput({"e2el:1000"}), 0.5);  // only the 2nd
   EXPECT_DOUBLE_EQ(goodput({"e2el:10000"}), 1.5);
 }
 

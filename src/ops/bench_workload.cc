@@ -9,28 +9,31 @@ namespace {
 
 // Common words that most tokenizers keep as one token each (with the leading space).
 constexpr const char* kWords[] = {
-    "the",    "of",      "and",    "to",     "in",     "is",     "that",   "for",    "it",
-    "as",     "was",     "with",   "be",     "by",     "on",     "not",    "he",     "this",
-    "are",    "or",      "his",    "from",   "at",     "which",  "but",    "have",   "an",
-    "had",    "they",    "you",    "were",   "their",  "one",    "all",    "we",     "can",
-    "her",    "has",     "there",  "been",   "if",     "more",   "when",   "will",   "would",
-    "who",    "so",      "no",     "time",   "people", "year",   "way",    "day",    "man",
-    "thing",  "woman",   "life",   "child",  "world",  "school", "state",  "family", "student",
-    "group",  "country", "problem", "hand",  "part",   "place",  "case",   "week",   "company",
-    "system", "program", "question", "work", "number", "night",  "point",  "home",   "water",
-    "room",   "mother",  "area",   "money",  "story",  "fact",   "month",  "lot",    "right",
-    "study",  "book",    "eye",    "job",    "word",   "business", "issue", "side",  "kind",
-    "head",   "house",   "service", "friend", "father", "power", "hour",   "game",   "line",
-    "end",    "member",  "law",    "car",    "city",   "name",   "team",   "minute", "idea",
-    "body",   "back",    "parent", "face",   "others", "level",  "office", "door",   "health",
-    "person", "art",     "war",    "history", "party", "result", "change", "morning", "reason",
-    "research", "girl",  "guy",    "moment", "air",    "teacher", "force", "education", "good",
-    "new",    "first",   "last",   "long",   "great",  "little", "own",    "other",  "old",
-    "big",    "high",    "small",  "large",  "next",   "early",  "young",  "important", "few",
-    "public", "bad",     "same",   "able",   "make",   "know",   "take",   "see",    "come",
-    "think",  "look",    "want",   "give",   "use",    "find",   "tell",   "ask",    "seem",
-    "feel",   "try",     "leave",  "call",   "river",  "light",  "music",  "green",  "table",
-    "window", "garden",  "road",   "paper",  "train",  "summer", "winter", "market", "bridge",
+    "the",       "of",      "and",      "to",     "in",      "is",      "that",      "for",
+    "it",        "as",      "was",      "with",   "be",      "by",      "on",        "not",
+    "he",        "this",    "are",      "or",     "his",     "from",    "at",        "which",
+    "but",       "have",    "an",       "had",    "they",    "you",     "were",      "their",
+    "one",       "all",     "we",       "can",    "her",     "has",     "there",     "been",
+    "if",        "more",    "when",     "will",   "would",   "who",     "so",        "no",
+    "time",      "people",  "year",     "way",    "day",     "man",     "thing",     "woman",
+    "life",      "child",   "world",    "school", "state",   "family",  "student",   "group",
+    "country",   "problem", "hand",     "part",   "place",   "case",    "week",      "company",
+    "system",    "program", "question", "work",   "number",  "night",   "point",     "home",
+    "water",     "room",    "mother",   "area",   "money",   "story",   "fact",      "month",
+    "lot",       "right",   "study",    "book",   "eye",     "job",     "word",      "business",
+    "issue",     "side",    "kind",     "head",   "house",   "service", "friend",    "father",
+    "power",     "hour",    "game",     "line",   "end",     "member",  "law",       "car",
+    "city",      "name",    "team",     "minute", "idea",    "body",    "back",      "parent",
+    "face",      "others",  "level",    "office", "door",    "health",  "person",    "art",
+    "war",       "history", "party",    "result", "change",  "morning", "reason",    "research",
+    "girl",      "guy",     "moment",   "air",    "teacher", "force",   "education", "good",
+    "new",       "first",   "last",     "long",   "great",   "little",  "own",       "other",
+    "old",       "big",     "high",     "small",  "large",   "next",    "early",     "young",
+    "important", "few",     "public",   "bad",    "same",    "able",    "make",      "know",
+    "take",      "see",     "come",     "think",  "look",    "want",    "give",      "use",
+    "find",      "tell",    "ask",      "seem",   "feel",    "try",     "leave",     "call",
+    "river",     "light",   "music",    "green",  "table",   "window",  "garden",    "road",
+    "paper",     "train",   "summer",   "winter", "market",  "bridge",
 };
 constexpr size_t kNumWords = sizeof(kWords) / sizeof(kWords[0]);
 
@@ -136,8 +139,7 @@ StatusOr<std::vector<BenchSession>> BuildWorkload(const WorkloadOptions& o) {
   return sessions;
 }
 
-std::vector<double> ArrivalTimes(int count, double request_rate, double burstiness,
-                                 uint64_t seed) {
+std::vector<double> ArrivalTimes(int count, double request_rate, double burstiness, uint64_t seed) {
   std::vector<double> times(std::max(count, 0), 0.0);
   if (!std::isfinite(request_rate) || request_rate <= 0) return times;
   std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ULL);  // independent of the prompt stream

@@ -63,8 +63,7 @@ StatusOr<std::vector<BenchSession>> BuildWorkload(const WorkloadOptions& options
 // `count` send times in seconds from the start: gaps drawn from a gamma distribution of
 // shape `burstiness` and mean 1 / rate (burstiness 1 is a Poisson process, as vLLM's
 // --request-rate/--burstiness). A non-finite or non-positive rate sends all at time 0.
-std::vector<double> ArrivalTimes(int count, double request_rate, double burstiness,
-                                 uint64_t seed);
+std::vector<double> ArrivalTimes(int count, double request_rate, double burstiness, uint64_t seed);
 
 // `num_words` words drawn by `seed` (a helper for the workload and the calibration).
 std::string RandomWords(int num_words, uint64_t seed);

@@ -19,7 +19,7 @@
 namespace tandem::ops {
 
 struct WatchRow {
-  std::string name;  // "host:port engine=0", or "total"
+  std::string name;            // "host:port engine=0", or "total"
   PrefixCacheCounters window;  // increase since the previous scrape (zero on the first)
   PrefixCacheCounters total;   // cumulative
   HitRates rates;

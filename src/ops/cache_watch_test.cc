@@ -19,10 +19,10 @@ std::string Engine(const std::string& engine, double q, double h, double eq = -1
 }
 
 TEST(PrefixCacheStats, GroupsByEngineLabelAndSumsOtherLabels) {
-  auto samples = ParsePrometheusText(
-      Engine("0", 100, 40) + Engine("1", 10, 5, 5, 5) +
-      "vllm:prefix_cache_hits_total{engine=\"0\",model_name=\"alias\"} 10\n"
-      "vllm:prefix_cache_queries_total 7\n");
+  auto samples =
+      ParsePrometheusText(Engine("0", 100, 40) + Engine("1", 10, 5, 5, 5) +
+                          "vllm:prefix_cache_hits_total{engine=\"0\",model_name=\"alias\"} 10\n"
+                          "vllm:prefix_cache_queries_total 7\n");
   ASSERT_TRUE(samples.ok());
   auto by_engine = PrefixCacheCountersByEngine(*samples);
   ASSERT_EQ(by_engine.size(), 3u);

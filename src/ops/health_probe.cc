@@ -1,8 +1,8 @@
 #include "ops/health_probe.h"
 
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <arpa/inet.h>
 #include <unistd.h>
 
 #include <ctime>
@@ -95,9 +95,9 @@ bool EtcdHealthy(const LivenessProbeOptions& o, ProbeLog& log, std::ostream& out
     healthy = body.is_object() && body.contains("health") && body["health"] == "true";
   }
   if (!healthy) {
-    const std::string why = !response.ok() ? response.status().ToString()
-                                           : std::to_string(response->status) + " " +
-                                                 response->body;
+    const std::string why = !response.ok()
+                                ? response.status().ToString()
+                                : std::to_string(response->status) + " " + response->body;
     log.Error("etcd check fail ! etcd is not ready: " + o.etcd_address + " (" + why + ")");
     return false;
   }

@@ -10,8 +10,8 @@ StatusOr<std::vector<RankLaunch>> PlanLaunch(const LaunchOptions& o) {
   if (o.dp_rank_start < 0) return InvalidArgumentError("--dp-rank-start must not be negative");
   if (o.dp_rank_start + local > o.dp_size) {
     return InvalidArgumentError("ranks " + std::to_string(o.dp_rank_start) + ".." +
-                                std::to_string(o.dp_rank_start + local - 1) +
-                                " exceed --dp-size " + std::to_string(o.dp_size));
+                                std::to_string(o.dp_rank_start + local - 1) + " exceed --dp-size " +
+                                std::to_string(o.dp_size));
   }
   if (o.vllm_start_port < 1 || o.vllm_start_port + local - 1 > 65535) {
     return InvalidArgumentError("engine ports " + std::to_string(o.vllm_start_port) + ".." +

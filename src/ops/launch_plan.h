@@ -18,11 +18,11 @@
 namespace tandem::ops {
 
 struct LaunchOptions {
-  int dp_size = 0;           // data-parallel ranks over all nodes; required (>= 1)
-  int tp_size = 1;           // devices (cores) per rank
-  int dp_size_local = -1;    // ranks on this node; -1 = dp_size
-  int dp_rank_start = 0;     // global rank of this node's first rank
-  std::string dp_address;    // the DP master node's address; required
+  int dp_size = 0;                    // data-parallel ranks over all nodes; required (>= 1)
+  int tp_size = 1;                    // devices (cores) per rank
+  int dp_size_local = -1;             // ranks on this node; -1 = dp_size
+  int dp_rank_start = 0;              // global rank of this node's first rank
+  std::string dp_address;             // the DP master node's address; required
   std::string dp_rpc_port = "12345";  // a string, as in the seed script
   int vllm_start_port = 9000;         // engine port of local rank 0
   std::string template_path = "./run_dp_template.sh";

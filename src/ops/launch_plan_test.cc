@@ -57,8 +57,7 @@ TEST(LaunchPlan, RejectsInconsistentOptions) {
   EXPECT_EQ(bad([](LaunchOptions& o) { o.tp_size = 0; }), StatusCode::kInvalidArgument);
   EXPECT_EQ(bad([](LaunchOptions& o) { o.dp_rank_start = 3; }), StatusCode::kInvalidArgument);
   EXPECT_EQ(bad([](LaunchOptions& o) { o.dp_size_local = 0; }), StatusCode::kInvalidArgument);
-  EXPECT_EQ(bad([](LaunchOptions& o) { o.vllm_start_port = 65535; }),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad([](LaunchOptions& o) { o.vllm_start_port = 65535; }), StatusCode::kInvalidArgument);
   EXPECT_EQ(bad([](LaunchOptions& o) { o.dp_address.clear(); }), StatusCode::kInvalidArgument);
 }
 

@@ -52,8 +52,7 @@ HitRates ComputeHitRates(const PrefixCacheCounters& window, const PrefixCacheCou
   r.local_total = Ratio(total.local_hits_tokens, total.local_queries_tokens);
   r.ext_win = Ratio(window.ext_hits_tokens, window.ext_queries_tokens);
   r.ext_total = Ratio(total.ext_hits_tokens, total.ext_queries_tokens);
-  r.eff_total =
-      Ratio(total.local_hits_tokens + total.ext_hits_tokens, total.local_queries_tokens);
+  r.eff_total = Ratio(total.local_hits_tokens + total.ext_hits_tokens, total.local_queries_tokens);
   return r;
 }
 

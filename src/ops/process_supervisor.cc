@@ -78,8 +78,8 @@ void ProcessSupervisor::Reap(bool* no_descendants_left) {
       if (child.pid != pid) continue;
       child.running = false;
       const bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-      const bool stop_signal = WIFSIGNALED(status) &&
-                               (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGINT);
+      const bool stop_signal =
+          WIFSIGNALED(status) && (WTERMSIG(status) == SIGTERM || WTERMSIG(status) == SIGINT);
       if (clean || (stopping_ && stop_signal)) {  // stopped by us: expected
         TANDEM_LOG(INFO) << child.name << " " << DescribeStatus(status);
         break;
