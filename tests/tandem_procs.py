@@ -53,10 +53,14 @@ class Server:
         return requests.post(self.url + path, data=data, headers={"Content-Type": "application/json"},
                              timeout=60, **kw)
 
-    def metric(self, name):
+    def metric(self, name, **labels):
+        """The value of the first series of `name` whose labels include `labels`."""
         text = requests.get(self.url + "/metrics", timeout=10).text
-        m = re.search(r"^" + re.escape(name) + r"\{[^}]*\} (\S+)$", text, re.M)
-        return float(m.group(1)) if m else None
+        for m in re.finditer(r"^" + re.escape(name) + r"\{([^}]*)\} (\S+)$", text, re.M):
+            have = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+            if all(have.get(k) == v for k, v in labels.items()):
+                return float(m.group(2))
+        return None
 
     def stop(self):
         if self.proc.poll() is None:

@@ -1,6 +1,10 @@
 // `tandem serve [MODEL.gguf]`: the OpenAI-compatible server for one engine, with vLLM's
 // flags. Parses flags and wires model -> engine -> server; the rules live in
 // src/server (serve_config.h), the serving in OpenAiServer.
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -23,6 +27,29 @@
 
 namespace tandem::cli {
 namespace {
+
+// The address decode instances should use to reach this producer's transfer server when
+// neither kv_ip nor a specific --host says: $VLLM_HOST_IP (as vLLM), else the first
+// non-loopback IPv4 address of an interface that is up, else 127.0.0.1.
+std::string DefaultAdvertiseHost() {
+  if (const char* env = std::getenv("VLLM_HOST_IP"); env != nullptr && *env != '\0') return env;
+  std::string found = "127.0.0.1";
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return found;
+  for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET || !(a->ifa_flags & IFF_UP) ||
+        (a->ifa_flags & IFF_LOOPBACK)) {
+      continue;
+    }
+    char buf[INET_ADDRSTRLEN];
+    if (inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, buf, sizeof(buf)) != nullptr) {
+      found = buf;
+      break;
+    }
+  }
+  freeifaddrs(list);
+  return found;
+}
 
 using server::ServeConfig;
 
@@ -108,8 +135,28 @@ int RunServe(ServeConfig config, const std::vector<CLI::Option*>& ignored) {
     if (!cpus.ok()) return ReportError(cpus.status());
     cpu_ids = *cpus;
   }
+  if (const char* cap = std::getenv("VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT"); cap != nullptr && *cap != '\0') {
+    char* end = nullptr;
+    const double v = std::strtod(cap, &end);
+    if (end == cap || *end != '\0' || !(v > 0)) {
+      return ReportError(InvalidArgumentError("VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT must be a positive number of seconds"));
+    }
+    config.kv_lease_cap_s = v;
+  }
   auto engine_options = server::MakeEngineOptions(config, cpu_ids);
   if (!engine_options.ok()) return ReportError(engine_options.status());
+  KvTransferOptions& kv = engine_options->kv_transfer;
+  if ((kv.producer || kv.consumer) && kv.advertise_host.empty()) kv.advertise_host = DefaultAdvertiseHost();
+  if (kv.producer || kv.consumer) {
+    TANDEM_LOG(INFO) << "KV transfer: " << (kv.producer && kv.consumer ? "producer and consumer"
+                                            : kv.producer               ? "producer"
+                                                                        : "consumer")
+                     << (kv.producer ? ", transfer server " + kv.bind_host + ":" + std::to_string(kv.port) +
+                                           " advertised as " + kv.advertise_host
+                                     : std::string())
+                     << ", engine_id " << kv.engine_id << ", load failure policy "
+                     << (kv.recompute_on_failure ? "recompute" : "fail");
+  }
   if (config.tensor_parallel_size > 1 || config.data_parallel_size > 1 ||
       config.enable_expert_parallel) {
     TANDEM_LOG(INFO) << "parallelism: data-parallel rank " << config.data_parallel_rank << " of "

@@ -26,6 +26,32 @@ namespace tandem {
 class Model;
 class MetricsRegistry;
 
+// The P->D transfer connector's part in this engine (docs/KV_TRANSFER.md).
+struct KvTransferOptions {
+  bool producer = false;           // park do_remote_decode requests' blocks; serve them to D
+  bool consumer = false;           // pull do_remote_prefill requests' blocks from P
+  std::string engine_id;           // remote_engine_id in the answers
+  std::string bind_host = "0.0.0.0";
+  std::string advertise_host = "127.0.0.1";  // remote_host in the answers
+  int port = 0;                    // the producer's transfer port (0 = any free port)
+  bool recompute_on_failure = true;  // kv_load_failure_policy: recompute | fail
+  double lease_s = 30;
+  double lease_cap_s = 480;        // VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT
+  bool same_host_shm = true;       // memfd arena + unix socket for same-host pulls
+};
+
+// kv_transfer_params, as P answers them and D receives them.
+struct KvTransferParams {
+  std::string remote_engine_id;
+  std::string remote_request_id;
+  std::string remote_host;
+  int remote_port = 0;
+  std::vector<int32_t> remote_block_ids;
+  int remote_block_size = 0;
+  int num_prompt_blocks = 0;
+  int32_t last_token_id = -1;
+};
+
 struct EngineOptions {
   int block_size = 16;                 // tokens per KV block (--block-size)
   int64_t num_kv_blocks = 0;           // 0 = derive from kv_cache_bytes
@@ -38,6 +64,7 @@ struct EngineOptions {
   int threads = 0;                     // compute threads (0 = cores in the affinity set)
   std::vector<int> cpu_ids;            // --cpu-affinity
   std::string model_name = "tandem";   // label `model_name` on metrics
+  KvTransferOptions kv_transfer;
 };
 
 // Per-request generation parameters (OpenAI / vLLM semantics).
@@ -78,6 +105,9 @@ struct RequestOutput {
   int completion_tokens = 0;           // total so far
   int cached_tokens = 0;               // prompt tokens served from the prefix cache
   Status error;                        // set when finish_reason == "error"
+  // Producer only, on the final output of a do_remote_decode request: where its KV
+  // blocks wait for the decode instance.
+  std::optional<KvTransferParams> kv_transfer_params;
 };
 
 struct EngineRequest {
@@ -85,6 +115,10 @@ struct EngineRequest {
   std::vector<int32_t> prompt_tokens;  // non-empty
   GenerationParams params;
   std::function<void(const RequestOutput&)> on_output;  // required
+  // PD: on a producer, keep the prompt's blocks for a decode instance when done.
+  bool do_remote_decode = false;
+  // PD: on a consumer, pull the prompt's blocks from this producer instead of computing.
+  std::optional<KvTransferParams> remote_prefill;
 };
 
 // A point-in-time view for /health and logs.
@@ -94,6 +128,7 @@ struct EngineSnapshot {
   double kv_cache_usage = 0;           // fraction of KV blocks in use
   int64_t num_kv_blocks = 0;
   int64_t max_tokens_in_cache = 0;
+  int num_parked = 0;                  // producer: requests whose blocks wait for a pull
 };
 
 class Engine {
@@ -111,6 +146,13 @@ class Engine {
 
   // Finishes the request with "abort" (no-op if unknown or already finished).
   virtual void AbortRequest(const std::string& request_id) = 0;
+
+  // Producer: ends the lease of a parked request (the proxy's abort); its blocks are
+  // freed at once. False if no such lease is live.
+  virtual bool ReleaseKvBlocks(const std::string& remote_request_id) = 0;
+
+  // Producer: the transfer server's port (0 when not a producer).
+  virtual int kv_transfer_port() const = 0;
 
   virtual EngineSnapshot Snapshot() const = 0;
   virtual const EngineOptions& options() const = 0;

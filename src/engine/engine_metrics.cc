@@ -42,6 +42,14 @@ EngineMetrics::EngineMetrics(MetricsRegistry* registry, const std::string& model
                                                    "Number of prefill tokens processed.", kTokenBuckets, labels);
   request_generation_tokens_ = registry_->GetHistogram(
       "vllm:request_generation_tokens", "Number of generation tokens processed.", kTokenBuckets, labels);
+  kv_pulls_ok_ = registry_->GetCounter("tandem_kv_transfer_pulls", "KV pulls from prefill instances, by result.",
+                                      {{"model_name", model_name}, {"engine", "0"}, {"result", "ok"}});
+  kv_pulls_failed_ = registry_->GetCounter("tandem_kv_transfer_pulls", "KV pulls from prefill instances, by result.",
+                                          {{"model_name", model_name}, {"engine", "0"}, {"result", "failed"}});
+  kv_pull_bytes_ = registry_->GetCounter("tandem_kv_transfer_pull_bytes", "Bytes of KV pulled from prefill instances.",
+                                        labels);
+  kv_pull_seconds_ = registry_->GetHistogram("tandem_kv_transfer_pull_seconds", "Duration of one KV pull in seconds.",
+                                             kLatencyBuckets, labels);
   // Create the finish-reason series up front so dashboards see zeros.
   for (const char* reason : {"stop", "length", "abort", "error"}) {
     registry_->GetCounter("vllm:request_success", "Count of successfully processed requests.",
@@ -115,6 +123,15 @@ void EngineMetrics::MaybeLogStats(int running, int waiting, double kv_usage, con
   window_generation_tokens_ = 0;
   window_queries_start_ = prefix.queries_tokens;
   window_hits_start_ = prefix.hits_tokens;
+}
+
+void EngineMetrics::OnKvPull(bool ok, uint64_t bytes, double seconds) {
+  if (registry_ == nullptr) return;
+  (ok ? kv_pulls_ok_ : kv_pulls_failed_)->Add();
+  if (ok) {
+    kv_pull_bytes_->Add(static_cast<double>(bytes));
+    kv_pull_seconds_->Observe(seconds);
+  }
 }
 
 }  // namespace tandem

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 
 #include "kv/kv_cache_manager.h"
@@ -26,6 +27,8 @@ class EngineMetrics {
   void OnTokensComputed(int prompt_tokens);  // prompt tokens run through the model this step
   void OnToken(Request* r);                  // one generated token (TTFT / inter-token latency)
   void OnFinished(const Request& r, const std::string& finish_reason);
+  // One KV pull from a producer (PD consumer).
+  void OnKvPull(bool ok, uint64_t bytes, double seconds);
   void SetGauges(int running, int waiting, double kv_usage, const kv::PrefixCacheStats& prefix);
   // Logs a stats line at most every 10 s while there is work.
   void MaybeLogStats(int running, int waiting, double kv_usage, const kv::PrefixCacheStats& prefix);
@@ -46,6 +49,10 @@ class EngineMetrics {
   Histogram* e2e_ = nullptr;
   Histogram* request_prompt_tokens_ = nullptr;
   Histogram* request_generation_tokens_ = nullptr;
+  Counter* kv_pulls_ok_ = nullptr;
+  Counter* kv_pulls_failed_ = nullptr;
+  Counter* kv_pull_bytes_ = nullptr;
+  Histogram* kv_pull_seconds_ = nullptr;
   int64_t reported_queries_ = 0;
   int64_t reported_hits_ = 0;
   // Window for the stats log line.

@@ -1,5 +1,12 @@
 #include "engine/kv_arena.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+
 namespace tandem {
 
 KvArena::KvArena(int64_t num_blocks, int n_layers, int block_size, int kv_dim, int v_dim)
@@ -9,8 +16,55 @@ KvArena::KvArena(int64_t num_blocks, int n_layers, int block_size, int kv_dim, i
       kv_dim_(kv_dim),
       v_dim_(v_dim),
       k_block_elems_(static_cast<int64_t>(n_layers) * block_size * kv_dim),
-      v_block_elems_(static_cast<int64_t>(n_layers) * block_size * v_dim),
-      keys_(new uint16_t[static_cast<size_t>(num_blocks * k_block_elems_)]),
-      values_(new uint16_t[static_cast<size_t>(num_blocks * v_block_elems_)]) {}
+      v_block_elems_(static_cast<int64_t>(n_layers) * block_size * v_dim) {}
+
+StatusOr<std::unique_ptr<KvArena>> KvArena::Create(int64_t num_blocks, int n_layers, int block_size, int kv_dim,
+                                                   int v_dim, bool shared) {
+  std::unique_ptr<KvArena> a(new KvArena(num_blocks, n_layers, block_size, kv_dim, v_dim));
+  const size_t k_bytes = static_cast<size_t>(num_blocks * a->k_block_elems_) * 2;
+  const size_t v_bytes = static_cast<size_t>(num_blocks * a->v_block_elems_) * 2;
+  a->map_size_ = k_bytes + v_bytes;
+  if (shared) {
+    a->fd_ = memfd_create("tandem-kv-arena", MFD_CLOEXEC);
+    if (a->fd_ < 0) return InternalError(std::string("memfd_create for the KV arena: ") + std::strerror(errno));
+    if (ftruncate(a->fd_, static_cast<off_t>(a->map_size_)) != 0) {
+      return InternalError(std::string("sizing the KV arena memfd: ") + std::strerror(errno));
+    }
+    a->base_ = mmap(nullptr, a->map_size_, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd_, 0);
+  } else {
+    a->base_ = mmap(nullptr, a->map_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                    -1, 0);
+  }
+  if (a->base_ == MAP_FAILED) {
+    a->base_ = nullptr;
+    return InternalError("cannot map " + std::to_string(a->map_size_) + " bytes for the KV cache: " +
+                         std::strerror(errno));
+  }
+  if (!shared) madvise(a->base_, a->map_size_, MADV_HUGEPAGE);
+  a->keys_ = static_cast<uint16_t*>(a->base_);
+  a->values_ = reinterpret_cast<uint16_t*>(static_cast<char*>(a->base_) + k_bytes);
+  a->arena_id_ = std::random_device{}() | (static_cast<uint64_t>(std::random_device{}()) << 32);
+  return a;
+}
+
+KvArena::~KvArena() {
+  if (base_ != nullptr) munmap(base_, map_size_);
+  if (fd_ >= 0) close(fd_);
+}
+
+transfer::KvMemory KvArena::memory() const {
+  transfer::KvMemory m;
+  m.keys = reinterpret_cast<uint8_t*>(keys_);
+  m.values = reinterpret_cast<uint8_t*>(values_);
+  m.k_block_bytes = static_cast<uint64_t>(k_block_elems_) * 2;
+  m.v_block_bytes = static_cast<uint64_t>(v_block_elems_) * 2;
+  m.num_blocks = num_blocks_;
+  m.fd = fd_;
+  m.map_size = map_size_;
+  m.keys_offset = 0;
+  m.values_offset = static_cast<uint64_t>(reinterpret_cast<char*>(values_) - static_cast<char*>(base_));
+  m.arena_id = arena_id_;
+  return m;
+}
 
 }  // namespace tandem

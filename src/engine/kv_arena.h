@@ -3,6 +3,9 @@
 // Layout: block-major, [num_blocks][n_layers][block_size][kv_dim] fp16 for K and the
 // same for V, so all layers of one block are contiguous — a block is the unit the
 // transfer connector and the pool move, and it can be copied in one piece.
+// Memory: anonymous pages, or (shared = true, for a KV producer) one memfd mapping that
+// a same-host consumer maps read-only to pull blocks without a copy over a socket
+// (docs/KV_TRANSFER.md). Either way pages are committed only when first written.
 // Ownership: the arena owns its memory; a PagedKvStore borrows the arena and a block
 // table, which must outlive it.
 // Thread safety: distinct blocks may be written concurrently; the engine serialises
@@ -13,13 +16,20 @@
 #include <memory>
 #include <vector>
 
+#include "common/status.h"
 #include "model/kv_store.h"
+#include "transfer/kv_memory.h"
 
 namespace tandem {
 
 class KvArena {
  public:
-  KvArena(int64_t num_blocks, int n_layers, int block_size, int kv_dim, int v_dim);
+  // Maps the memory; InternalError if the system refuses it.
+  static StatusOr<std::unique_ptr<KvArena>> Create(int64_t num_blocks, int n_layers, int block_size, int kv_dim,
+                                                   int v_dim, bool shared);
+  ~KvArena();
+  KvArena(const KvArena&) = delete;
+  KvArena& operator=(const KvArena&) = delete;
 
   int64_t num_blocks() const { return num_blocks_; }
   int block_size() const { return block_size_; }
@@ -31,18 +41,22 @@ class KvArena {
   }
 
   uint16_t* KeyRow(int32_t block, int layer, int offset) {
-    return keys_.get() + block * k_block_elems_ + (static_cast<int64_t>(layer) * block_size_ + offset) * kv_dim_;
+    return keys_ + block * k_block_elems_ + (static_cast<int64_t>(layer) * block_size_ + offset) * kv_dim_;
   }
   uint16_t* ValueRow(int32_t block, int layer, int offset) {
-    return values_.get() + block * v_block_elems_ + (static_cast<int64_t>(layer) * block_size_ + offset) * v_dim_;
+    return values_ + block * v_block_elems_ + (static_cast<int64_t>(layer) * block_size_ + offset) * v_dim_;
   }
   // The whole of block `block`: K then V parts (for copies between arenas).
-  uint16_t* BlockKeys(int32_t block) { return keys_.get() + block * k_block_elems_; }
-  uint16_t* BlockValues(int32_t block) { return values_.get() + block * v_block_elems_; }
+  uint16_t* BlockKeys(int32_t block) { return keys_ + block * k_block_elems_; }
+  uint16_t* BlockValues(int32_t block) { return values_ + block * v_block_elems_; }
   int64_t k_block_elems() const { return k_block_elems_; }
   int64_t v_block_elems() const { return v_block_elems_; }
+  // The transfer's view of this memory (with the memfd when shared).
+  transfer::KvMemory memory() const;
 
  private:
+  KvArena(int64_t num_blocks, int n_layers, int block_size, int kv_dim, int v_dim);
+
   int64_t num_blocks_;
   int n_layers_;
   int block_size_;
@@ -50,10 +64,12 @@ class KvArena {
   int v_dim_;
   int64_t k_block_elems_;
   int64_t v_block_elems_;
-  // Left uninitialised: pages are committed by the OS only when a block is first written,
-  // so a large --kv-cache-memory costs nothing until it is used.
-  std::unique_ptr<uint16_t[]> keys_;
-  std::unique_ptr<uint16_t[]> values_;
+  void* base_ = nullptr;  // one mapping: keys, then values
+  size_t map_size_ = 0;
+  int fd_ = -1;           // memfd when shared
+  uint64_t arena_id_ = 0;
+  uint16_t* keys_ = nullptr;
+  uint16_t* values_ = nullptr;
 };
 
 // The KvStore of one sequence: position p lives in block_table[p / block_size].

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -27,6 +28,8 @@ struct Request {
         on_output(std::move(r.on_output)),
         sampler(WithSeed(params.sampling, seed)),
         prompt_len(static_cast<int>(r.prompt_tokens.size())),
+        do_remote_decode(r.do_remote_decode),
+        remote_prefill(std::move(r.remote_prefill)),
         tokens(std::move(r.prompt_tokens)),
         arrival(Clock::now()) {}
 
@@ -43,6 +46,12 @@ struct Request {
   std::function<void(const RequestOutput&)> on_output;
   Sampler sampler;
   int prompt_len;
+  // PD (docs/KV_TRANSFER.md): keep the blocks for a decode instance when done (producer);
+  // pull the prompt's blocks instead of computing them (consumer; reset once pulled).
+  bool do_remote_decode = false;
+  std::optional<KvTransferParams> remote_prefill;
+  bool pulling = false;             // a pull into this request's blocks is in flight
+  bool abort_after_pull = false;    // aborted while pulling: finish when the pull returns
   std::vector<int32_t> tokens;        // prompt followed by generated tokens
   int num_computed_tokens = 0;        // tokens whose KV is in the cache
   int num_cached_tokens = -1;         // prompt tokens served by the prefix cache (first schedule)

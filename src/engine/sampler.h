@@ -26,6 +26,12 @@ class Sampler {
   // Preconditions: n_vocab > 0. `logits` may be modified (used as scratch).
   int32_t Sample(float* logits, int32_t n_vocab);
 
+  // Advances the RNG as one Sample() would, without sampling: a decode instance that
+  // continues after the token its prefill instance drew stays on the same random stream.
+  void Skip() {
+    if (params_.temperature > 0) rng_.discard(1);  // Sample() draws one 64-bit value
+  }
+
  private:
   SamplingParams params_;
   std::mt19937_64 rng_;

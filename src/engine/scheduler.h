@@ -29,6 +29,10 @@ struct ScheduledRequest {
 
 struct SchedulerOutput {
   std::vector<ScheduledRequest> scheduled;
+  // Admitted requests whose prompt KV is to be pulled from a producer (remote_prefill):
+  // their blocks are allocated, num_computed_tokens is the local prefix hit, and they
+  // wait (counted against max_num_seqs, using no token budget) until PullFinished().
+  std::vector<Request*> pulls;
   int num_preempted = 0;
 };
 
@@ -39,11 +43,18 @@ class Scheduler {
   void AddRequest(Request* request);  // to the back of the waiting queue
   // Removes a request from the queues and frees its blocks (finish or abort).
   void FinishRequest(Request* request);
+  // Removes a finished request from the queues but keeps its blocks (a producer parks
+  // them for a decode instance; the engine frees them by id later).
+  void DetachRequest(Request* request);
+  // A pull listed in SchedulerOutput::pulls is over: the request runs from
+  // `num_computed_tokens` (the whole prompt, or less to compute the rest).
+  void PullFinished(Request* request, int num_computed_tokens);
 
   SchedulerOutput Schedule();
 
   int num_running() const { return static_cast<int>(running_.size()); }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
+  int num_pulling() const { return static_cast<int>(pulling_.size()); }
   bool has_work() const { return !running_.empty() || !waiting_.empty(); }
 
  private:
@@ -54,6 +65,7 @@ class Scheduler {
   int max_num_batched_tokens_;
   std::deque<Request*> waiting_;
   std::vector<Request*> running_;  // arrival (admission) order
+  std::vector<Request*> pulling_;  // admitted, waiting for their KV from a producer
 };
 
 }  // namespace tandem

@@ -29,6 +29,9 @@ void HandleDetokenize(ServingContext& ctx, const net::HttpRequest& request,
                       const WriterPtr& writer);
 // GET /v1/models
 void HandleModels(ServingContext& ctx, const net::HttpRequest& request, const WriterPtr& writer);
+// POST /kv_transfer/abort {"remote_request_id": ID}: a producer frees a parked request's
+// KV blocks at once (the proxy, when the client left or no decoder took the request).
+void HandleKvTransferAbort(ServingContext& ctx, const net::HttpRequest& request, const WriterPtr& writer);
 // GET /metrics: the registry in Prometheus text, engine gauges refreshed first.
 void HandleMetrics(ServingContext& ctx, const net::HttpRequest& request, const WriterPtr& writer);
 

@@ -108,4 +108,15 @@ void HandleMetrics(ServingContext& ctx, const net::HttpRequest&, const WriterPtr
                        std::move(text));
 }
 
+void HandleKvTransferAbort(ServingContext& ctx, const net::HttpRequest& request, const WriterPtr& writer) {
+  auto body = ParseJsonObject(request.body);
+  if (!body.ok()) return SendStatus(*writer, body.status());
+  auto it = body->find("remote_request_id");
+  if (it == body->end() || !it->is_string() || it->get<std::string>().empty()) {
+    return SendStatus(*writer, InvalidArgumentError("remote_request_id: a non-empty string is required"));
+  }
+  const bool aborted = ctx.engine().ReleaseKvBlocks(it->get<std::string>());
+  net::SendJson(*writer, 200, DumpJson(Json{{"aborted", aborted}}));
+}
+
 }  // namespace tandem::server

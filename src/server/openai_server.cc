@@ -66,6 +66,7 @@ void OpenAiServer::AddRoutes() {
   route("GET", "/v1/models", HandleModels, false);
   route("POST", "/tokenize", HandleTokenize, false);
   route("POST", "/detokenize", HandleDetokenize, false);
+  route("POST", "/kv_transfer/abort", HandleKvTransferAbort, false);
   route("GET", "/metrics", HandleMetrics, true);
   route(
       "GET", "/health",

@@ -39,6 +39,8 @@ class FakeEngine : public Engine {
     aborted_.push_back(id);
     cv_.notify_all();
   }
+  bool ReleaseKvBlocks(const std::string&) override { return false; }
+  int kv_transfer_port() const override { return 0; }
   EngineSnapshot Snapshot() const override { return EngineSnapshot{1, 2, 0.25, 100, 1600}; }
   const EngineOptions& options() const override { return options_; }
   void Shutdown() override {

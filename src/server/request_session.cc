@@ -5,6 +5,7 @@
 #include "common/logging.h"
 #include "net/openai_error.h"
 #include "net/sse.h"
+#include "server/kv_transfer_params.h"
 #include "server/openai_request.h"
 
 namespace tandem::server {
@@ -76,7 +77,9 @@ void RequestSession::FinishLocked(const RequestOutput& output) {
     writer_->SendResponse(
         200, {{"Content-Type", "application/json"}, {"X-Request-Id", options_.response.id}},
         formatter_.FinalResponse(output.finish_reason, StopReasonJson(output, options_.params),
-                                 usage));
+                                 usage,
+                                 output.kv_transfer_params ? KvTransferParamsJson(*output.kv_transfer_params)
+                                                           : std::string()));
     return;
   }
   if (!StartStreamLocked()) return;
@@ -123,6 +126,10 @@ Status SubmitGeneration(Engine& engine, std::vector<int32_t> prompt_tokens, Sess
   request.prompt_tokens = std::move(prompt_tokens);
   request.params = session->options().params;
   request.on_output = [session](const RequestOutput& output) { session->OnOutput(output); };
+  RequestKvTransfer kv = ParseRequestKvTransfer(session->options().kv_transfer_params_json);
+  if (!kv.problem.empty()) TANDEM_LOG(WARNING) << "request " << id << ": " << kv.problem << "; computing locally";
+  request.do_remote_decode = kv.do_remote_decode;
+  request.remote_prefill = std::move(kv.remote_prefill);
   TANDEM_RETURN_IF_ERROR(engine.AddRequest(std::move(request)));
   session->Begin();
   // Registered only now: an abort for an id the engine does not know yet would be lost.

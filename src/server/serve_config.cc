@@ -1,10 +1,12 @@
 #include "server/serve_config.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
 
 #include "server/json_fields.h"
+#include "transfer/kv_transfer_config.h"
 
 namespace tandem::server {
 
@@ -106,6 +108,30 @@ StatusOr<EngineOptions> MakeEngineOptions(const ServeConfig& config,
   options.cpu_ids = cpu_ids;
   options.model_name =
       config.served_model_names.empty() ? config.model : config.served_model_names.front();
+  if (!config.kv_transfer_config.empty()) {
+    TANDEM_ASSIGN_OR_RETURN(transfer::KvTransferConfig kv, transfer::ParseKvTransferConfig(config.kv_transfer_config));
+    if (kv.transfer) {
+      KvTransferOptions& t = options.kv_transfer;
+      t.producer = kv.transfer->role != transfer::KvRole::kConsumer;
+      t.consumer = kv.transfer->role != transfer::KvRole::kProducer;
+      // vLLM's Mooncake connector: one transfer port per rank, kv_port + dp_rank * tp_size.
+      const int64_t port = static_cast<int64_t>(kv.transfer->kv_port) +
+                           static_cast<int64_t>(config.data_parallel_rank) * config.tensor_parallel_size;
+      if (port > 65535) {
+        return InvalidArgumentError("--kv-transfer-config: kv_port " + std::to_string(kv.transfer->kv_port) +
+                                    " + data-parallel rank offset exceeds 65535");
+      }
+      t.port = static_cast<int>(port);
+      t.engine_id = kv.engine_id.empty() ? "0" : kv.engine_id;
+      if (config.data_parallel_size > 1) t.engine_id += "_dp" + std::to_string(config.data_parallel_rank);
+      t.bind_host = config.host;
+      const bool wildcard = config.host.empty() || config.host == "0.0.0.0" || config.host == "::";
+      t.advertise_host = !kv.transfer->kv_ip.empty() ? kv.transfer->kv_ip : wildcard ? "" : config.host;
+      t.recompute_on_failure = kv.load_failure_policy == transfer::LoadFailurePolicy::kRecompute;
+      t.lease_s = kv.transfer->lease_s;
+      t.lease_cap_s = std::max(config.kv_lease_cap_s, t.lease_s);
+    }
+  }
   return options;
 }
 

@@ -39,7 +39,8 @@ struct ServeConfig {
   int data_parallel_rpc_port = 0;
   int tensor_parallel_size = 1;
   bool enable_expert_parallel = false;
-  std::string kv_transfer_config;  // JSON (validated; used by the PD connector)
+  std::string kv_transfer_config;  // JSON (docs/KV_TRANSFER.md; parsed by MakeEngineOptions)
+  double kv_lease_cap_s = 480;     // env VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT
   std::string speculative_config;  // JSON (validated; used by speculative decoding)
   bool enable_auto_tool_choice = false;
   std::string tool_call_parser;
@@ -62,7 +63,10 @@ Status ValidateJsonObjectFlag(std::string_view flag, const std::string& value);
 // The top-level keys of a JSON object flag (for "ignored keys" logs); empty if not one.
 std::vector<std::string> JsonObjectKeys(const std::string& value);
 
-// Engine options from the flags. InvalidArgument naming the flag for bad values.
+// Engine options from the flags. InvalidArgument naming the flag (or, for
+// --kv-transfer-config, the JSON field path) for bad values. With a transfer connector,
+// kv_transfer.advertise_host is left empty when only the system can tell (wildcard
+// --host and no kv_ip): the caller fills it in.
 StatusOr<EngineOptions> MakeEngineOptions(const ServeConfig& config,
                                           const std::vector<int>& cpu_ids);
 
