@@ -1,0 +1,133 @@
+#include "pool/peer_client.h"
+
+namespace tandem::pool {
+
+StatusOr<UniqueFd> PeerClient::Connect(const std::string& peer) {
+  TANDEM_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(peer));
+  TANDEM_ASSIGN_OR_RETURN(UniqueFd fd, ConnectTcp(hp, options_.connect_timeout));
+  TANDEM_RETURN_IF_ERROR(SetIoTimeout(fd.get(), options_.io_timeout));
+  BodyWriter hello;
+  hello.String(options_.auth_token);
+  hello.U8(static_cast<uint8_t>(Role::kPeer));
+  TANDEM_RETURN_IF_ERROR(SendFrame(fd.get(), {MsgType::kHello, 0, 0, 0}, hello.data()));
+  FrameHeader h;
+  std::string body;
+  TANDEM_RETURN_IF_ERROR(RecvFrame(fd.get(), &h, &body));
+  TANDEM_RETURN_IF_ERROR(StatusFromResponse(h, body));
+  return fd;
+}
+
+void PeerClient::Reset(const std::string& peer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  idle_.erase(peer);
+  down_until_.erase(peer);
+}
+
+StatusOr<std::string> PeerClient::Call(const std::string& peer, MsgType type, std::string body) {
+  UniqueFd fd;
+  uint64_t request_id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto down = down_until_.find(peer);
+    if (down != down_until_.end()) {
+      if (std::chrono::steady_clock::now() < down->second) {
+        return UnavailableError("pool worker " + peer + " is down (recent failure)");
+      }
+      down_until_.erase(down);
+    }
+    auto& idle = idle_[peer];
+    if (!idle.empty()) {
+      fd = std::move(idle.back());
+      idle.pop_back();
+    }
+    request_id = next_request_id_++;
+  }
+  auto attempt = [&](UniqueFd& conn) -> StatusOr<std::string> {
+    TANDEM_RETURN_IF_ERROR(SendFrame(conn.get(), {type, 0, 0, request_id}, body));
+    FrameHeader h;
+    std::string reply;
+    TANDEM_RETURN_IF_ERROR(RecvFrame(conn.get(), &h, &reply));
+    if (h.request_id != request_id || h.type != type) return DataLossError("mismatched response");
+    TANDEM_RETURN_IF_ERROR(StatusFromResponse(h, reply));
+    return reply;
+  };
+  StatusOr<std::string> result = UnavailableError("no connection");
+  if (fd.valid()) {
+    result = attempt(fd);
+    // A pooled connection may have been closed by the peer meanwhile: retry once fresh.
+    if (!result.ok() && result.status().code() == StatusCode::kUnavailable) fd.Reset();
+  }
+  if (!fd.valid()) {
+    auto conn = Connect(peer);
+    if (conn.ok()) {
+      fd = std::move(conn).value();
+      result = attempt(fd);
+    } else {
+      result = conn.status();
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (result.ok()) {
+    auto& idle = idle_[peer];
+    if (idle.size() < options_.max_idle_per_peer) idle.push_back(std::move(fd));
+  } else {
+    StatusCode code = result.status().code();
+    if (code == StatusCode::kUnavailable || code == StatusCode::kDeadlineExceeded ||
+        code == StatusCode::kDataLoss) {
+      down_until_[peer] = std::chrono::steady_clock::now() + options_.down_backoff;
+      idle_.erase(peer);
+    }
+  }
+  return result;
+}
+
+Status PeerClient::DirPut(const std::string& peer, const std::string& holder,
+                          const std::vector<std::string>& keys) {
+  BodyWriter w;
+  w.String(holder);
+  w.Keys(keys);
+  return Call(peer, MsgType::kDirPut, std::move(w.data())).status();
+}
+
+Status PeerClient::DirDel(const std::string& peer, const std::string& holder,
+                          const std::vector<std::string>& keys) {
+  BodyWriter w;
+  w.String(holder);
+  w.Keys(keys);
+  return Call(peer, MsgType::kDirDel, std::move(w.data())).status();
+}
+
+StatusOr<std::vector<std::string>> PeerClient::DirLookup(const std::string& peer,
+                                                         const std::vector<std::string>& keys) {
+  BodyWriter w;
+  w.Keys(keys);
+  TANDEM_ASSIGN_OR_RETURN(std::string reply, Call(peer, MsgType::kDirLookup, std::move(w.data())));
+  BodyReader r(reply);
+  std::vector<std::string> holders(keys.size());
+  for (auto& h : holders) TANDEM_RETURN_IF_ERROR(r.String(&h, 256));
+  TANDEM_RETURN_IF_ERROR(r.Finish());
+  return holders;
+}
+
+StatusOr<std::vector<std::optional<std::string>>> PeerClient::Fetch(
+    const std::string& peer, const std::vector<std::string>& keys) {
+  if (keys.size() > kMaxFetchKeys) return InvalidArgumentError("too many keys in one fetch");
+  BodyWriter w;
+  w.Keys(keys);
+  TANDEM_ASSIGN_OR_RETURN(std::string reply, Call(peer, MsgType::kFetch, std::move(w.data())));
+  BodyReader r(reply);
+  std::vector<std::optional<std::string>> out(keys.size());
+  for (auto& item : out) {
+    uint8_t found = 0;
+    TANDEM_RETURN_IF_ERROR(r.U8(&found));
+    if (found) {
+      std::string data;
+      TANDEM_RETURN_IF_ERROR(r.String(&data, kMaxObjectBytes));
+      item = std::move(data);
+    }
+  }
+  TANDEM_RETURN_IF_ERROR(r.Finish());
+  return out;
+}
+
+}  // namespace tandem::pool

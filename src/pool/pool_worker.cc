@@ -1,0 +1,291 @@
+#include "pool/pool_worker.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+
+#include "common/logging.h"
+#include "etcd/http_etcd_client.h"
+#include "pool/worker_impl.h"
+
+namespace tandem::pool {
+
+Status ValidateWorkerConfig(const WorkerConfig& c) {
+  auto addr = ParseHostPort(c.worker_address);
+  if (!addr.ok()) return InvalidArgumentError("--worker_address: " + addr.status().message());
+  if (c.etcd_address.empty()) return InvalidArgumentError("--etcd_address is required");
+  if (c.shared_memory_mb == 0) return InvalidArgumentError("--shared_memory_size_mb must be > 0");
+  if (c.shared_memory_mb > (64ull << 20)) return InvalidArgumentError("--shared_memory_size_mb is too large");
+  if (c.node_timeout_s < 2) return InvalidArgumentError("--node_timeout_s must be >= 2");
+  if (c.node_dead_timeout_s < c.node_timeout_s) {
+    return InvalidArgumentError("--node_dead_timeout_s must be >= --node_timeout_s");
+  }
+  if (c.metrics_port < -1 || c.metrics_port > 65535) return InvalidArgumentError("--metrics_port out of range");
+  if (c.auth_token.size() > 4096) return InvalidArgumentError("--auth_token is too long");
+  return Status::Ok();
+}
+
+WorkerMetrics::WorkerMetrics(MetricsRegistry* r)
+    : objects(r->GetGauge("tandem_pool_objects", "Sealed objects in the arena")),
+      bytes(r->GetGauge("tandem_pool_bytes", "Arena bytes in use (objects being written included)")),
+      capacity(r->GetGauge("tandem_pool_capacity_bytes", "Arena size in bytes")),
+      hits_local(r->GetCounter("tandem_pool_hits", "Gets answered from this arena", {{"tier", "local"}})),
+      hits_remote(r->GetCounter("tandem_pool_hits", "Gets answered from this arena",
+                                {{"tier", "remote"}})),
+      misses(r->GetCounter("tandem_pool_misses", "Gets of keys found nowhere (or unreachable)")),
+      puts(r->GetCounter("tandem_pool_puts", "Objects sealed by local clients")),
+      evictions(r->GetCounter("tandem_pool_evictions", "Objects evicted by the LRU watermark")),
+      remote_gets(r->GetCounter("tandem_pool_remote_gets", "Objects fetched from other workers")),
+      remote_get_failures(r->GetCounter("tandem_pool_remote_get_failures",
+                                        "Fetches from other workers that failed (counted as misses)")),
+      etcd_up(r->GetGauge("tandem_pool_etcd_up", "1 when the last etcd call succeeded")),
+      ring_workers(r->GetGauge("tandem_pool_ring_workers", "Workers in the consistent-hash ring")),
+      connections(r->GetGauge("tandem_pool_connections", "Open client and peer connections")) {}
+
+PoolWorker::PoolWorker(WorkerConfig config) : impl_(std::make_unique<Impl>(std::move(config))) {}
+PoolWorker::~PoolWorker() { Stop(); }
+Status PoolWorker::Start() { return impl_->Start(); }
+void PoolWorker::Stop() { impl_->Stop(); }
+uint16_t PoolWorker::metrics_port() const { return impl_->metrics_port(); }
+
+PoolWorker::Impl::Impl(WorkerConfig config) : config_(std::move(config)), self_(config_.worker_address) {}
+
+PoolWorker::Impl::~Impl() { Stop(); }
+
+Status PoolWorker::Impl::Start() {
+  TANDEM_RETURN_IF_ERROR(ValidateWorkerConfig(config_));
+  TANDEM_ASSIGN_OR_RETURN(HostPort addr, ParseHostPort(config_.worker_address));
+  metrics_ = std::make_unique<WorkerMetrics>(&registry_);
+
+  TANDEM_ASSIGN_OR_RETURN(arena_, ShmArena::Create(config_.shared_memory_mb << 20, config_.enable_huge_tlb));
+  table_ = std::make_unique<ObjectTable>(arena_->size_bytes());
+  TANDEM_LOG(INFO) << "arena: " << (arena_->size_bytes() >> 20) << " MiB"
+                   << (arena_->huge_pages() ? " (huge pages)" : "");
+
+  TANDEM_ASSIGN_OR_RETURN(tcp_listener_, ListenTcp(addr, 256));
+  TANDEM_ASSIGN_OR_RETURN(unix_listener_, ListenUnix(UnixSocketName(self_), 256));
+
+  if (config_.metrics_port != 0) {
+    net::HttpServerOptions http;
+    http.host = addr.host;
+    http.port = config_.metrics_port < 0 ? static_cast<uint16_t>(addr.port + 1)
+                                         : static_cast<uint16_t>(config_.metrics_port);
+    metrics_server_ = std::make_unique<net::HttpServer>(http);
+    metrics_server_->Route("GET", "/metrics", [this](net::HttpRequest, std::shared_ptr<net::HttpResponseWriter> w) {
+      UpdateGauges();
+      w->SendResponse(200, {{"Content-Type", "text/plain; version=0.0.4"}}, registry_.RenderPrometheus());
+    });
+    metrics_server_->Route("GET", "/health", [](net::HttpRequest, std::shared_ptr<net::HttpResponseWriter> w) {
+      w->SendResponse(200, {}, "{\"status\":\"ok\"}");
+    });
+    Status s = metrics_server_->Start();
+    if (!s.ok()) return s.WithContext("metrics port " + std::to_string(http.port));
+  }
+
+  peers_ = std::make_unique<PeerClient>(PeerClientOptions{config_.auth_token});
+  TANDEM_ASSIGN_OR_RETURN(auto etcd, etcd::HttpEtcdClient::Create({config_.etcd_address}));
+  etcd_ = std::move(etcd);
+  MembershipOptions mo;
+  mo.self_address = self_;
+  mo.node_timeout_s = config_.node_timeout_s;
+  mo.node_dead_timeout_s = config_.node_dead_timeout_s;
+  mo.capacity_bytes = arena_->size_bytes();
+  membership_ = std::make_unique<Membership>(
+      etcd_.get(), mo, [this](std::shared_ptr<const HashRing> ring) { OnRingChange(std::move(ring)); });
+  Status s = membership_->Start(config_.etcd_start_timeout);
+  if (!s.ok()) {
+    if (metrics_server_) metrics_server_->Stop();
+    return s.WithContext("etcd " + config_.etcd_address);
+  }
+
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    started_ = true;
+  }
+  threads_.emplace_back([this] { AcceptLoop(tcp_listener_.get(), false); });
+  threads_.emplace_back([this] { AcceptLoop(unix_listener_.get(), true); });
+  threads_.emplace_back([this] { PublisherLoop(); });
+  threads_.emplace_back([this] { LivenessLoop(); });
+  WriteLiveness();
+  TANDEM_LOG(INFO) << "pool worker " << self_ << " serving (clients: unix @" << UnixSocketName(self_)
+                   << ", metrics port " << metrics_port() << ")";
+  return Status::Ok();
+}
+
+void PoolWorker::Impl::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!started_ || stopping_) return;
+    stopping_ = true;
+  }
+  TANDEM_LOG(INFO) << "pool worker " << self_ << " stopping";
+  cv_.notify_all();
+  uint64_t one = 1;
+  if (write(wake_fd_, &one, sizeof(one)) < 0) {
+  }
+  membership_->Stop(/*revoke=*/true);
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  ReapConnections(/*all=*/true);
+  if (metrics_server_) metrics_server_->Stop();
+  close(wake_fd_);
+  TANDEM_LOG(INFO) << "pool worker " << self_ << " stopped";
+}
+
+void PoolWorker::Impl::AcceptLoop(int listen_fd, bool is_unix) {
+  while (true) {
+    pollfd fds[2] = {{listen_fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    int r = poll(fds, 2, 1000);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+    }
+    ReapConnections(false);
+    if (r <= 0 || !(fds[0].revents & POLLIN)) continue;
+    int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) continue;
+    std::lock_guard<std::mutex> lock(conn_mu_);
+    if (connections_.size() >= config_.max_connections) {
+      TANDEM_LOG(WARNING) << "connection limit " << config_.max_connections << " reached; refusing";
+      close(fd);
+      continue;
+    }
+    auto conn = std::make_unique<Connection>();
+    conn->fd.Reset(fd);
+    Connection* c = conn.get();
+    c->thread = std::thread([this, c, is_unix] {
+      ServeConnection(c->fd.get(), is_unix);
+      c->done = true;
+    });
+    connections_.push_back(std::move(conn));
+    metrics_->connections->Set(static_cast<double>(connections_.size()));
+  }
+}
+
+void PoolWorker::Impl::ReapConnections(bool all) {
+  std::list<std::unique_ptr<Connection>> finished;
+  {
+    std::lock_guard<std::mutex> lock(conn_mu_);
+    for (auto it = connections_.begin(); it != connections_.end();) {
+      if (all || (*it)->done) {
+        if (all) shutdown((*it)->fd.get(), SHUT_RDWR);  // wakes a blocked recv
+        finished.push_back(std::move(*it));
+        it = connections_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    metrics_->connections->Set(static_cast<double>(connections_.size()));
+  }
+  for (auto& c : finished) c->thread.join();
+}
+
+void PoolWorker::Impl::QueueDirOps(bool put, const std::vector<std::string>& keys) {
+  if (keys.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& k : keys) dir_ops_.push_back({put, k});
+  cv_.notify_all();
+}
+
+void PoolWorker::Impl::OnRingChange(std::shared_ptr<const HashRing> ring) {
+  std::string members;
+  for (const auto& m : ring->members()) {
+    members += (members.empty() ? "" : ", ") + m;
+    peers_->Reset(m);
+  }
+  TANDEM_LOG(INFO) << "ring: [" << members << "]; re-announcing local keys";
+  std::lock_guard<std::mutex> lock(mu_);
+  republish_all_ = true;
+  cv_.notify_all();
+}
+
+// Write-behind directory updates: batches DIR_PUT/DIR_DEL per ring owner, so a put
+// never waits for the network. A failed batch is dropped (the data stays readable
+// locally; a ring change re-announces everything).
+void PoolWorker::Impl::PublisherLoop() {
+  while (true) {
+    std::deque<DirOp> ops;
+    bool republish = false;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(100),
+                   [this] { return stopping_ || !dir_ops_.empty() || republish_all_; });
+      if (stopping_) return;
+      ops.swap(dir_ops_);
+      republish = republish_all_;
+      republish_all_ = false;
+    }
+    if (republish) {
+      for (auto& k : table_->PrimaryKeys()) ops.push_back({true, std::move(k)});
+    }
+    if (ops.empty()) continue;
+    auto ring = membership_->ring();
+    std::map<std::pair<std::string, bool>, std::vector<std::string>> batches;  // (owner, put)
+    for (auto& op : ops) batches[{ring->Owner(op.key), op.put}].push_back(std::move(op.key));
+    for (auto& [target, keys] : batches) {
+      const auto& [owner, put] = target;
+      if (owner == self_) {
+        put ? directory_.Put(self_, keys) : directory_.Del(self_, keys);
+        continue;
+      }
+      if (!membership_->IsLive(owner)) continue;
+      for (size_t i = 0; i < keys.size(); i += kMaxKeysPerFrame) {
+        std::vector<std::string> chunk(keys.begin() + i,
+                                       keys.begin() + std::min(keys.size(), i + kMaxKeysPerFrame));
+        Status s = put ? peers_->DirPut(owner, self_, chunk) : peers_->DirDel(owner, self_, chunk);
+        if (!s.ok()) {
+          TANDEM_LOG(DEBUG) << "directory update to " << owner << ": " << s.ToString();
+          break;
+        }
+      }
+    }
+  }
+}
+
+void PoolWorker::Impl::WriteLiveness() {
+  if (config_.liveness_check_path.empty()) return;
+  // Write a temp file and rename, so a reader never sees a half-written file.
+  std::string tmp = config_.liveness_check_path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) {
+      TANDEM_LOG(WARNING) << "cannot write liveness file " << tmp;
+      return;
+    }
+    out << "liveness check success\n";
+  }
+  std::rename(tmp.c_str(), config_.liveness_check_path.c_str());
+}
+
+void PoolWorker::Impl::LivenessLoop() {
+  auto interval = std::chrono::seconds(
+      std::max<int64_t>(1, std::min<int64_t>(10, config_.node_timeout_s / 3)));
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, interval, [this] { return stopping_; });
+      if (stopping_) return;
+    }
+    WriteLiveness();
+    UpdateGauges();
+  }
+}
+
+void PoolWorker::Impl::UpdateGauges() {
+  ObjectTableStats st = table_->stats();
+  metrics_->objects->Set(static_cast<double>(st.objects));
+  metrics_->bytes->Set(static_cast<double>(st.used_bytes));
+  metrics_->capacity->Set(static_cast<double>(st.capacity_bytes));
+  double evicted = static_cast<double>(st.evictions) - metrics_->evictions->value();
+  if (evicted > 0) metrics_->evictions->Add(evicted);
+  metrics_->etcd_up->Set(membership_->etcd_up() ? 1 : 0);
+  metrics_->ring_workers->Set(static_cast<double>(membership_->ring()->members().size()));
+}
+
+}  // namespace tandem::pool

@@ -1,0 +1,125 @@
+// Internal to the pool worker: the state shared by pool_worker.cc (lifecycle, accept
+// loops, background threads) and worker_session.cc (one connection's requests).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "common/metrics.h"
+#include "etcd/etcd_client.h"
+#include "net/http_server.h"
+#include "pool/directory.h"
+#include "pool/membership.h"
+#include "pool/object_table.h"
+#include "pool/peer_client.h"
+#include "pool/pool_worker.h"
+#include "pool/shm_arena.h"
+#include "pool/socket_io.h"
+
+namespace tandem::pool {
+
+struct WorkerMetrics {
+  explicit WorkerMetrics(MetricsRegistry* r);
+  Gauge* objects;
+  Gauge* bytes;
+  Gauge* capacity;
+  Counter* hits_local;
+  Counter* hits_remote;
+  Counter* misses;
+  Counter* puts;
+  Counter* evictions;
+  Counter* remote_gets;
+  Counter* remote_get_failures;
+  Gauge* etcd_up;
+  Gauge* ring_workers;
+  Gauge* connections;
+};
+
+class PoolWorker::Impl {
+ public:
+  explicit Impl(WorkerConfig config);
+  ~Impl();
+  Status Start();
+  void Stop();
+  uint16_t metrics_port() const { return metrics_server_ ? metrics_server_->port() : 0; }
+
+  // --- used by sessions (worker_session.cc) ---
+  // Serves one connection until it closes. `is_unix`: a local client endpoint.
+  void ServeConnection(int fd, bool is_unix);
+  const WorkerConfig& config() const { return config_; }
+
+ private:
+  struct Connection {
+    UniqueFd fd;
+    std::thread thread;
+    std::atomic<bool> done{false};
+  };
+  struct DirOp {
+    bool put;  // false = delete
+    std::string key;
+  };
+
+  void AcceptLoop(int listen_fd, bool is_unix);
+  void ReapConnections(bool all);
+  void PublisherLoop();
+  void LivenessLoop();
+  void WriteLiveness();
+  void UpdateGauges();
+  void OnRingChange(std::shared_ptr<const HashRing> ring);
+  void QueueDirOps(bool put, const std::vector<std::string>& keys);
+
+  // Request handlers (worker_session.cc); each returns the response body or an error.
+  struct Session;
+  StatusOr<std::string> Handle(Session& s, MsgType type, std::string_view body);
+  StatusOr<std::string> HandleExist(std::string_view body);
+  StatusOr<std::string> HandlePutAlloc(Session& s, std::string_view body);
+  StatusOr<std::string> HandlePutSeal(Session& s, std::string_view body);
+  StatusOr<std::string> HandleGet(Session& s, std::string_view body);
+  StatusOr<std::string> HandleRelease(Session& s, std::string_view body);
+  StatusOr<std::string> HandleFetch(std::string_view body);
+  StatusOr<std::string> HandleDirPut(std::string_view body, bool put);
+  StatusOr<std::string> HandleDirLookup(std::string_view body);
+  // For keys not held here: a live holder other than this worker, or "" (asks owners).
+  std::vector<std::string> FindRemoteHolders(const std::vector<std::string>& keys);
+  // Fetches `keys` from `holder` into the arena as replicas; returns which succeeded.
+  std::vector<bool> FetchReplicas(const std::string& holder, const std::vector<std::string>& keys);
+  void ReleaseSession(Session& s);
+
+  const WorkerConfig config_;
+  std::string self_;  // worker address
+  std::unique_ptr<ShmArena> arena_;
+  std::unique_ptr<ObjectTable> table_;
+  Directory directory_;
+  std::unique_ptr<PeerClient> peers_;
+  std::unique_ptr<etcd::EtcdClient> etcd_;
+  std::unique_ptr<Membership> membership_;
+  MetricsRegistry registry_;
+  std::unique_ptr<WorkerMetrics> metrics_;
+  std::unique_ptr<net::HttpServer> metrics_server_;
+
+  UniqueFd tcp_listener_;
+  UniqueFd unix_listener_;
+  int wake_fd_ = -1;  // eventfd that interrupts the accept loops
+  std::vector<std::thread> threads_;
+
+  std::mutex conn_mu_;
+  std::list<std::unique_ptr<Connection>> connections_;
+
+  std::mutex mu_;  // guards the fields below
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  bool started_ = false;
+  std::deque<DirOp> dir_ops_;
+  bool republish_all_ = false;
+};
+
+}  // namespace tandem::pool

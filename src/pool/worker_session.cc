@@ -1,0 +1,421 @@
+// One connection of the pool worker: the HELLO handshake, then request frames until the
+// connection closes. Also the request handlers (docs/POOL.md "Wire format").
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "common/logging.h"
+#include "pool/worker_impl.h"
+
+namespace tandem::pool {
+namespace {
+
+// Constant-time comparison, so the token cannot be guessed byte by byte from timing.
+bool TokenEquals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;  // the length is not secret enough to hide
+  unsigned diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<uint8_t>(a[i]) ^ static_cast<uint8_t>(b[i]);
+  return diff == 0;
+}
+
+// After an error answer: stop sending and discard what the peer still sends (briefly),
+// so closing does not reset the connection before the peer has read the answer.
+void DrainBeforeClose(int fd) {
+  shutdown(fd, SHUT_WR);
+  SetIoTimeout(fd, std::chrono::milliseconds(200)).ok();
+  char buf[4096];
+  for (int i = 0; i < 64 && recv(fd, buf, sizeof(buf), 0) > 0; ++i) {
+  }
+}
+
+constexpr auto kPeerIdleTimeout = std::chrono::minutes(5);
+constexpr auto kWriteTimeout = std::chrono::seconds(10);
+
+}  // namespace
+
+struct PoolWorker::Impl::Session {
+  bool is_unix = false;
+  Role role = Role::kClient;
+  std::unordered_map<std::string, uint32_t> pins;  // key -> pins held by this connection
+  std::unordered_set<std::string> unsealed;        // allocated here, not yet sealed
+};
+
+void PoolWorker::Impl::ServeConnection(int fd, bool is_unix) {
+  Session s;
+  s.is_unix = is_unix;
+  // Peers reconnect on demand, so an idle TCP connection is closed after a while; local
+  // clients may idle for as long as they like.
+  SetIoTimeout(fd, is_unix ? std::chrono::milliseconds(0) : kPeerIdleTimeout).ok();
+  timeval tv{static_cast<time_t>(kWriteTimeout.count()), 0};
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+
+  FrameHeader h;
+  std::string body;
+  Status st = RecvFrame(fd, &h, &body, nullptr, kMaxRequestBytes);
+  if (!st.ok()) {
+    if (st.code() == StatusCode::kInvalidArgument) {  // not our protocol: say so, then close
+      SendFrame(fd, {MsgType::kHello, WireStatus(st), 0, 0}, st.message()).ok();
+      DrainBeforeClose(fd);
+    }
+    return;
+  }
+  auto refuse = [&](const Status& err) {
+    FrameHeader r{h.type, WireStatus(err), 0, h.request_id};
+    SendFrame(fd, r, err.message()).ok();
+    DrainBeforeClose(fd);
+  };
+  if (h.type != MsgType::kHello) return refuse(UnauthenticatedError("the first frame must be HELLO"));
+  {
+    BodyReader r(body);
+    std::string token;
+    uint8_t role = 0;
+    Status parsed = r.String(&token, 4096);
+    if (parsed.ok()) parsed = r.U8(&role);
+    if (parsed.ok()) parsed = r.Finish();
+    if (!parsed.ok()) return refuse(parsed);
+    if (!config_.auth_token.empty() && !TokenEquals(token, config_.auth_token)) {
+      TANDEM_LOG(WARNING) << "connection refused: bad auth token";
+      return refuse(UnauthenticatedError("bad auth token"));
+    }
+    if (role > 1) return refuse(InvalidArgumentError("unknown role"));
+    s.role = static_cast<Role>(role);
+    if ((s.role == Role::kClient) != is_unix) {
+      return refuse(PermissionDeniedError(is_unix ? "peers connect over TCP"
+                                                  : "clients connect over the local Unix socket"));
+    }
+    BodyWriter w;
+    w.U64(arena_->size_bytes());
+    w.String(self_);
+    FrameHeader ok{MsgType::kHello, 0, 0, h.request_id};
+    if (!SendFrame(fd, ok, w.data(), is_unix ? arena_->fd() : -1).ok()) return;
+  }
+
+  while (true) {
+    st = RecvFrame(fd, &h, &body, nullptr, kMaxRequestBytes);
+    if (!st.ok()) {
+      if (st.code() == StatusCode::kInvalidArgument) {
+        TANDEM_LOG(WARNING) << "closing connection: " << st.message();
+        FrameHeader r{MsgType::kHello, WireStatus(st), 0, 0};
+        SendFrame(fd, r, st.message()).ok();
+        DrainBeforeClose(fd);
+      }
+      break;
+    }
+    StatusOr<std::string> reply = IsPeerType(h.type) != (s.role == Role::kPeer)
+                                      ? StatusOr<std::string>(PermissionDeniedError(
+                                            "request type not allowed on this connection"))
+                                      : Handle(s, h.type, body);
+    FrameHeader r{h.type, 0, 0, h.request_id};
+    Status sent;
+    if (reply.ok()) {
+      sent = SendFrame(fd, r, *reply);
+    } else {
+      r.status = WireStatus(reply.status());
+      sent = SendFrame(fd, r, reply.status().message());
+      // A request we could not parse leaves the stream in an unknown state: close.
+      if (reply.status().code() == StatusCode::kInvalidArgument) {
+        DrainBeforeClose(fd);
+        break;
+      }
+    }
+    if (!sent.ok()) break;
+  }
+  ReleaseSession(s);
+}
+
+void PoolWorker::Impl::ReleaseSession(Session& s) {
+  for (auto& [key, n] : s.pins) {
+    for (uint32_t i = 0; i < n; ++i) table_->Unpin(key);
+  }
+  for (const auto& key : s.unsealed) table_->Abort(key);
+  s.pins.clear();
+  s.unsealed.clear();
+}
+
+StatusOr<std::string> PoolWorker::Impl::Handle(Session& s, MsgType type, std::string_view body) {
+  switch (type) {
+    case MsgType::kExist: return HandleExist(body);
+    case MsgType::kPutAlloc: return HandlePutAlloc(s, body);
+    case MsgType::kPutSeal: return HandlePutSeal(s, body);
+    case MsgType::kGet: return HandleGet(s, body);
+    case MsgType::kRelease: return HandleRelease(s, body);
+    case MsgType::kFetch: return HandleFetch(body);
+    case MsgType::kDirPut: return HandleDirPut(body, true);
+    case MsgType::kDirDel: return HandleDirPut(body, false);
+    case MsgType::kDirLookup: return HandleDirLookup(body);
+    case MsgType::kHello: return FailedPreconditionError("HELLO sent twice");
+  }
+  return InvalidArgumentError("unknown request type");
+}
+
+std::vector<std::string> PoolWorker::Impl::FindRemoteHolders(const std::vector<std::string>& keys) {
+  std::vector<std::string> holders(keys.size());
+  auto ring = membership_->ring();
+  std::map<std::string, std::vector<size_t>> by_owner;
+  for (size_t i = 0; i < keys.size(); ++i) by_owner[ring->Owner(keys[i])].push_back(i);
+  auto live_other = [&](const std::string& h) { return h != self_ && membership_->IsLive(h); };
+  for (auto& [owner, indices] : by_owner) {
+    if (owner == self_) {
+      for (size_t i : indices) {
+        for (const auto& h : directory_.Lookup(keys[i])) {
+          if (live_other(h)) {
+            holders[i] = h;
+            break;
+          }
+        }
+      }
+      continue;
+    }
+    if (!membership_->IsLive(owner)) continue;  // its directory is gone: a miss
+    std::vector<std::string> batch;
+    for (size_t i : indices) batch.push_back(keys[i]);
+    auto found = peers_->DirLookup(owner, batch);
+    if (!found.ok()) {
+      TANDEM_LOG(DEBUG) << "directory lookup at " << owner << ": " << found.status().ToString();
+      continue;
+    }
+    for (size_t j = 0; j < indices.size(); ++j) {
+      if (live_other((*found)[j])) holders[indices[j]] = (*found)[j];
+    }
+  }
+  return holders;
+}
+
+StatusOr<std::string> PoolWorker::Impl::HandleExist(std::string_view body) {
+  BodyReader r(body);
+  std::vector<std::string> keys;
+  TANDEM_RETURN_IF_ERROR(r.Keys(&keys));
+  TANDEM_RETURN_IF_ERROR(r.Finish());
+  std::vector<ExistCode> codes(keys.size(), ExistCode::kAbsent);
+  std::vector<std::string> missing;
+  std::vector<size_t> missing_index;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (table_->Exists(keys[i])) {
+      codes[i] = ExistCode::kLocal;
+    } else {
+      missing.push_back(keys[i]);
+      missing_index.push_back(i);
+    }
+  }
+  if (!missing.empty()) {
+    auto holders = FindRemoteHolders(missing);
+    for (size_t j = 0; j < missing.size(); ++j) {
+      if (!holders[j].empty()) codes[missing_index[j]] = ExistCode::kRemote;
+    }
+  }
+  BodyWriter w;
+  for (ExistCode c : codes) w.U8(static_cast<uint8_t>(c));
+  return std::move(w.data());
+}
+
+StatusOr<std::string> PoolWorker::Impl::HandlePutAlloc(Session& s, std::string_view body) {
+  BodyReader r(body);
+  uint32_t n = 0;
+  TANDEM_RETURN_IF_ERROR(r.Count(&n));
+  std::vector<std::pair<std::string, uint64_t>> items(n);
+  for (auto& [key, size] : items) {
+    TANDEM_RETURN_IF_ERROR(r.Key(&key));
+    TANDEM_RETURN_IF_ERROR(r.U64(&size));
+  }
+  TANDEM_RETURN_IF_ERROR(r.Finish());
+  BodyWriter w;
+  std::vector<std::string> evicted;
+  for (auto& [key, size] : items) {
+    uint64_t offset = 0;
+    AllocCode code = table_->Allocate(key, size, /*primary=*/true, &offset, &evicted);
+    if (code == AllocCode::kAllocated) s.unsealed.insert(key);
+    w.U8(static_cast<uint8_t>(code));
+    w.U64(offset);
+  }
+  QueueDirOps(false, evicted);
+  return std::move(w.data());
+}
+
+StatusOr<std::string> PoolWorker::Impl::HandlePutSeal(Session& s, std::string_view body) {
+  BodyReader r(body);
+  uint32_t n = 0;
+  TANDEM_RETURN_IF_ERROR(r.Count(&n));
+  std::vector<std::pair<std::string, uint8_t>> items(n);
+  for (auto& [key, commit] : items) {
+    TANDEM_RETURN_IF_ERROR(r.Key(&key));
+    TANDEM_RETURN_IF_ERROR(r.U8(&commit));
+  }
+  TANDEM_RETURN_IF_ERROR(r.Finish());
+  BodyWriter w;
+  std::vector<std::string> sealed;
+  for (auto& [key, commit] : items) {
+    if (s.unsealed.erase(key) == 0) {
+      w.U8(1);
+      continue;
+    }
+    if (commit) {
+      table_->Seal(key);
+      sealed.push_back(key);
+    } else {
+      table_->Abort(key);
+    }
+    w.U8(0);
+  }
+  metrics_->puts->Add(static_cast<double>(sealed.size()));
+  QueueDirOps(true, sealed);
+  return std::move(w.data());
+}
+
+std::vector<bool> PoolWorker::Impl::FetchReplicas(const std::string& holder,
+                                                  const std::vector<std::string>& keys) {
+  std::vector<bool> ok(keys.size(), false);
+  for (size_t start = 0; start < keys.size(); start += kMaxFetchKeys) {
+    std::vector<std::string> chunk(keys.begin() + start,
+                                   keys.begin() + std::min(keys.size(), start + kMaxFetchKeys));
+    auto fetched = peers_->Fetch(holder, chunk);
+    if (!fetched.ok()) {
+      TANDEM_LOG(DEBUG) << "fetch from " << holder << ": " << fetched.status().ToString();
+      metrics_->remote_get_failures->Add(static_cast<double>(chunk.size()));
+      break;  // the holder is unreachable: the rest are misses too
+    }
+    std::vector<std::string> evicted;
+    for (size_t j = 0; j < chunk.size(); ++j) {
+      const auto& data = (*fetched)[j];
+      if (!data || data->empty()) continue;
+      uint64_t offset = 0;
+      AllocCode code = table_->Allocate(chunk[j], data->size(), /*primary=*/false, &offset, &evicted);
+      if (code == AllocCode::kAllocated) {
+        std::memcpy(arena_->base() + offset, data->data(), data->size());
+        table_->Seal(chunk[j]);
+        metrics_->remote_gets->Add();
+        ok[start + j] = true;
+      } else if (code == AllocCode::kExists) {
+        ok[start + j] = true;  // another request fetched (or a client put) it meanwhile
+      }
+    }
+    QueueDirOps(false, evicted);
+  }
+  return ok;
+}
+
+StatusOr<std::string> PoolWorker::Impl::HandleGet(Session& s, std::string_view body) {
+  BodyReader r(body);
+  std::vector<std::string> keys;
+  TANDEM_RETURN_IF_ERROR(r.Keys(&keys));
+  TANDEM_RETURN_IF_ERROR(r.Finish());
+  std::vector<GetCode> codes(keys.size(), GetCode::kMiss);
+  std::vector<std::optional<ObjectLocation>> locs(keys.size());
+  std::vector<std::string> missing;
+  std::vector<size_t> missing_index;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    locs[i] = table_->LookupAndPin(keys[i]);
+    if (locs[i]) {
+      codes[i] = GetCode::kLocalHit;
+      ++s.pins[keys[i]];
+    } else {
+      missing.push_back(keys[i]);
+      missing_index.push_back(i);
+    }
+  }
+  if (!missing.empty()) {
+    auto holders = FindRemoteHolders(missing);
+    std::map<std::string, std::vector<size_t>> by_holder;  // holder -> indices into missing
+    for (size_t j = 0; j < missing.size(); ++j) {
+      if (!holders[j].empty()) by_holder[holders[j]].push_back(j);
+    }
+    for (auto& [holder, idx] : by_holder) {
+      std::vector<std::string> batch;
+      for (size_t j : idx) batch.push_back(missing[j]);
+      auto fetched = FetchReplicas(holder, batch);
+      for (size_t b = 0; b < idx.size(); ++b) {
+        if (!fetched[b]) continue;
+        size_t i = missing_index[idx[b]];
+        locs[i] = table_->LookupAndPin(keys[i]);
+        if (locs[i]) {
+          codes[i] = GetCode::kRemoteHit;
+          ++s.pins[keys[i]];
+        }
+      }
+    }
+  }
+  BodyWriter w;
+  double local = 0, remote = 0, miss = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    w.U8(static_cast<uint8_t>(codes[i]));
+    w.U64(locs[i] ? locs[i]->offset : 0);
+    w.U64(locs[i] ? locs[i]->size : 0);
+    (codes[i] == GetCode::kLocalHit ? local : codes[i] == GetCode::kRemoteHit ? remote : miss) += 1;
+  }
+  metrics_->hits_local->Add(local);
+  metrics_->hits_remote->Add(remote);
+  metrics_->misses->Add(miss);
+  return std::move(w.data());
+}
+
+StatusOr<std::string> PoolWorker::Impl::HandleRelease(Session& s, std::string_view body) {
+  BodyReader r(body);
+  std::vector<std::string> keys;
+  TANDEM_RETURN_IF_ERROR(r.Keys(&keys));
+  TANDEM_RETURN_IF_ERROR(r.Finish());
+  for (const auto& key : keys) {
+    auto it = s.pins.find(key);
+    if (it == s.pins.end()) continue;  // not pinned by this connection: ignored
+    table_->Unpin(key);
+    if (--it->second == 0) s.pins.erase(it);
+  }
+  return std::string();
+}
+
+StatusOr<std::string> PoolWorker::Impl::HandleFetch(std::string_view body) {
+  BodyReader r(body);
+  std::vector<std::string> keys;
+  TANDEM_RETURN_IF_ERROR(r.Keys(&keys, kMaxFetchKeys));
+  TANDEM_RETURN_IF_ERROR(r.Finish());
+  BodyWriter w;
+  for (const auto& key : keys) {
+    auto loc = table_->LookupAndPin(key);
+    // Keep the response under the frame limit; what does not fit is reported missing.
+    if (loc && w.data().size() + 5 + loc->size <= kMaxBodyBytes - 5 * keys.size()) {
+      w.U8(1);
+      w.String(std::string_view(reinterpret_cast<const char*>(arena_->base() + loc->offset), loc->size));
+    } else {
+      w.U8(0);
+    }
+    if (loc) table_->Unpin(key);
+  }
+  return std::move(w.data());
+}
+
+StatusOr<std::string> PoolWorker::Impl::HandleDirPut(std::string_view body, bool put) {
+  BodyReader r(body);
+  std::string holder;
+  std::vector<std::string> keys;
+  TANDEM_RETURN_IF_ERROR(r.String(&holder, 256));
+  TANDEM_RETURN_IF_ERROR(ParseHostPort(holder).status());
+  TANDEM_RETURN_IF_ERROR(r.Keys(&keys));
+  TANDEM_RETURN_IF_ERROR(r.Finish());
+  put ? directory_.Put(holder, keys) : directory_.Del(holder, keys);
+  return std::string();
+}
+
+StatusOr<std::string> PoolWorker::Impl::HandleDirLookup(std::string_view body) {
+  BodyReader r(body);
+  std::vector<std::string> keys;
+  TANDEM_RETURN_IF_ERROR(r.Keys(&keys));
+  TANDEM_RETURN_IF_ERROR(r.Finish());
+  BodyWriter w;
+  for (const auto& key : keys) {
+    std::string found;
+    if (table_->Exists(key)) {
+      found = self_;  // the owner holds it itself
+    } else {
+      for (const auto& h : directory_.Lookup(key)) {
+        if (membership_->IsLive(h)) {
+          found = h;
+          break;
+        }
+      }
+    }
+    w.String(found);
+  }
+  return std::move(w.data());
+}
+
+}  // namespace tandem::pool
