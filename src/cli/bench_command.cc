@@ -134,7 +134,7 @@ int RunBenchServe(BenchFlags f) {
     if (tty) {
       std::cerr << "\r" << ops::FormatProgress(done, total, elapsed) << (done == total ? "\n" : "")
                 << std::flush;
-    } else if (done == total || (total >= 10 && done % (total / 10) == 0)) {
+    } else if (done == total || (done > 0 && total >= 10 && done % (total / 10) == 0)) {
       std::cerr << ops::FormatProgress(done, total, elapsed) << "\n";
     }
   };

@@ -19,7 +19,10 @@ WatchReport CacheWatch::Update(const std::vector<StatusOr<std::string>>& scrapes
       report.errors.push_back(sources_[source] + ": " + samples.status().ToString());
       continue;
     }
-    for (auto& [label, counters] : PrefixCacheCountersByEngine(*samples)) {
+    for (const auto& entry : PrefixCacheCountersByEngine(*samples)) {
+      // Named copies, not a structured binding: lambdas capture them under clang too.
+      const std::string& label = entry.first;
+      const PrefixCacheCounters& counters = entry.second;
       auto it = std::find_if(engines_.begin(), engines_.end(), [&](const Engine& e) {
         return e.source == source && e.label == label;
       });
