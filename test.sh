@@ -74,7 +74,7 @@ record pytest "$p" "$f"
 
 if [ "$MODE" != "--quick" ]; then
   echo "== unit tests under ASan+UBSan"
-  ASAN_TARGETS=(common_test kernels_test model_test kv_test engine_test parsers_test)
+  ASAN_TARGETS=(common_test kernels_test model_test kv_test transfer_test engine_test parsers_test)
   [ "$MODE" = "--full" ] && ASAN_TARGETS+=(net_test server_test)
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_SANITIZE=ON >/dev/null &&
     cmake --build build-asan -j"$JOBS" --target "${ASAN_TARGETS[@]}" || record asan-build 0 1
@@ -85,7 +85,7 @@ if [ "$MODE" != "--quick" ]; then
   echo "== fuzzing (bounded)"
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DTANDEM_FUZZ=ON -DTANDEM_BUILD_TESTS=OFF >/dev/null &&
-    cmake --build build-fuzz -j"$JOBS" --target gguf_fuzz || record fuzz-build 0 1
+    cmake --build build-fuzz -j"$JOBS" --target gguf_fuzz transfer_fuzz || record fuzz-build 0 1
   for fuzzer in build-fuzz/fuzz/*_fuzz; do
     [ -x "$fuzzer" ] || continue
     name=$(basename "$fuzzer")

@@ -147,6 +147,9 @@ int RunServe(ServeConfig config, const std::vector<CLI::Option*>& ignored) {
   if (!engine_options.ok()) return ReportError(engine_options.status());
   KvTransferOptions& kv = engine_options->kv_transfer;
   if ((kv.producer || kv.consumer) && kv.advertise_host.empty()) kv.advertise_host = DefaultAdvertiseHost();
+  if (const char* token = std::getenv("TANDEM_KV_AUTH_TOKEN"); kv.auth_token.empty() && token != nullptr) {
+    kv.auth_token = token;  // kept off the command line, where `ps` shows it
+  }
   if (kv.producer || kv.consumer) {
     TANDEM_LOG(INFO) << "KV transfer: " << (kv.producer && kv.consumer ? "producer and consumer"
                                             : kv.producer               ? "producer"

@@ -64,6 +64,7 @@ class EngineImpl final : public Engine {
       so.bind_host = t.bind_host;
       so.port = t.port;
       so.enable_unix_socket = t.same_host_shm;
+      so.auth_token = t.auth_token;
       transfer_server_ = std::make_unique<transfer::TransferServer>(so, arena_.memory(), leases_.get(),
                                                                     model_.fingerprint());
       TANDEM_RETURN_IF_ERROR(transfer_server_->Start());
@@ -71,7 +72,7 @@ class EngineImpl final : public Engine {
     if (t.consumer) {
       transport_ = std::make_unique<transfer::SocketTransport>();
       transfer_client_ = std::make_unique<transfer::TransferClient>(transport_.get(), arena_.memory(),
-                                                                    model_.fingerprint(), t.same_host_shm);
+                                                                    model_.fingerprint(), t.same_host_shm, t.auth_token);
       for (int i = 0; i < 2; ++i) pull_workers_.emplace_back([this] { PullWorker(); });
     }
     thread_ = std::thread([this] { Loop(); });

@@ -38,6 +38,7 @@ struct KvTransferOptions {
   double lease_s = 30;
   double lease_cap_s = 480;        // VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT
   bool same_host_shm = true;       // memfd arena + unix socket for same-host pulls
+  std::string auth_token;          // shared secret on every transfer connection (empty = none)
 };
 
 // kv_transfer_params, as P answers them and D receives them.

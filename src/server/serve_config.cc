@@ -129,6 +129,7 @@ StatusOr<EngineOptions> MakeEngineOptions(const ServeConfig& config,
       t.advertise_host = !kv.transfer->kv_ip.empty() ? kv.transfer->kv_ip : wildcard ? "" : config.host;
       t.recompute_on_failure = kv.load_failure_policy == transfer::LoadFailurePolicy::kRecompute;
       t.lease_s = kv.transfer->lease_s;
+      t.auth_token = kv.transfer->auth_token;
       t.lease_cap_s = std::max(config.kv_lease_cap_s, t.lease_s);
     }
   }

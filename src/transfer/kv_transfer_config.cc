@@ -125,6 +125,7 @@ Status ParseConnector(const Json& obj, const std::string& path, KvRole parent_ro
       TANDEM_ASSIGN_OR_RETURN(t.prefill, ParseParallel(extra, "prefill", extra_path));
       TANDEM_ASSIGN_OR_RETURN(t.decode, ParseParallel(extra, "decode", extra_path));
       TANDEM_ASSIGN_OR_RETURN(t.lease_s, GetDouble(extra, "kv_lease_s", extra_path, 30));
+      TANDEM_ASSIGN_OR_RETURN(t.auth_token, GetString(extra, "auth_token", extra_path, ""));
       TANDEM_ASSIGN_OR_RETURN(std::string engine_id, GetString(obj, "engine_id", path, ""));
       if (out->engine_id.empty()) out->engine_id = engine_id;
       out->transfer = t;

@@ -34,6 +34,7 @@ struct TransferConnectorConfig {
   ParallelSize prefill;       // kv_connector_extra_config.prefill
   ParallelSize decode;        // kv_connector_extra_config.decode
   double lease_s = 30;        // kv_connector_extra_config.kv_lease_s
+  std::string auth_token;     // kv_connector_extra_config.auth_token (shared by P and D)
 };
 
 // The KV pool connector (AscendStoreConnector).

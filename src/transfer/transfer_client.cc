@@ -49,8 +49,23 @@ Status SendDone(Connection& conn, const std::string& id) {
 
 }  // namespace
 
-TransferClient::TransferClient(Transport* transport, KvMemory dest, std::string model_fingerprint, bool enable_shm)
-    : transport_(transport), dest_(dest), fingerprint_(std::move(model_fingerprint)), enable_shm_(enable_shm) {}
+TransferClient::TransferClient(Transport* transport, KvMemory dest, std::string model_fingerprint, bool enable_shm,
+                               std::string auth_token)
+    : transport_(transport),
+      dest_(dest),
+      fingerprint_(std::move(model_fingerprint)),
+      enable_shm_(enable_shm),
+      auth_token_(std::move(auth_token)) {}
+
+StatusOr<std::unique_ptr<Connection>> TransferClient::Open(const Endpoint& endpoint) {
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn, transport_->Connect(endpoint));
+  if (!auth_token_.empty()) {
+    TANDEM_RETURN_IF_ERROR(SendFrame(*conn, FrameType::kHello, EncodeDone(auth_token_)));
+    std::vector<uint8_t> payload;
+    TANDEM_RETURN_IF_ERROR(ExpectFrame(*conn, FrameType::kAck, &payload));
+  }
+  return conn;
+}
 
 TransferClient::~TransferClient() = default;
 
@@ -64,7 +79,7 @@ StatusOr<PullResult> TransferClient::Pull(const PullSpec& spec, const std::atomi
     if (b < 0 || b >= dest_.num_blocks) return InvalidArgumentError("kv transfer: local block out of range");
   }
   if (enable_shm_ && IsLoopbackHost(spec.host)) {
-    StatusOr<std::unique_ptr<Connection>> conn = transport_->Connect({spec.host, spec.port, /*unix_socket=*/true});
+    StatusOr<std::unique_ptr<Connection>> conn = Open({spec.host, spec.port, /*unix_socket=*/true});
     if (conn.ok()) {
       StatusOr<PullResult> r = PullShm(**conn, spec);
       // A producer without a shared arena says so; anything else is a real failure.
@@ -130,7 +145,7 @@ StatusOr<std::shared_ptr<TransferClient::Mapping>> TransferClient::MapArena(int 
 }
 
 StatusOr<PullResult> TransferClient::PullTcp(const PullSpec& spec, const std::atomic<bool>* cancel) {
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn, transport_->Connect({spec.host, spec.port, false}));
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn, Open({spec.host, spec.port, false}));
   PullRequest pull{spec.remote_request_id, fingerprint_, dest_.k_block_bytes, dest_.v_block_bytes,
                    spec.remote_block_ids};
   TANDEM_RETURN_IF_ERROR(SendFrame(*conn, FrameType::kPull, EncodePull(pull)));
@@ -174,7 +189,7 @@ StatusOr<PullResult> TransferClient::PullTcp(const PullSpec& spec, const std::at
 }
 
 Status TransferClient::Release(const std::string& host, int port, const std::string& remote_request_id) {
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn, transport_->Connect({host, port, false}));
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn, Open({host, port, false}));
   return SendDone(*conn, remote_request_id);
 }
 

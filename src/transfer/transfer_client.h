@@ -37,7 +37,9 @@ struct PullResult {
 
 class TransferClient {
  public:
-  TransferClient(Transport* transport, KvMemory dest, std::string model_fingerprint, bool enable_shm = true);
+  // `auth_token`: sent first on every connection when non-empty (the producer's token).
+  TransferClient(Transport* transport, KvMemory dest, std::string model_fingerprint, bool enable_shm = true,
+                 std::string auth_token = "");
   ~TransferClient();
 
   // Fetches the blocks, then releases the producer's lease (DONE). `cancel` (may be
@@ -49,6 +51,7 @@ class TransferClient {
 
  private:
   StatusOr<PullResult> PullTcp(const PullSpec& spec, const std::atomic<bool>* cancel);
+  StatusOr<std::unique_ptr<Connection>> Open(const Endpoint& endpoint);
   StatusOr<PullResult> PullShm(Connection& conn, const PullSpec& spec);
   struct Mapping {
     Mapping(const uint8_t* b, uint64_t s) : base(b), size(s) {}
@@ -62,6 +65,7 @@ class TransferClient {
   const KvMemory dest_;
   const std::string fingerprint_;
   const bool enable_shm_;
+  const std::string auth_token_;
 
   std::mutex mu_;
   // arena_id -> mapping, at most kMaxMappings (a restarted producer has a new arena;

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -95,6 +96,14 @@ StatusOr<int> Listen(const TransferServerOptions& options, bool unix_socket, int
   return fd;
 }
 
+// Compares without an early exit, so the token cannot be found byte by byte from timings.
+bool SameToken(const std::string& given, const std::string& token) {
+  if (given.size() != token.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < token.size(); ++i) diff |= static_cast<unsigned char>(given[i] ^ token[i]);
+  return diff == 0;
+}
+
 }  // namespace
 
 TransferServer::TransferServer(TransferServerOptions options, KvMemory memory, LeaseTable* leases,
@@ -144,6 +153,12 @@ void TransferServer::AcceptLoop(int listen_fd, bool unix_socket) {
       }
       return;
     }
+    if (!unix_socket) {
+      const int one = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      const int buf = 4 << 20;
+      setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+    }
     std::unique_ptr<Connection> conn = MakeSocketConnection(fd, options_.socket);
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_.load() || num_connections_ >= options_.max_connections) {
@@ -152,13 +167,22 @@ void TransferServer::AcceptLoop(int listen_fd, bool unix_socket) {
     }
     ++num_connections_;
     live_.insert(conn.get());
-    std::thread([this, c = std::move(conn), unix_socket]() mutable { Serve(std::move(c), unix_socket); }).detach();
+    std::thread([this, c = std::move(conn), unix_socket]() mutable {
+      Serve(*c, unix_socket);
+      std::lock_guard<std::mutex> lock(mu_);
+      live_.erase(c.get());
+      c.reset();
+      --num_connections_;
+      idle_cv_.notify_all();
+    }).detach();
   }
 }
 
-void TransferServer::Serve(std::unique_ptr<Connection> conn, bool unix_socket) {
+void TransferServer::Serve(Connection& conn_ref, bool unix_socket) {
+  Connection* conn = &conn_ref;
   bool pinned = false;
   std::string pinned_id;
+  bool authenticated = options_.auth_token.empty();
   while (!stopping_.load()) {
     FrameHeader header;
     std::vector<uint8_t> payload;
@@ -170,6 +194,24 @@ void TransferServer::Serve(std::unique_ptr<Connection> conn, bool unix_socket) {
         TANDEM_LOG(WARNING) << "kv transfer: dropping a connection: " << s.message();
         (void)SendFrame(*conn, FrameType::kError, EncodeError(s));
       }
+      break;
+    }
+    if (header.type == FrameType::kHello) {
+      StatusOr<std::string> token = DecodeDone(payload);
+      if (!authenticated && (!token.ok() || !SameToken(*token, options_.auth_token))) {
+        stats_.errors.fetch_add(1);
+        TANDEM_LOG(WARNING) << "kv transfer: refusing a peer with a wrong auth token";
+        (void)SendFrame(*conn, FrameType::kError, EncodeError(UnauthenticatedError("wrong kv transfer auth token")));
+        break;
+      }
+      authenticated = true;
+      if (!SendFrame(*conn, FrameType::kAck, "").ok()) break;
+      continue;
+    }
+    if (!authenticated) {
+      stats_.errors.fetch_add(1);
+      (void)SendFrame(*conn, FrameType::kError,
+                      EncodeError(UnauthenticatedError("this kv transfer server requires an auth token (HELLO)")));
       break;
     }
     if (header.type == FrameType::kPull || header.type == FrameType::kShmPull) {
@@ -207,11 +249,6 @@ void TransferServer::Serve(std::unique_ptr<Connection> conn, bool unix_socket) {
     }
   }
   if (pinned) leases_->Unpin(pinned_id);
-  std::lock_guard<std::mutex> lock(mu_);
-  live_.erase(conn.get());
-  conn.reset();
-  --num_connections_;
-  idle_cv_.notify_all();
 }
 
 Status TransferServer::HandlePull(Connection& conn, const std::vector<uint8_t>& payload, bool shm, bool* pinned,

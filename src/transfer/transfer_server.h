@@ -29,6 +29,7 @@ struct TransferServerOptions {
   int port = 0;                 // 0 = any free port (tests); see port() after Start
   bool enable_unix_socket = true;  // needs a shared (memfd) arena
   int max_connections = 64;
+  std::string auth_token;       // non-empty: every connection must open with HELLO(token)
   SocketOptions socket;
 };
 
@@ -50,9 +51,12 @@ class TransferServer {
   int port() const { return port_; }
   const TransferServerStats& stats() const { return stats_; }
 
+  // Serves one connection until it ends (the per-connection thread's body; public so
+  // the frame fuzzer can drive it with arbitrary bytes).
+  void Serve(Connection& conn, bool unix_socket);
+
  private:
   void AcceptLoop(int listen_fd, bool unix_socket);
-  void Serve(std::unique_ptr<Connection> conn, bool unix_socket);
   Status HandlePull(Connection& conn, const std::vector<uint8_t>& payload, bool shm, bool* pinned,
                     std::string* pinned_id);
 

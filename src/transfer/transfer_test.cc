@@ -211,6 +211,27 @@ TEST_F(TransferTest, GarbageFromAPeerIsRefusedAndTheServerKeepsServing) {
   EXPECT_TRUE(client.Pull(Spec("req-7", Range(0, 3), Range(0, 3))).ok());
 }
 
+TEST_F(TransferTest, AuthTokenIsRequiredWhenSet) {
+  TransferServerOptions o;
+  o.bind_host = "127.0.0.1";
+  o.auth_token = "s3cret";
+  TransferServer secured(o, producer_.memory(), &leases_, "model-A");
+  ASSERT_TRUE(secured.Start().ok());
+  ASSERT_TRUE(leases_.Park("req-9", Range(0, 2)).ok());
+  for (bool shm : {false, true}) {
+    PullSpec spec{"127.0.0.1", secured.port(), "req-9", {0, 1}, {0, 1}};
+    TransferClient none(&sockets_, consumer_.memory(), "model-A", shm);
+    EXPECT_EQ(none.Pull(spec).status().code(), StatusCode::kUnauthenticated) << shm;
+    TransferClient wrong(&sockets_, consumer_.memory(), "model-A", shm, "s3cre7");
+    EXPECT_EQ(wrong.Pull(spec).status().code(), StatusCode::kUnauthenticated) << shm;
+  }
+  TransferClient right(&sockets_, consumer_.memory(), "model-A", true, "s3cret");
+  StatusOr<PullResult> r = right.Pull({"127.0.0.1", secured.port(), "req-9", {0, 1}, {0, 1}});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->used_shm);
+  secured.Stop();
+}
+
 TEST_F(TransferTest, ReleaseWithoutPullAndPromptStop) {
   ASSERT_TRUE(leases_.Park("req-8", Range(0, 3)).ok());
   TransferClient client(&sockets_, consumer_.memory(), "model-A", false);

@@ -78,7 +78,7 @@ StatusOr<FrameHeader> DecodeHeader(const uint8_t in[kHeaderBytes]) {
                                    ", this build speaks " + std::to_string(kWireVersion));
   }
   const uint16_t type = static_cast<uint16_t>(in[6] | in[7] << 8);
-  if (type < 1 || type > 8) return DataLossError("kv transfer: unknown frame type " + std::to_string(type));
+  if (type < 1 || type > 9) return DataLossError("kv transfer: unknown frame type " + std::to_string(type));
   FrameHeader h;
   h.type = static_cast<FrameType>(type);
   h.payload_bytes = LoadU32(in + 8);

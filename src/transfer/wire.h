@@ -30,6 +30,7 @@ enum class FrameType : uint16_t {
   kError = 6,
   kShmPull = 7,
   kShmMap = 8,
+  kHello = 9,
 };
 
 struct FrameHeader {
@@ -59,6 +60,7 @@ void EncodeBlocksPrefix(uint32_t first, uint32_t count, uint8_t out[kBlocksPrefi
 Status DecodeBlocksPrefix(const uint8_t in[kBlocksPrefixBytes], uint32_t payload_bytes, uint32_t n_blocks,
                           uint64_t block_bytes, uint32_t* first, uint32_t* count);
 
+// HELLO carries the shared auth token; DONE the request id: both are one string.
 std::string EncodeDone(std::string_view request_id);
 StatusOr<std::string> DecodeDone(std::span<const uint8_t> payload);
 
