@@ -98,13 +98,14 @@ class Worker:
     def __init__(self, tandem_bin, tmp_path, etcd, host="127.0.0.1", shm_mb=64, extra=(), name="w"):
         self.bin, self.tmp, self.etcd = tandem_bin, tmp_path, etcd
         self.port = free_port()
+        self.metrics_port = free_port()  # not the default (port + 1): that may be taken here
         self.address = f"{host}:{self.port}"
         self.liveness = tmp_path / f"{name}.liveness"
         self.env = dict(os.environ, TANDEM_POOL_RUN_DIR=str(tmp_path / "run"))
         self.args = ["--worker_address", self.address, "--etcd_address", etcd.address,
                      "--shared_memory_size_mb", str(shm_mb), "--node_timeout_s", "3",
                      "--node_dead_timeout_s", "6", "--liveness_check_path", str(self.liveness),
-                     *extra]
+                     "--metrics_port", str(self.metrics_port), *extra]
         self.start()
 
     def start(self):
@@ -133,7 +134,8 @@ class Worker:
         assert wait_for(lambda: not self.alive(), 5)
 
     def metric(self, name):
-        text = requests.get(f"http://{self.address.split(':')[0]}:{self.port + 1}/metrics", timeout=5).text
+        host = self.address.split(":")[0]
+        text = requests.get(f"http://{host}:{self.metrics_port}/metrics", timeout=5).text
         total = 0.0
         found = False
         for m in re.finditer(r"^" + re.escape(name) + r"(\{[^}]*\})? (\S+)$", text, re.M):

@@ -109,21 +109,22 @@ StatusOr<std::vector<std::string>> PeerClient::DirLookup(const std::string& peer
   return holders;
 }
 
-StatusOr<std::vector<std::optional<std::string>>> PeerClient::Fetch(
-    const std::string& peer, const std::vector<std::string>& keys) {
+StatusOr<PeerClient::Fetched> PeerClient::Fetch(const std::string& peer,
+                                                const std::vector<std::string>& keys) {
   if (keys.size() > kMaxFetchKeys) return InvalidArgumentError("too many keys in one fetch");
   BodyWriter w;
   w.Keys(keys);
-  TANDEM_ASSIGN_OR_RETURN(std::string reply, Call(peer, MsgType::kFetch, std::move(w.data())));
-  BodyReader r(reply);
-  std::vector<std::optional<std::string>> out(keys.size());
-  for (auto& item : out) {
+  Fetched out;
+  TANDEM_ASSIGN_OR_RETURN(out.buffer, Call(peer, MsgType::kFetch, std::move(w.data())));
+  BodyReader r(out.buffer);
+  out.objects.resize(keys.size());
+  for (auto& item : out.objects) {
     uint8_t found = 0;
     TANDEM_RETURN_IF_ERROR(r.U8(&found));
     if (found) {
-      std::string data;
-      TANDEM_RETURN_IF_ERROR(r.String(&data, kMaxObjectBytes));
-      item = std::move(data);
+      std::string_view data;
+      TANDEM_RETURN_IF_ERROR(r.StringView(&data, kMaxObjectBytes));
+      item = data;
     }
   }
   TANDEM_RETURN_IF_ERROR(r.Finish());

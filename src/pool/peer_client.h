@@ -12,6 +12,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -37,9 +38,14 @@ class PeerClient {
   // One holder per key ("" = unknown).
   StatusOr<std::vector<std::string>> DirLookup(const std::string& peer,
                                                const std::vector<std::string>& keys);
-  // The bytes of each key the peer holds (nullopt = not there). keys.size() <= kMaxFetchKeys.
-  StatusOr<std::vector<std::optional<std::string>>> Fetch(const std::string& peer,
-                                                          const std::vector<std::string>& keys);
+  // The objects a peer sent back: `objects[i]` views the bytes of keys[i] inside
+  // `buffer` (nullopt = the peer does not hold it). No per-object copy.
+  struct Fetched {
+    std::string buffer;
+    std::vector<std::optional<std::string_view>> objects;
+  };
+  // keys.size() <= kMaxFetchKeys.
+  StatusOr<Fetched> Fetch(const std::string& peer, const std::vector<std::string>& keys);
 
   // Forgets pooled connections and the down mark of `peer` (e.g. it rejoined).
   void Reset(const std::string& peer);

@@ -1,6 +1,7 @@
 #include "pool/pool_client.h"
 
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include <condition_variable>
 #include <cstdlib>
@@ -26,6 +27,39 @@ struct Mapping {
   }
 };
 
+// One mapping per worker arena for the whole client: every connection receives the
+// same memfd, and mapping it once means each page is faulted in once per process.
+class MappingCache {
+ public:
+  StatusOr<std::shared_ptr<Mapping>> Get(int fd, uint64_t size) {
+    struct stat st {};
+    if (fstat(fd, &st) != 0) return DataLossError("fstat of the pool arena fd failed");
+    std::lock_guard<std::mutex> lock(mu_);
+    auto current = current_.lock();
+    if (current && st.st_dev == dev_ && st.st_ino == ino_ && current->size == size) return current;
+    // Small arenas are populated at once (page tables only: the worker holds the pages);
+    // for big ones the first touch of each page pays a minor fault instead.
+    int flags = MAP_SHARED | (size <= (16ull << 30) ? MAP_POPULATE : 0);
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, flags, fd, 0);
+    if (p == MAP_FAILED) {
+      return ResourceExhaustedError("mapping the pool arena: " + std::string(std::strerror(errno)));
+    }
+    auto m = std::make_shared<Mapping>();
+    m->base = static_cast<uint8_t*>(p);
+    m->size = size;
+    current_ = m;
+    dev_ = st.st_dev;
+    ino_ = st.st_ino;
+    return m;
+  }
+
+ private:
+  std::mutex mu_;
+  std::weak_ptr<Mapping> current_;
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
+};
+
 }  // namespace
 
 // One connection to the local worker and its arena mapping. `mu` is held by whoever
@@ -37,6 +71,8 @@ class Channel {
   std::shared_ptr<Mapping> mapping;
   uint64_t generation = 0;  // bumped on every (re)connect: pins of older ones are gone
   uint64_t next_id = 1;
+
+  explicit Channel(std::shared_ptr<MappingCache> maps) : maps_(std::move(maps)) {}
 
   Status Connect(const PoolClientOptions& o) {
     fd.Reset();
@@ -65,17 +101,12 @@ class Channel {
       fd.Reset();
       return DataLossError("pool worker " + o.worker_address + ": bad HELLO answer (no arena)");
     }
-    // Reuse the mapping when the worker is the same (same size and inode would be ideal;
-    // a fresh map per connection is simple and cheap: the kernel shares the pages).
-    void* p = mmap(nullptr, arena_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, arena_fd.get(), 0);
-    if (p == MAP_FAILED) {
+    auto m = maps_->Get(arena_fd.get(), arena_bytes);
+    if (!m.ok()) {
       fd.Reset();
-      return ResourceExhaustedError("mapping the pool arena: " + std::string(std::strerror(errno)));
+      return m.status();
     }
-    auto m = std::make_shared<Mapping>();
-    m->base = static_cast<uint8_t*>(p);
-    m->size = arena_bytes;
-    mapping = std::move(m);
+    mapping = std::move(m).value();
     return Status::Ok();
   }
 
@@ -95,6 +126,8 @@ class Channel {
     TANDEM_RETURN_IF_ERROR(StatusFromResponse(h, reply));
     return reply;
   }
+
+  std::shared_ptr<MappingCache> maps_;
 
   // Whether [offset, offset + size) lies inside the arena.
   bool InArena(uint64_t offset, uint64_t size) const {
@@ -210,7 +243,8 @@ StatusOr<std::unique_ptr<PoolClient>> PoolClient::Connect(PoolClientOptions opti
     options.max_keys_per_request = 512;
   }
   std::unique_ptr<PoolClient> client(new PoolClient(options));
-  for (int i = 0; i < options.num_connections; ++i) client->channels_.push_back(std::make_shared<Channel>());
+  auto maps = std::make_shared<MappingCache>();
+  for (int i = 0; i < options.num_connections; ++i) client->channels_.push_back(std::make_shared<Channel>(maps));
   {
     std::lock_guard<std::mutex> lock(client->channels_[0]->mu);
     TANDEM_RETURN_IF_ERROR(client->channels_[0]->Connect(client->options_));

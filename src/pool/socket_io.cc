@@ -7,6 +7,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -206,6 +207,37 @@ Status SendFrame(int fd, FrameHeader header, std::string_view body, int pass_fd)
   }
   size_t body_sent = sent - kHeaderBytes;
   return WriteAll(fd, body.data() + body_sent, body.size() - body_sent);
+}
+
+Status SendFrameParts(int fd, FrameHeader header, const std::vector<std::string_view>& parts) {
+  if (parts.size() > 1024) return InvalidArgumentError("too many frame parts");
+  uint64_t total = 0;
+  for (auto p : parts) total += p.size();
+  if (total > kMaxBodyBytes) return InvalidArgumentError("frame body too large");
+  header.body_len = static_cast<uint32_t>(total);
+  uint8_t head[kHeaderBytes];
+  EncodeHeader(header, head);
+  std::vector<iovec> iov;
+  iov.reserve(parts.size() + 1);
+  iov.push_back({head, kHeaderBytes});
+  for (auto p : parts) {
+    if (!p.empty()) iov.push_back({const_cast<char*>(p.data()), p.size()});
+  }
+  size_t first = 0;
+  while (first < iov.size()) {
+    ssize_t n = writev(fd, iov.data() + first, static_cast<int>(iov.size() - first));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus("send", errno);
+    }
+    size_t left = static_cast<size_t>(n);
+    while (first < iov.size() && left >= iov[first].iov_len) left -= iov[first++].iov_len;
+    if (left > 0) {
+      iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + left;
+      iov[first].iov_len -= left;
+    }
+  }
+  return Status::Ok();
 }
 
 Status RecvFrame(int fd, FrameHeader* header, std::string* body, UniqueFd* received_fd,

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "pool/wire.h"
@@ -64,6 +65,9 @@ Status SetIoTimeout(int fd, std::chrono::milliseconds timeout);
 // Sends header (its body_len is set from body) and body in one sendmsg sequence; when
 // pass_fd >= 0 it travels as SCM_RIGHTS with the first byte.
 Status SendFrame(int fd, FrameHeader header, std::string_view body, int pass_fd = -1);
+// Sends header and a body made of `parts` (written with writev, no concatenation:
+// e.g. objects straight from the arena). At most 1024 parts.
+Status SendFrameParts(int fd, FrameHeader header, const std::vector<std::string_view>& parts);
 // Receives one frame. When received_fd is given, a passed descriptor is stored there
 // (else closed). Unavailable on EOF, InvalidArgument on a bad header or a body over
 // `max_body` bytes (checked before anything is allocated).

@@ -85,7 +85,8 @@ class PoolWorker::Impl {
   StatusOr<std::string> HandlePutSeal(Session& s, std::string_view body);
   StatusOr<std::string> HandleGet(Session& s, std::string_view body);
   StatusOr<std::string> HandleRelease(Session& s, std::string_view body);
-  StatusOr<std::string> HandleFetch(std::string_view body);
+  // FETCH is answered here, straight from the arena (writev), not through Handle().
+  Status ServeFetch(int fd, uint64_t request_id, std::string_view body);
   StatusOr<std::string> HandleDirPut(std::string_view body, bool put);
   StatusOr<std::string> HandleDirLookup(std::string_view body);
   // For keys not held here: a live holder other than this worker, or "" (asks owners).

@@ -103,6 +103,17 @@ void PoolWorker::Impl::ServeConnection(int fd, bool is_unix) {
       }
       break;
     }
+    if (h.type == MsgType::kFetch && s.role == Role::kPeer) {
+      // Objects go from the arena straight to the socket (pinned meanwhile).
+      Status fetched = ServeFetch(fd, h.request_id, body);
+      if (fetched.code() == StatusCode::kInvalidArgument) {
+        SendFrame(fd, {h.type, WireStatus(fetched), 0, h.request_id}, fetched.message()).ok();
+        DrainBeforeClose(fd);
+        break;
+      }
+      if (!fetched.ok()) break;
+      continue;
+    }
     StatusOr<std::string> reply = IsPeerType(h.type) != (s.role == Role::kPeer)
                                       ? StatusOr<std::string>(PermissionDeniedError(
                                             "request type not allowed on this connection"))
@@ -141,7 +152,7 @@ StatusOr<std::string> PoolWorker::Impl::Handle(Session& s, MsgType type, std::st
     case MsgType::kPutSeal: return HandlePutSeal(s, body);
     case MsgType::kGet: return HandleGet(s, body);
     case MsgType::kRelease: return HandleRelease(s, body);
-    case MsgType::kFetch: return HandleFetch(body);
+    case MsgType::kFetch: return InternalError("FETCH is served by ServeFetch");
     case MsgType::kDirPut: return HandleDirPut(body, true);
     case MsgType::kDirDel: return HandleDirPut(body, false);
     case MsgType::kDirLookup: return HandleDirLookup(body);
@@ -277,7 +288,7 @@ std::vector<bool> PoolWorker::Impl::FetchReplicas(const std::string& holder,
     }
     std::vector<std::string> evicted;
     for (size_t j = 0; j < chunk.size(); ++j) {
-      const auto& data = (*fetched)[j];
+      const auto& data = fetched->objects[j];
       if (!data || data->empty()) continue;
       uint64_t offset = 0;
       AllocCode code = table_->Allocate(chunk[j], data->size(), /*primary=*/false, &offset, &evicted);
@@ -363,24 +374,38 @@ StatusOr<std::string> PoolWorker::Impl::HandleRelease(Session& s, std::string_vi
   return std::string();
 }
 
-StatusOr<std::string> PoolWorker::Impl::HandleFetch(std::string_view body) {
+Status PoolWorker::Impl::ServeFetch(int fd, uint64_t request_id, std::string_view body) {
   BodyReader r(body);
   std::vector<std::string> keys;
   TANDEM_RETURN_IF_ERROR(r.Keys(&keys, kMaxFetchKeys));
   TANDEM_RETURN_IF_ERROR(r.Finish());
-  BodyWriter w;
-  for (const auto& key : keys) {
-    auto loc = table_->LookupAndPin(key);
+  // Layout per key: u8 found, then (found) u32 length + the bytes, viewed in the arena.
+  std::vector<std::string> heads(keys.size());
+  std::vector<std::string_view> parts;
+  std::vector<const std::string*> pinned;
+  uint64_t total = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto loc = table_->LookupAndPin(keys[i]);
+    BodyWriter w;
     // Keep the response under the frame limit; what does not fit is reported missing.
-    if (loc && w.data().size() + 5 + loc->size <= kMaxBodyBytes - 5 * keys.size()) {
+    if (loc && total + 5 + loc->size <= kMaxBodyBytes - 5 * keys.size()) {
       w.U8(1);
-      w.String(std::string_view(reinterpret_cast<const char*>(arena_->base() + loc->offset), loc->size));
+      w.U32(static_cast<uint32_t>(loc->size));
+      heads[i] = std::move(w.data());
+      parts.push_back(heads[i]);
+      parts.emplace_back(reinterpret_cast<const char*>(arena_->base() + loc->offset), loc->size);
+      pinned.push_back(&keys[i]);
+      total += 5 + loc->size;
     } else {
-      w.U8(0);
+      if (loc) table_->Unpin(keys[i]);
+      heads[i] = std::string(1, '\0');
+      parts.push_back(heads[i]);
+      total += 1;
     }
-    if (loc) table_->Unpin(key);
   }
-  return std::move(w.data());
+  Status sent = SendFrameParts(fd, {MsgType::kFetch, 0, 0, request_id}, parts);
+  for (const std::string* key : pinned) table_->Unpin(*key);
+  return sent;
 }
 
 StatusOr<std::string> PoolWorker::Impl::HandleDirPut(std::string_view body, bool put) {
