@@ -59,8 +59,8 @@ void RegisterProxy(CLI::App& app, RunFn* run) {
   auto flags = std::make_shared<ProxyFlags>();
   ProxyFlags& f = *flags;
   proxy::ProxyOptions& o = f.options;
-  CLI::App* cmd =
-      app.add_subcommand("proxy", "PD load-balancing proxy (load_balance_proxy_server_example's flags)");
+  CLI::App* cmd = app.add_subcommand(
+      "proxy", "PD load-balancing proxy (load_balance_proxy_server_example's flags)");
   cmd->add_option("--host", o.host, "bind address")->capture_default_str();
   cmd->add_option("--port", o.port, "port")->check(CLI::Range(1, 65535))->capture_default_str();
   cmd->add_option("--prefiller-hosts", f.prefiller_hosts, "prefill instance hosts")
@@ -101,8 +101,8 @@ void RegisterProxy(CLI::App& app, RunFn* run) {
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
   cmd->add_option("--log-level", f.log_level, "DEBUG, INFO, WARNING, ERROR or CRITICAL")
-      ->transform(CLI::IsMember({"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"},
-                                CLI::ignore_case))
+      ->transform(
+          CLI::IsMember({"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}, CLI::ignore_case))
       ->capture_default_str();
   cmd->add_option("--api-key", o.api_key,
                   "require 'Authorization: Bearer KEY' from clients; sent to the backends");

@@ -1,12 +1,11 @@
 #include "net/timer_service.h"
 
-#include <optional>
-#include <thread>
-
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <optional>
+#include <thread>
 
 #include "common/logging.h"
 

@@ -31,8 +31,7 @@ StatusOr<BackendAddress> ParseBackendAddress(std::string_view text) {
   }
   int port = 0;
   auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (ec != std::errc() || end != port_text.data() + port_text.size() || port < 1 ||
-      port > 65535) {
+  if (ec != std::errc() || end != port_text.data() + port_text.size() || port < 1 || port > 65535) {
     return bad();
   }
   return BackendAddress{std::string(host), static_cast<uint16_t>(port)};
@@ -48,12 +47,12 @@ BackendPtr BackendRegistry::Add(Role role, const BackendAddress& address, Backen
   auto backend = std::make_shared<Backend>(role, address, next_ordinal_++);
   if (metrics_ != nullptr) {
     MetricLabels labels{{"role", std::string(RoleName(role))}, {"instance", address.Key()}};
-    backend->up_gauge_ = metrics_->GetGauge(
-        "tandem_proxy_backend_up", "1 when the instance is routable, 0 when down or pending",
-        labels);
-    backend->in_flight_gauge_ = metrics_->GetGauge(
-        "tandem_proxy_backend_in_flight_requests", "Requests the proxy has on the instance",
-        labels);
+    backend->up_gauge_ =
+        metrics_->GetGauge("tandem_proxy_backend_up",
+                           "1 when the instance is routable, 0 when down or pending", labels);
+    backend->in_flight_gauge_ =
+        metrics_->GetGauge("tandem_proxy_backend_in_flight_requests",
+                           "Requests the proxy has on the instance", labels);
     backend->in_flight_gauge_->Set(0);
   }
   SetStateLocked(*backend, state);
@@ -145,8 +144,7 @@ bool BackendRegistry::PendingProbeFailed(const BackendPtr& backend, int max_fail
   if (++backend->failed_probes_ < max_failures) return false;
   UnregisterLocked(backend);
   TANDEM_LOG(WARNING) << RoleName(backend->role()) << " instance " << backend->address().Key()
-                      << " was not added: no healthy answer after " << max_failures
-                      << " probes";
+                      << " was not added: no healthy answer after " << max_failures << " probes";
   return true;
 }
 

@@ -64,12 +64,12 @@ class Backend {
   const uint64_t ordinal_;  // registration order
   // Guarded by the registry's mutex.
   State state_ = State::kUp;
-  bool draining_ = false;     // removed while busy; leaves when idle
-  bool registered_ = true;    // false once it left the registry
-  int64_t load_ = 0;          // estimated in-flight tokens
-  int64_t in_flight_ = 0;     // requests holding it
-  uint64_t last_pick_ = 0;    // pick sequence number (ties go to the least recent)
-  int failed_probes_ = 0;     // kPending: probes that failed so far
+  bool draining_ = false;   // removed while busy; leaves when idle
+  bool registered_ = true;  // false once it left the registry
+  int64_t load_ = 0;        // estimated in-flight tokens
+  int64_t in_flight_ = 0;   // requests holding it
+  uint64_t last_pick_ = 0;  // pick sequence number (ties go to the least recent)
+  int failed_probes_ = 0;   // kPending: probes that failed so far
   Gauge* up_gauge_ = nullptr;
   Gauge* in_flight_gauge_ = nullptr;
 };

@@ -18,7 +18,7 @@ TEST(BackendRegistryTest, PicksTheLeastLoaded) {
   // 100 vs 10 in flight: the next goes to the one with 10.
   EXPECT_EQ(r.Pick(Role::kPrefill, 10), second);
   r.Release(first, 100);
-  EXPECT_EQ(r.Pick(Role::kPrefill, 1), first);  // now 0 vs 20
+  EXPECT_EQ(r.Pick(Role::kPrefill, 1), first);   // now 0 vs 20
   EXPECT_EQ(r.Pick(Role::kDecode, 1), nullptr);  // no decoders
 }
 
@@ -112,8 +112,10 @@ TEST(BackendRegistryTest, ExportsUpAndInFlightGauges) {
   EXPECT_NE(text.find(R"(tandem_proxy_backend_up{instance="127.0.0.1:7",role="decode"} 0.0)"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find(R"(tandem_proxy_backend_in_flight_requests{instance="127.0.0.1:7",role="decode"} 1.0)"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find(
+          R"(tandem_proxy_backend_in_flight_requests{instance="127.0.0.1:7",role="decode"} 1.0)"),
+      std::string::npos)
       << text;
 }
 

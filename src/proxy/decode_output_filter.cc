@@ -65,7 +65,8 @@ const Json* FirstChoice(const Json& chunk) {
 
 // The text a choice carries: "text" (completions), delta.content or message.content (chat).
 std::string ChoiceText(const Json& choice) {
-  if (auto t = choice.find("text"); t != choice.end() && t->is_string()) return t->get<std::string>();
+  if (auto t = choice.find("text"); t != choice.end() && t->is_string())
+    return t->get<std::string>();
   for (const char* key : {"delta", "message"}) {
     auto d = choice.find(key);
     if (d == choice.end() || !d->is_object()) continue;
@@ -84,7 +85,8 @@ bool IsRoleChunk(const Json& choice) {
   auto d = choice.find("delta");
   if (d == choice.end() || !d->is_object() || !d->contains("role")) return false;
   auto c = d->find("content");
-  return c == d->end() || c->is_null() || (c->is_string() && c->get_ref<const std::string&>().empty());
+  return c == d->end() || c->is_null() ||
+         (c->is_string() && c->get_ref<const std::string&>().empty());
 }
 
 }  // namespace

@@ -53,8 +53,8 @@ TEST(DecodeOutputFilterTest, StopsAtRecomputed) {
   const std::string recomputed =
       R"({"choices":[{"index":0,"text":" wor","finish_reason":"stop","stop_reason":"recomputed"}]})";
   DecodeOutputFilter filter(3, false);
-  std::string out = filter.FeedStream(Event(kChunk1) + Event(recomputed) + Event(kUsage) +
-                                      Event("[DONE]"));
+  std::string out =
+      filter.FeedStream(Event(kChunk1) + Event(recomputed) + Event(kUsage) + Event("[DONE]"));
   EXPECT_TRUE(filter.recomputed());
   EXPECT_FALSE(filter.saw_done());
   EXPECT_EQ(filter.text(), "Hel wor");
@@ -98,8 +98,7 @@ TEST(DecodeOutputFilterTest, FiltersAWholeBody) {
 TEST(DecodeOutputFilterTest, PrependsEarlierSegments) {
   const std::string completion =
       R"({"choices":[{"index":0,"text":"lo","finish_reason":"length"}],"usage":{"prompt_tokens":12,"total_tokens":14,"completion_tokens":2}})";
-  auto j = nlohmann::json::parse(
-      DecodeOutputFilter::PrependSegments(completion, false, "Hel", 3));
+  auto j = nlohmann::json::parse(DecodeOutputFilter::PrependSegments(completion, false, "Hel", 3));
   EXPECT_EQ(j["choices"][0]["text"], "Hello");
   EXPECT_EQ(j["usage"]["completion_tokens"], 5);
   EXPECT_EQ(j["usage"]["prompt_tokens"], 9);

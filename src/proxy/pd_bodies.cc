@@ -46,7 +46,7 @@ StatusOr<Json> ParseClientBody(std::string_view body) {
 
 std::string PrefillBody(const Json& client_body) {
   Json body = client_body;
-  body["kv_transfer_params"] = Json{{"do_remote_decode", true},  {"do_remote_prefill", false},
+  body["kv_transfer_params"] = Json{{"do_remote_decode", true},    {"do_remote_prefill", false},
                                     {"remote_engine_id", nullptr}, {"remote_block_ids", nullptr},
                                     {"remote_host", nullptr},      {"remote_port", nullptr}};
   body["stream"] = false;
@@ -72,8 +72,8 @@ std::string DecodeBody(std::string_view raw_body, const Json& client_body,
   size_t close = base.find_last_of('}');
   size_t last = base.find_last_not_of(" \t\r\n", close == 0 ? 0 : close - 1);
   const bool empty_object = last != std::string::npos && base[last] == '{';
-  std::string field = std::string(empty_object ? "" : ",") + "\"kv_transfer_params\":" +
-                      std::string(kv_transfer_params);
+  std::string field = std::string(empty_object ? "" : ",") +
+                      "\"kv_transfer_params\":" + std::string(kv_transfer_params);
   base.insert(close, field);
   return base;
 }
@@ -123,11 +123,10 @@ std::optional<Json> ContinuationBody(const Json& body, bool chat, std::string_vi
   if (chat) {
     if (!next.contains("messages") || !next["messages"].is_array()) return std::nullopt;
     Json& messages = next["messages"];
-    const bool continuing = next.value("continue_final_message", false) && !messages.empty() &&
-                            messages.back().is_object() &&
-                            messages.back().value("role", "") == "assistant" &&
-                            messages.back().contains("content") &&
-                            messages.back()["content"].is_string();
+    const bool continuing =
+        next.value("continue_final_message", false) && !messages.empty() &&
+        messages.back().is_object() && messages.back().value("role", "") == "assistant" &&
+        messages.back().contains("content") && messages.back()["content"].is_string();
     if (continuing) {
       messages.back()["content"] =
           messages.back()["content"].get<std::string>() + std::string(generated_text);

@@ -37,7 +37,8 @@ TEST(PdBodiesTest, DecodeBodySplicesTheParamsVerbatim) {
   const std::string kv =
       R"({"do_remote_prefill": true, "remote_block_ids": [1, 2], "remote_request_id": "r1"})";
   std::string body = DecodeBody(raw, Parse(raw), kv);
-  EXPECT_EQ(body, "{\"prompt\": \"a b\",  \"max_tokens\": 5.0 ,\"kv_transfer_params\":" + kv + "}\n");
+  EXPECT_EQ(body,
+            "{\"prompt\": \"a b\",  \"max_tokens\": 5.0 ,\"kv_transfer_params\":" + kv + "}\n");
   EXPECT_EQ(Parse(body)["kv_transfer_params"]["remote_request_id"], "r1");
   // No params: the client's bytes unchanged.
   EXPECT_EQ(DecodeBody(raw, Parse(raw), ""), raw);
@@ -58,17 +59,19 @@ TEST(PdBodiesTest, EstimatesPromptTokens) {
   EXPECT_EQ(EstimatePromptTokens(Parse(R"({"prompt":[1,2,3,4,5]})")), 5);
   EXPECT_EQ(EstimatePromptTokens(Parse(R"({"prompt":[[1,2],[3]]})")), 3);
   EXPECT_EQ(EstimatePromptTokens(Parse(R"({"prompt":""})")), 1);
-  EXPECT_EQ(EstimatePromptTokens(Parse(
-                R"({"messages":[{"role":"user","content":"12345678"},{"role":"user","content":[{"type":"text","text":"1234"}]}]})")),
-            7);  // (8 + 4 + 2 * 8) / 4
+  EXPECT_EQ(
+      EstimatePromptTokens(Parse(
+          R"({"messages":[{"role":"user","content":"12345678"},{"role":"user","content":[{"type":"text","text":"1234"}]}]})")),
+      7);  // (8 + 4 + 2 * 8) / 4
   EXPECT_EQ(MaxNewTokens(Parse(R"({"max_tokens":7})"), 16), 7);
   EXPECT_EQ(MaxNewTokens(Parse(R"({"max_completion_tokens":9})"), 16), 9);
   EXPECT_EQ(MaxNewTokens(Parse(R"({})"), 16), 16);
 }
 
 TEST(PdBodiesTest, ContinuesACompletion) {
-  auto next = ContinuationBody(Parse(R"({"prompt":"Once","max_tokens":10,"min_tokens":2,"echo":true})"),
-                               false, " upon a", 2);
+  auto next =
+      ContinuationBody(Parse(R"({"prompt":"Once","max_tokens":10,"min_tokens":2,"echo":true})"),
+                       false, " upon a", 2);
   ASSERT_TRUE(next);
   EXPECT_EQ((*next)["prompt"], "Once upon a");
   EXPECT_EQ((*next)["max_tokens"], 8);

@@ -54,7 +54,8 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
     if (!prefiller_) return FailLocked(503, "no prefill instance available");
     prefill_held_ = true;
     p_tried_.push_back(prefiller_);
-    net::HttpClientRequest request = BackendRequest(prefiller_, p_.target, PrefillBody(segment_body_));
+    net::HttpClientRequest request =
+        BackendRequest(prefiller_, p_.target, PrefillBody(segment_body_));
     auto self = shared_from_this();
     auto response = std::make_shared<net::HttpResponse>();
     net::HttpStreamCallbacks callbacks;
@@ -86,9 +87,9 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
     }
     if (!status.ok()) {
       ctx_->registry->MarkDown(prefiller_);
-      return RetryPrefillLocked(status.code() == StatusCode::kDeadlineExceeded ? 504 : 502,
-                                "prefill instance " + prefiller_->address().Key() +
-                                    " failed: " + status.message());
+      return RetryPrefillLocked(
+          status.code() == StatusCode::kDeadlineExceeded ? 504 : 502,
+          "prefill instance " + prefiller_->address().Key() + " failed: " + status.message());
     }
     if (response.status >= 500) {
       ctx_->registry->MarkDown(prefiller_);
@@ -97,8 +98,8 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
     }
     if (response.status != 200) return PassThroughLocked(response.status, response.body);
     if (!ParsePrefillAnswerLocked(response.body)) {
-      return RetryPrefillLocked(502, "prefill instance " + prefiller_->address().Key() +
-                                         " answered with no JSON object");
+      return RetryPrefillLocked(
+          502, "prefill instance " + prefiller_->address().Key() + " answered with no JSON object");
     }
     StartDecodeLocked();
   }
@@ -213,8 +214,9 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
       if (!filter_->saw_done()) {
         return RetryDecodeLocked(502, where + " ended its stream without [DONE]");
       }
+      FinishLocked(Outcome::kSuccess);  // counted before the client can see the end
       writer_->End();
-      return FinishLocked(Outcome::kSuccess);
+      return;
     }
     if (d_body_.empty()) return RetryDecodeLocked(502, where + " answered 200 with no body");
     std::string body = filter_->FilterBody(std::move(d_body_));
@@ -223,8 +225,8 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
       body = DecodeOutputFilter::PrependSegments(std::move(body), chat_, earlier_text_,
                                                  earlier_tokens_);
     }
-    writer_->SendResponse(200, ResponseHeaders("application/json"), std::move(body));
     FinishLocked(Outcome::kSuccess);
+    writer_->SendResponse(200, ResponseHeaders("application/json"), std::move(body));
   }
 
   // A decode attempt failed: retry on another decoder while the client has seen
@@ -256,8 +258,8 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
     earlier_tokens_ += filter_->tokens();
     ctx_->metrics->Recomputed();
     if (++segment_ > kMaxRecomputes) {
-      return FailLocked(502, "the request was recomputed more than " +
-                                 std::to_string(kMaxRecomputes) + " times");
+      return FailLocked(
+          502, "the request was recomputed more than " + std::to_string(kMaxRecomputes) + " times");
     }
     std::optional<Json> next = ContinuationBody(p_.body, chat_, earlier_text_, earlier_tokens_);
     if (!next) {
@@ -306,18 +308,19 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
 
   // A backend's 4xx: the client's request was wrong; answer with the backend's words.
   void PassThroughLocked(int status, const std::string& body) {
+    FinishLocked(Outcome::kClientError);
     Json parsed = Json::parse(body, nullptr, /*allow_exceptions=*/false);
     if (parsed.is_object() && parsed.contains("error")) {
       writer_->SendResponse(status, ResponseHeaders("application/json"), body);
     } else {
       net::SendError(*writer_, status, body.empty() ? net::HttpReasonPhrase(status) : body);
     }
-    FinishLocked(Outcome::kClientError);
   }
 
   void FailLocked(int status, const std::string& message) {
     if (finished_) return;
     TANDEM_LOG(WARNING) << "request " << p_.request_id << " failed: " << message;
+    FinishLocked(Outcome::kFailed);
     if (client_started_) {
       writer_->Write(net::SseEvent(net::OpenAiErrorJson(status, message)));
       writer_->Write(net::SseEvent("[DONE]"));
@@ -325,9 +328,10 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
     } else {
       net::SendError(*writer_, status, message);
     }
-    FinishLocked(Outcome::kFailed);
   }
 
+  // Ends the request's accounting (loads, metrics); called before the last bytes go out,
+  // so that a client that got its answer sees it counted.
   void FinishLocked(Outcome outcome) {
     if (finished_) return;
     finished_ = true;
@@ -367,9 +371,9 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
     request.timeout = std::chrono::milliseconds(0);  // generation has no natural bound
     request.idle_timeout = ctx_->options->backend_idle_timeout;
     request.headers.Set("Content-Type", "application/json");
-    request.headers.Set("X-Request-Id", segment_ == 0 ? p_.request_id
-                                                      : p_.request_id + "-r" +
-                                                            std::to_string(segment_));
+    request.headers.Set("X-Request-Id", segment_ == 0
+                                            ? p_.request_id
+                                            : p_.request_id + "-r" + std::to_string(segment_));
     if (!p_.authorization.empty()) request.headers.Set("Authorization", p_.authorization);
     return request;
   }

@@ -40,8 +40,8 @@ bool Authorized(const net::HttpRequest& request, const std::string& key) {
 std::string NewRequestId() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
   uint64_t hi = rng(), lo = rng();
-  hi = (hi & ~0xF000ull) | 0x4000ull;                        // version 4
-  lo = (lo & ~(0xC000ull << 48)) | (0x8000ull << 48);        // variant 10
+  hi = (hi & ~0xF000ull) | 0x4000ull;                  // version 4
+  lo = (lo & ~(0xC000ull << 48)) | (0x8000ull << 48);  // variant 10
   char buf[40];
   snprintf(buf, sizeof(buf), "%08x-%04x-%04x-%04x-%012llx", static_cast<unsigned>(hi >> 32),
            static_cast<unsigned>((hi >> 16) & 0xFFFF), static_cast<unsigned>(hi & 0xFFFF),
@@ -80,8 +80,8 @@ ProxyServer::ProxyServer(ProxyOptions options) : options_(std::move(options)) {
   io_ = std::make_unique<BackendIo>(client);
   context_ = std::make_unique<ProxyContext>(
       ProxyContext{&options_, registry_.get(), io_.get(), metrics_.get()});
-  prober_ = std::make_unique<HealthProber>(options_, registry_.get(), io_.get(),
-                                           backend_authorization_);
+  prober_ =
+      std::make_unique<HealthProber>(options_, registry_.get(), io_.get(), backend_authorization_);
   net::HttpServerOptions http;
   http.host = options_.host;
   http.port = options_.port;
@@ -124,81 +124,83 @@ void ProxyServer::AddRoutes() {
   };
 
   for (const char* target : {"/v1/completions", "/v1/chat/completions"}) {
-    http_->Route("POST", target,
-                 guarded([this, target](net::HttpRequest request, WriterPtr writer) {
-                   StatusOr<Json> body = ParseClientBody(request.body);
-                   if (!body.ok()) {
-                     net::SendError(*writer, 400, body.status().message());
-                     return;
-                   }
-                   PdRequestParams params;
-                   params.target = target;
-                   params.body = std::move(*body);
-                   params.raw_body = std::move(request.body);
-                   params.request_id =
-                       std::string(request.headers.Get("X-Request-Id").value_or(""));
-                   if (params.request_id.empty()) params.request_id = NewRequestId();
-                   params.authorization = !backend_authorization_.empty()
-                                              ? backend_authorization_
-                                              : request.headers.GetOr("Authorization", "");
-                   StartPdRequest(context_.get(), std::move(params), std::move(writer));
-                 }));
+    http_->Route(
+        "POST", target, guarded([this, target](net::HttpRequest request, WriterPtr writer) {
+          StatusOr<Json> body = ParseClientBody(request.body);
+          if (!body.ok()) {
+            net::SendError(*writer, 400, body.status().message());
+            return;
+          }
+          PdRequestParams params;
+          params.target = target;
+          params.body = std::move(*body);
+          params.raw_body = std::move(request.body);
+          params.request_id = std::string(request.headers.Get("X-Request-Id").value_or(""));
+          if (params.request_id.empty()) params.request_id = NewRequestId();
+          params.authorization = !backend_authorization_.empty()
+                                     ? backend_authorization_
+                                     : request.headers.GetOr("Authorization", "");
+          StartPdRequest(context_.get(), std::move(params), std::move(writer));
+        }));
   }
 
   http_->Route("GET", "/v1/models", guarded([this](net::HttpRequest request, WriterPtr writer) {
-    // Decoders first (up ones first), then prefillers; the first 200 answers.
-    std::vector<BackendAddress> candidates;
-    for (Role role : {Role::kDecode, Role::kPrefill}) {
-      for (bool want_up : {true, false}) {
-        for (const BackendInfo& info : registry_->Snapshot()) {
-          if (info.role != role || info.state == Backend::State::kPending) continue;
-          if ((info.state == Backend::State::kUp) == want_up) candidates.push_back(info.address);
-        }
-      }
-    }
-    std::string authorization = !backend_authorization_.empty()
-                                    ? backend_authorization_
-                                    : request.headers.GetOr("Authorization", "");
-    struct Lookup {
-      std::vector<BackendAddress> candidates;
-      size_t next = 0;
-      std::string authorization;
-      WriterPtr writer;
-      std::function<void()> try_next;
-    };
-    auto lookup = std::make_shared<Lookup>();
-    lookup->candidates = std::move(candidates);
-    lookup->authorization = std::move(authorization);
-    lookup->writer = std::move(writer);
-    BackendIo* io = io_.get();
-    std::weak_ptr<Lookup> weak = lookup;
-    lookup->try_next = [io, weak] {
-      auto self = weak.lock();
-      if (!self) return;
-      if (self->next >= self->candidates.size()) {
-        net::SendError(*self->writer, 503, "no backend instance answered /v1/models");
-        return;
-      }
-      const BackendAddress& address = self->candidates[self->next++];
-      net::HttpClientRequest r;
-      r.method = "GET";
-      r.host = address.host;
-      r.port = address.port;
-      r.target = "/v1/models";
-      r.timeout = std::chrono::seconds(5);
-      if (!self->authorization.empty()) r.headers.Set("Authorization", self->authorization);
-      auto started = io->Fetch(std::move(r), [self](StatusOr<net::HttpResponse> response) {
-        if (response.ok() && response->status == 200) {
-          net::SendJson(*self->writer, 200, std::move(response->body));
-          self->try_next = nullptr;  // breaks the self-reference
-        } else {
-          self->try_next();
-        }
-      });
-      if (!started) net::SendError(*self->writer, 503, "the proxy is shutting down");
-    };
-    lookup->try_next();
-  }));
+                 // Decoders first (up ones first), then prefillers; the first 200 answers.
+                 std::vector<BackendAddress> candidates;
+                 for (Role role : {Role::kDecode, Role::kPrefill}) {
+                   for (bool want_up : {true, false}) {
+                     for (const BackendInfo& info : registry_->Snapshot()) {
+                       if (info.role != role || info.state == Backend::State::kPending) continue;
+                       if ((info.state == Backend::State::kUp) == want_up)
+                         candidates.push_back(info.address);
+                     }
+                   }
+                 }
+                 std::string authorization = !backend_authorization_.empty()
+                                                 ? backend_authorization_
+                                                 : request.headers.GetOr("Authorization", "");
+                 struct Lookup {
+                   std::vector<BackendAddress> candidates;
+                   size_t next = 0;
+                   std::string authorization;
+                   WriterPtr writer;
+                   std::function<void()> try_next;
+                 };
+                 auto lookup = std::make_shared<Lookup>();
+                 lookup->candidates = std::move(candidates);
+                 lookup->authorization = std::move(authorization);
+                 lookup->writer = std::move(writer);
+                 BackendIo* io = io_.get();
+                 std::weak_ptr<Lookup> weak = lookup;
+                 lookup->try_next = [io, weak] {
+                   auto self = weak.lock();
+                   if (!self) return;
+                   if (self->next >= self->candidates.size()) {
+                     net::SendError(*self->writer, 503, "no backend instance answered /v1/models");
+                     return;
+                   }
+                   const BackendAddress& address = self->candidates[self->next++];
+                   net::HttpClientRequest r;
+                   r.method = "GET";
+                   r.host = address.host;
+                   r.port = address.port;
+                   r.target = "/v1/models";
+                   r.timeout = std::chrono::seconds(5);
+                   if (!self->authorization.empty())
+                     r.headers.Set("Authorization", self->authorization);
+                   auto started =
+                       io->Fetch(std::move(r), [self](StatusOr<net::HttpResponse> response) {
+                         if (response.ok() && response->status == 200) {
+                           net::SendJson(*self->writer, 200, std::move(response->body));
+                           self->try_next = nullptr;  // breaks the self-reference
+                         } else {
+                           self->try_next();
+                         }
+                       });
+                   if (!started) net::SendError(*self->writer, 503, "the proxy is shutting down");
+                 };
+                 lookup->try_next();
+               }));
 
   auto health = [this](net::HttpRequest, WriterPtr writer) {
     Json body{{"status", "ok"},
@@ -239,16 +241,16 @@ void ProxyServer::AddRoutes() {
                                                    : body->value("instance", Json(nullptr));
           if (items.is_string()) items = Json::array({items});
           if (!items.is_array() || items.empty()) {
-            net::SendError(*writer, 400, "'instances' must be a \"host:port\" string or a list",
-                           "", "instances");
+            net::SendError(*writer, 400, "'instances' must be a \"host:port\" string or a list", "",
+                           "instances");
             return;
           }
           std::vector<BackendAddress> addresses;
           for (const Json& item : items) {
-            StatusOr<BackendAddress> a =
-                item.is_string() ? ParseBackendAddress(item.get<std::string>())
-                                 : StatusOr<BackendAddress>(InvalidArgumentError(
-                                       "instances must be \"host:port\" strings"));
+            StatusOr<BackendAddress> a = item.is_string()
+                                             ? ParseBackendAddress(item.get<std::string>())
+                                             : StatusOr<BackendAddress>(InvalidArgumentError(
+                                                   "instances must be \"host:port\" strings"));
             if (!a.ok()) {
               net::SendError(*writer, 400, a.status().message(), "", "instances");
               return;
@@ -264,12 +266,12 @@ void ProxyServer::AddRoutes() {
   }
 }
 
-void ProxyServer::AddInstances(Role role, std::vector<BackendAddress> addresses,
-                               WriterPtr writer) {
+void ProxyServer::AddInstances(Role role, std::vector<BackendAddress> addresses, WriterPtr writer) {
   // Each new instance starts pending and is probed now; the answer waits for the probes.
   struct Pending {
     std::mutex mu;
-    Json added = Json::array(), waiting = Json::array(), existing = Json::array();
+    Json added = Json::array(), waiting = Json::array(), existing = Json::array(),
+         failed = Json::array();
     size_t outstanding = 0;
     WriterPtr writer;
   };
@@ -288,7 +290,8 @@ void ProxyServer::AddInstances(Role role, std::vector<BackendAddress> addresses,
   auto reply = [this, role, state] {
     std::string message;
     if (!state->added.empty()) {
-      message += "Added " + std::string(RoleName(role)) + " instances " + state->added.dump() + ". ";
+      message +=
+          "Added " + std::string(RoleName(role)) + " instances " + state->added.dump() + ". ";
     }
     if (!state->waiting.empty()) {
       message += "Instances " + state->waiting.dump() + " are waiting to be added. ";
@@ -296,10 +299,14 @@ void ProxyServer::AddInstances(Role role, std::vector<BackendAddress> addresses,
     if (!state->existing.empty()) {
       message += "Instances " + state->existing.dump() + " are already present. ";
     }
+    if (!state->failed.empty()) {
+      message += "Instances " + state->failed.dump() + " were not added (not healthy). ";
+    }
     if (!message.empty()) message.pop_back();
     Json body{{"message", message},
               {"added", state->added},
               {"waiting", state->waiting},
+              {"failed", state->failed},
               {"current_prefill_instances", InstanceList(*registry_, Role::kPrefill)},
               {"current_decode_instances", InstanceList(*registry_, Role::kDecode)}};
     net::SendJson(*state->writer, 200, DumpJson(body));
@@ -314,8 +321,9 @@ void ProxyServer::AddInstances(Role role, std::vector<BackendAddress> addresses,
           registry_->MarkUp(backend);
           state->added.push_back(backend->address().Key());
         } else {
-          registry_->PendingProbeFailed(backend, options_.max_waiting_retries + 1);
-          state->waiting.push_back(backend->address().Key());
+          // The first probe counts as one of the --max-waiting-retries.
+          const bool dropped = registry_->PendingProbeFailed(backend, options_.max_waiting_retries);
+          (dropped ? state->failed : state->waiting).push_back(backend->address().Key());
         }
         last = --state->outstanding == 0;
       }
@@ -329,9 +337,15 @@ void ProxyServer::RemoveInstances(Role role, const std::vector<BackendAddress>& 
   Json removed = Json::array(), draining = Json::array(), unknown = Json::array();
   for (const BackendAddress& address : addresses) {
     switch (registry_->Remove(role, address)) {
-      case BackendRegistry::RemoveResult::kRemoved: removed.push_back(address.Key()); break;
-      case BackendRegistry::RemoveResult::kDraining: draining.push_back(address.Key()); break;
-      case BackendRegistry::RemoveResult::kNotFound: unknown.push_back(address.Key()); break;
+      case BackendRegistry::RemoveResult::kRemoved:
+        removed.push_back(address.Key());
+        break;
+      case BackendRegistry::RemoveResult::kDraining:
+        draining.push_back(address.Key());
+        break;
+      case BackendRegistry::RemoveResult::kNotFound:
+        unknown.push_back(address.Key());
+        break;
     }
   }
   std::string message;

@@ -30,7 +30,7 @@
 namespace tandem::net {
 class HttpResponseWriter;
 class HttpServer;
-}
+}  // namespace tandem::net
 
 namespace tandem::proxy {
 

@@ -141,15 +141,18 @@ class FakeEngine {
     const bool chat = body.contains("messages");
     const json& kv = body.value("kv_transfer_params", json::object());
     if (kv.value("do_remote_decode", false)) {
-      json answer = {
-          {"id", "cmpl-p"},
-          {"choices", {{{"index", 0}, {"text", "x"}, {"finish_reason", "length"}}}},
-          {"usage",
-           {{"prompt_tokens", 40}, {"total_tokens", 41}, {"completion_tokens", 1},
-            {"prompt_tokens_details", {{"cached_tokens", 7}}}}},
-          {"kv_transfer_params",
-           {{"do_remote_prefill", true}, {"remote_request_id", "rid-" + std::to_string(n)},
-            {"remote_block_ids", {1, 2}}, {"remote_port", 7000}}}};
+      json answer = {{"id", "cmpl-p"},
+                     {"choices", {{{"index", 0}, {"text", "x"}, {"finish_reason", "length"}}}},
+                     {"usage",
+                      {{"prompt_tokens", 40},
+                       {"total_tokens", 41},
+                       {"completion_tokens", 1},
+                       {"prompt_tokens_details", {{"cached_tokens", 7}}}}},
+                     {"kv_transfer_params",
+                      {{"do_remote_prefill", true},
+                       {"remote_request_id", "rid-" + std::to_string(n)},
+                       {"remote_block_ids", {1, 2}},
+                       {"remote_port", 7000}}}};
       net::SendJson(*w, 200, answer.dump());
       return;
     }
@@ -170,7 +173,8 @@ class FakeEngine {
       return c;
     };
     const int generated = static_cast<int>(pieces.size());
-    const json usage = {{"prompt_tokens", 40}, {"total_tokens", 40 + generated},
+    const json usage = {{"prompt_tokens", 40},
+                        {"total_tokens", 40 + generated},
                         {"completion_tokens", generated},
                         {"prompt_tokens_details", {{"cached_tokens", 40}}}};
     if (!body.value("stream", false)) {
@@ -191,7 +195,8 @@ class FakeEngine {
               .dump()));
     }
     for (size_t i = 0; i < pieces.size(); ++i) {
-      w->Write(net::SseEvent(json{{"choices", {choice(pieces[i], i + 1 == pieces.size())}}}.dump()));
+      w->Write(
+          net::SseEvent(json{{"choices", {choice(pieces[i], i + 1 == pieces.size())}}}.dump()));
       if (mode == Mode::kHangStream) {
         w->OnClose([this] { ++closed_streams_; });
         std::lock_guard<std::mutex> lock(mu_);
@@ -310,7 +315,8 @@ TEST_F(ProxyServerTest, CompletionGoesThroughPrefillThenDecode) {
   Post("/v1/completions", request, {{"X-Request-Id", "client-id-1"}});
   EXPECT_EQ(p1_.request_ids().back(), "client-id-1");
   EXPECT_EQ(d1_.request_ids().back(), "client-id-1");
-  EXPECT_NE(Metrics().find("tandem_proxy_requests_total{outcome=\"success\"} 2.0"), std::string::npos);
+  EXPECT_NE(Metrics().find("tandem_proxy_requests_total{outcome=\"success\"} 2.0"),
+            std::string::npos);
 }
 
 TEST_F(ProxyServerTest, StreamingChatRewritesOnlyTheUsageChunk) {
@@ -353,8 +359,8 @@ TEST_F(ProxyServerTest, ADecoder5xxIsRetriedOnAnotherAndProbedBack) {
   EXPECT_EQ(d1_.bodies().size(), 1u);  // once, then down
   EXPECT_EQ(d2_.bodies().size(), 2u);
   EXPECT_EQ(StateOf(d1_.address()), Backend::State::kDown);
-  EXPECT_NE(Metrics().find(
-                "tandem_proxy_backend_up{instance=\"" + d1_.address().Key() + "\",role=\"decode\"} 0.0"),
+  EXPECT_NE(Metrics().find("tandem_proxy_backend_up{instance=\"" + d1_.address().Key() +
+                           "\",role=\"decode\"} 0.0"),
             std::string::npos);
   d1_.set_mode(FakeEngine::Mode::kNormal);
   d1_.set_healthy(true);
@@ -409,7 +415,8 @@ TEST_F(ProxyServerTest, ADecoderDyingMidStreamEndsTheStreamWithAnError) {
   EXPECT_EQ(r.status, 200);
   EXPECT_NE(r.body.find("[DONE]"), std::string::npos);
   EXPECT_EQ(d2_.bodies().size(), 1u);
-  EXPECT_NE(Metrics().find("tandem_proxy_requests_total{outcome=\"failed\"} 1.0"), std::string::npos);
+  EXPECT_NE(Metrics().find("tandem_proxy_requests_total{outcome=\"failed\"} 1.0"),
+            std::string::npos);
 }
 
 TEST_F(ProxyServerTest, RecomputedRequestsAreReRouted) {
@@ -478,8 +485,10 @@ TEST_F(ProxyServerTest, ClientDisconnectReleasesTheDecoderAndAbortsThePrefill) {
   stream->Cancel();
   EXPECT_TRUE(Eventually([&] { return d1_.closed_streams() == 1; }));
   EXPECT_TRUE(Eventually([&] { return p1_.aborts() == std::vector<std::string>{"rid-1"}; }));
-  EXPECT_TRUE(Eventually([&] { return Get("/health").body.find("\"request_num\":0") != std::string::npos; }));
-  EXPECT_NE(Metrics().find("tandem_proxy_requests_total{outcome=\"cancelled\"} 1.0"), std::string::npos);
+  EXPECT_TRUE(Eventually(
+      [&] { return Get("/health").body.find("\"request_num\":0") != std::string::npos; }));
+  EXPECT_NE(Metrics().find("tandem_proxy_requests_total{outcome=\"cancelled\"} 1.0"),
+            std::string::npos);
 }
 
 TEST_F(ProxyServerTest, ApiKeyIsRequiredAndForwarded) {
@@ -514,13 +523,15 @@ TEST_F(ProxyServerTest, ModelsHealthAndInstances) {
   net::HttpResponse r = Get("/v1/models");
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(json::parse(r.body)["data"][0]["id"], "fake");
-  EXPECT_EQ(json::parse(Get("/health").body),
-            json({{"status", "ok"}, {"prefill_instances", 1}, {"decode_instances", 1},
-                  {"request_num", 0}}));
+  EXPECT_EQ(json::parse(Get("/health").body), json({{"status", "ok"},
+                                                    {"prefill_instances", 1},
+                                                    {"decode_instances", 1},
+                                                    {"request_num", 0}}));
   EXPECT_EQ(Get("/healthcheck").status, 200);
 
   // Add a live prefiller: routable at once.
-  r = Post("/instances/add", json{{"type", "prefill"}, {"instances", {p2_.address().Key()}}}.dump());
+  r = Post("/instances/add",
+           json{{"type", "prefill"}, {"instances", {p2_.address().Key()}}}.dump());
   ASSERT_EQ(r.status, 200) << r.body;
   json added = json::parse(r.body);
   EXPECT_EQ(added["added"], json({p2_.address().Key()}));
@@ -538,7 +549,8 @@ TEST_F(ProxyServerTest, ModelsHealthAndInstances) {
   EXPECT_EQ(Post("/instances/add", R"({"type":"both","instances":["a:1"]})").status, 400);
   EXPECT_EQ(Post("/instances/add", R"({"type":"decode","instances":["nohost"]})").status, 400);
   // Remove the original prefiller: the traffic moves to the new one.
-  r = Post("/instances/remove", json{{"type", "prefill"}, {"instances", p1_.address().Key()}}.dump());
+  r = Post("/instances/remove",
+           json{{"type", "prefill"}, {"instances", p1_.address().Key()}}.dump());
   ASSERT_EQ(r.status, 200);
   EXPECT_EQ(json::parse(r.body)["removed"], json({p1_.address().Key()}));
   EXPECT_EQ(Post("/v1/completions", R"({"prompt":"x","max_tokens":2})").status, 200);
