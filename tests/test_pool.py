@@ -7,6 +7,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import signal
 import socket
 import struct
@@ -203,6 +204,11 @@ def test_seed_command_line_start_stop_and_etcd_restart(tandem_bin, tmp_path, etc
     assert tool(pool_tool, w, "get", "a", 4)["hits"] == 4
     etcd.start()
     assert wait_for(lambda: w.metric("tandem_pool_etcd_up") == 1 and etcd.workers() == [w.address], 15)
+    # etcd comes back empty (its data lost): the worker's lease is unknown, so it registers again.
+    etcd.stop(signal.SIGKILL)
+    shutil.rmtree(etcd.dir)
+    etcd.start()
+    assert wait_for(lambda: etcd.workers() == [w.address], 15)
 
     w.stop()
     assert not w.alive()
@@ -314,7 +320,8 @@ def test_bad_flags_are_clear_errors(tandem_bin, tmp_path):
     # etcd unreachable: start fails within its timeout with a message, nothing left behind.
     port = free_port()
     r = subprocess.run([tandem_bin, "pool", "start", "-w", "-t", "30", "--worker_address",
-                        f"127.0.0.1:{port}", "--etcd_address", f"127.0.0.1:{free_port()}"],
+                        f"127.0.0.1:{port}", "--etcd_address", f"127.0.0.1:{free_port()}",
+                        "--metrics_port", "0"],
                        env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "etcd" in r.stderr, r.stderr
     assert not list(tmp_path.glob("*.pid"))

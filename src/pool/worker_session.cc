@@ -31,6 +31,7 @@ void DrainBeforeClose(int fd) {
 }
 
 constexpr auto kPeerIdleTimeout = std::chrono::minutes(5);
+constexpr auto kRemoteGetBudget = std::chrono::seconds(6);
 constexpr auto kWriteTimeout = std::chrono::seconds(10);
 
 }  // namespace
@@ -331,7 +332,11 @@ StatusOr<std::string> PoolWorker::Impl::HandleGet(Session& s, std::string_view b
     for (size_t j = 0; j < missing.size(); ++j) {
       if (!holders[j].empty()) by_holder[holders[j]].push_back(j);
     }
+    // The remote phase of one GET is bounded (clients wait 15 s per request): holders
+    // not reached by then are misses.
+    auto deadline = std::chrono::steady_clock::now() + kRemoteGetBudget;
     for (auto& [holder, idx] : by_holder) {
+      if (std::chrono::steady_clock::now() > deadline) break;
       std::vector<std::string> batch;
       for (size_t j : idx) batch.push_back(missing[j]);
       auto fetched = FetchReplicas(holder, batch);
