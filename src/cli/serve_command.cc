@@ -150,6 +150,16 @@ int RunServe(ServeConfig config, const std::vector<CLI::Option*>& ignored) {
   if (const char* token = std::getenv("TANDEM_KV_AUTH_TOKEN"); kv.auth_token.empty() && token != nullptr) {
     kv.auth_token = token;  // kept off the command line, where `ps` shows it
   }
+  if (engine_options->pool.enabled) {
+    const char* worker = std::getenv("DS_WORKER_ADDR");
+    if (worker == nullptr || *worker == '\0') {
+      TANDEM_LOG(WARNING) << "--kv-transfer-config has a pool connector but DS_WORKER_ADDR is not set; "
+                             "running without the KV pool";
+      engine_options->pool.enabled = false;
+    } else {
+      engine_options->pool.worker_address = worker;
+    }
+  }
   if (kv.producer || kv.consumer) {
     TANDEM_LOG(INFO) << "KV transfer: " << (kv.producer && kv.consumer ? "producer and consumer"
                                             : kv.producer               ? "producer"

@@ -19,6 +19,7 @@
 #include "engine/kv_arena.h"
 #include "engine/logits_processor.h"
 #include "engine/output_processor.h"
+#include "engine/pool_connector.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "kv/kv_cache_manager.h"
@@ -73,6 +74,23 @@ class EngineImpl final : public Engine {
       transport_ = std::make_unique<transfer::SocketTransport>();
       transfer_client_ = std::make_unique<transfer::TransferClient>(transport_.get(), arena_.memory(),
                                                                     model_.fingerprint(), t.same_host_shm, t.auth_token);
+    }
+    if (options_.pool.enabled) {
+      if (!options_.enable_prefix_caching) {
+        TANDEM_LOG(WARNING) << "the KV pool connector needs prefix caching (block hashes); it is off";
+      } else {
+        PoolConnectorOptions po;
+        po.worker_address = options_.pool.worker_address;
+        po.tp_rank = options_.pool.tp_rank;
+        kv_pool_ = std::make_unique<PoolConnector>(po, model_.fingerprint(), arena_.memory());
+        if (options_.pool.load) {
+          scheduler_.SetExternalLookup([this](Request* r, int computed) { return PoolLookup(r, computed); });
+        }
+        TANDEM_LOG(INFO) << "KV pool connector: save " << (options_.pool.save ? "on" : "off") << ", load "
+                         << (options_.pool.load ? (options_.pool.load_async ? "on (async)" : "on") : "off");
+      }
+    }
+    if (t.consumer || (kv_pool_ && options_.pool.load_async)) {
       for (int i = 0; i < 2; ++i) pull_workers_.emplace_back([this] { PullWorker(); });
     }
     thread_ = std::thread([this] { Loop(); });
@@ -246,6 +264,7 @@ class EngineImpl final : public Engine {
       Request* r = plan.scheduled[i].request;
       r->num_computed_tokens += plan.scheduled[i].num_new_tokens;
       kv_.CacheComputedBlocks(r->id, r->tokens, r->num_computed_tokens);
+      if (kv_pool_ && options_.pool.save) SaveToPool(r);
       if (!samples[i]) continue;
       float* l = logits_.data() + row++ * n_vocab;
       const bool want_logprobs = r->params.logprobs >= 0;
@@ -342,13 +361,17 @@ class EngineImpl final : public Engine {
 
   struct PullJob {
     std::string request_id;
-    transfer::PullSpec spec;     // empty remote_block_ids = release only
+    transfer::PullSpec spec;     // empty remote_block_ids (and no pool_hashes) = release only
+    std::vector<kv::BlockHash> pool_hashes;  // non-empty: a load from the KV pool
+    std::vector<int32_t> pool_blocks;
     std::shared_ptr<std::atomic<bool>> cancel;
   };
   struct PullDone {
     std::string request_id;
     Status status;
     transfer::PullResult result;
+    bool pool = false;
+    PoolLoadResult pool_result;
     double seconds = 0;
   };
 
@@ -372,7 +395,76 @@ class EngineImpl final : public Engine {
     return false;
   }
 
+  // ---- The KV pool connector ----
+
+  int PoolLookup(Request* r, int computed) {
+    const int bs = options_.block_size;
+    if (!r->pool_counted) {
+      r->pool_counted = true;
+      metrics_.OnExternalQuery(static_cast<int>(r->tokens.size()));
+    }
+    const std::vector<kv::BlockHash>& hashes = kv_.GetBlockHashes(r->id);
+    const int first = computed / bs;
+    // Leave at least the last token to compute (its logits sample the next token).
+    const int limit = std::min(static_cast<int>(hashes.size()), (static_cast<int>(r->tokens.size()) - 1) / bs);
+    if (first >= limit) return 0;
+    return kv_pool_->Lookup(std::vector<kv::BlockHash>(hashes.begin() + first, hashes.begin() + limit));
+  }
+
+  void SaveToPool(Request* r) {
+    const std::vector<kv::BlockHash>& hashes = kv_.GetBlockHashes(r->id);
+    const std::vector<int32_t>& table = kv_.GetBlockTable(r->id);
+    const int full = std::min({static_cast<int>(hashes.size()), static_cast<int>(table.size()),
+                               r->num_computed_tokens / options_.block_size});
+    for (int i = r->num_pool_saved; i < full; ++i) kv_pool_->Save(hashes[i], table[i]);
+    r->num_pool_saved = std::max(r->num_pool_saved, full);
+  }
+
+  void StartPoolLoad(Request* r) {
+    const int first = r->num_computed_tokens / options_.block_size;
+    const std::vector<kv::BlockHash>& hashes = kv_.GetBlockHashes(r->id);
+    const std::vector<int32_t>& table = kv_.GetBlockTable(r->id);
+    PullJob job;
+    job.request_id = r->id;
+    job.pool_hashes.assign(hashes.begin() + first, hashes.begin() + first + r->pool_load_blocks);
+    job.pool_blocks.assign(table.begin() + first, table.begin() + first + r->pool_load_blocks);
+    r->pulling = true;
+    if (!options_.pool.load_async) {
+      PullDone done;
+      done.request_id = r->id;
+      done.pool = true;
+      const auto t0 = std::chrono::steady_clock::now();
+      done.pool_result = kv_pool_->Load(job.pool_hashes, job.pool_blocks);
+      done.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      OnPullDone(done);
+      return;
+    }
+    job.cancel = std::make_shared<std::atomic<bool>>(false);
+    std::lock_guard<std::mutex> lock(mu_);
+    pull_cancels_[r->id] = job.cancel;
+    pull_queue_.push_back(std::move(job));
+    pull_cv_.notify_one();
+  }
+
+  void OnPoolLoaded(Request* r, const PullDone& done) {
+    const int bs = options_.block_size;
+    const int loaded = done.pool_result.blocks_loaded;
+    r->pool_load_blocks = 0;
+    const int computed = r->num_computed_tokens + loaded * bs;
+    metrics_.OnExternalHit(loaded * bs, loaded - done.pool_result.blocks_remote, done.pool_result.blocks_remote);
+    if (loaded > 0) {
+      TANDEM_LOG(DEBUG) << "request " << r->id << ": " << loaded << " blocks from the KV pool ("
+                        << done.pool_result.blocks_remote << " from another node)";
+    }
+    r->num_cached_tokens = std::max(r->num_cached_tokens, std::min(computed, r->prompt_len));
+    r->num_pool_saved = std::max(r->num_pool_saved, computed / bs);
+    scheduler_.PullFinished(r, computed);
+    kv_.CacheComputedBlocks(r->id, r->tokens, computed);
+    if (r->abort_after_pull) Finish(r, "abort");
+  }
+
   void StartPull(Request* r) {
+    if (!r->remote_prefill) return StartPoolLoad(r);
     const KvTransferParams& p = *r->remote_prefill;
     const std::vector<int32_t>& table = kv_.GetBlockTable(r->id);
     const int first = r->num_computed_tokens / options_.block_size;  // local prefix hit
@@ -406,6 +498,19 @@ class EngineImpl final : public Engine {
         job = std::move(pull_queue_.front());
         pull_queue_.pop_front();
       }
+      if (!job.pool_hashes.empty()) {
+        PullDone done;
+        done.request_id = job.request_id;
+        done.pool = true;
+        const auto t0 = std::chrono::steady_clock::now();
+        if (!job.cancel->load()) done.pool_result = kv_pool_->Load(job.pool_hashes, job.pool_blocks);
+        done.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::lock_guard<std::mutex> lock(mu_);
+        pull_cancels_.erase(job.request_id);
+        pull_done_.push_back(std::move(done));
+        cv_.notify_one();
+        continue;
+      }
       if (job.spec.remote_block_ids.empty()) {  // release only
         Status s = transfer_client_->Release(job.spec.host, job.spec.port, job.spec.remote_request_id);
         if (!s.ok()) TANDEM_LOG(INFO) << "kv transfer: releasing " << job.spec.remote_request_id << ": " << s.message();
@@ -435,6 +540,7 @@ class EngineImpl final : public Engine {
     if (it == requests_.end()) return;
     Request* r = it->second.get();
     r->pulling = false;
+    if (done.pool) return OnPoolLoaded(r, done);
     const KvTransferParams remote = *r->remote_prefill;
     r->remote_prefill.reset();  // from here on (even after a preemption) it computes locally
     metrics_.OnKvPull(done.status.ok(), done.result.bytes, done.seconds);
@@ -493,6 +599,10 @@ class EngineImpl final : public Engine {
   }
 
   void PublishGauges() {
+    if (kv_pool_) {
+      const PoolConnectorStats& ps = kv_pool_->stats();
+      metrics_.SetPoolSaves(ps.saved_blocks.load(), ps.skipped_existing.load(), ps.dropped_saves.load());
+    }
     num_running_.store(scheduler_.num_running() + scheduler_.num_pulling());
     num_waiting_.store(scheduler_.num_waiting());
     kv_usage_.store(kv_.usage());
@@ -531,6 +641,7 @@ class EngineImpl final : public Engine {
   std::unique_ptr<transfer::TransferServer> transfer_server_;
   std::unique_ptr<transfer::Transport> transport_;
   std::unique_ptr<transfer::TransferClient> transfer_client_;
+  std::unique_ptr<PoolConnector> kv_pool_;
   std::vector<std::thread> pull_workers_;
   std::mt19937_64 rng_;                          // guarded by mu_
   std::atomic<int> num_running_{0};

@@ -41,6 +41,16 @@ struct KvTransferOptions {
   std::string auth_token;          // shared secret on every transfer connection (empty = none)
 };
 
+// The KV-pool connector (AscendStoreConnector; DESIGN section 4).
+struct PoolOptions {
+  bool enabled = false;
+  std::string worker_address;  // empty = $DS_WORKER_ADDR
+  int tp_rank = 0;
+  bool save = true;            // write new full blocks to the pool (consumer_is_to_put on D)
+  bool load = true;            // look up and load prefixes from the pool (consumer_is_to_load on D)
+  bool load_async = false;     // load on a worker thread instead of in the step
+};
+
 // kv_transfer_params, as P answers them and D receives them.
 struct KvTransferParams {
   std::string remote_engine_id;
@@ -66,6 +76,7 @@ struct EngineOptions {
   std::vector<int> cpu_ids;            // --cpu-affinity
   std::string model_name = "tandem";   // label `model_name` on metrics
   KvTransferOptions kv_transfer;
+  PoolOptions pool;
 };
 
 // Per-request generation parameters (OpenAI / vLLM semantics).

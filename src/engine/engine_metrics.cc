@@ -42,6 +42,26 @@ EngineMetrics::EngineMetrics(MetricsRegistry* registry, const std::string& model
                                                    "Number of prefill tokens processed.", kTokenBuckets, labels);
   request_generation_tokens_ = registry_->GetHistogram(
       "vllm:request_generation_tokens", "Number of generation tokens processed.", kTokenBuckets, labels);
+  external_queries_ = registry_->GetCounter(
+      "vllm:external_prefix_cache_queries",
+      "External prefix cache queries from KV connector cross-instance cache sharing, in terms of number of queried tokens.",
+      labels);
+  external_hits_ = registry_->GetCounter(
+      "vllm:external_prefix_cache_hits",
+      "External prefix cache hits from KV connector cross-instance cache sharing, in terms of number of cached tokens.",
+      labels);
+  const char* loaded_help = "KV blocks loaded from the pool, by where the pool held them.";
+  pool_loaded_local_ = registry_->GetCounter("tandem_pool_connector_blocks_loaded", loaded_help,
+                                             {{"model_name", model_name}, {"engine", "0"}, {"source", "local"}});
+  pool_loaded_remote_ = registry_->GetCounter("tandem_pool_connector_blocks_loaded", loaded_help,
+                                              {{"model_name", model_name}, {"engine", "0"}, {"source", "remote"}});
+  const char* saved_help = "KV blocks handed to the pool, by outcome.";
+  pool_saved_ = registry_->GetCounter("tandem_pool_connector_blocks_saved", saved_help,
+                                      {{"model_name", model_name}, {"engine", "0"}, {"outcome", "stored"}});
+  pool_save_existing_ = registry_->GetCounter("tandem_pool_connector_blocks_saved", saved_help,
+                                              {{"model_name", model_name}, {"engine", "0"}, {"outcome", "exists"}});
+  pool_save_dropped_ = registry_->GetCounter("tandem_pool_connector_blocks_saved", saved_help,
+                                             {{"model_name", model_name}, {"engine", "0"}, {"outcome", "dropped"}});
   kv_pulls_ok_ = registry_->GetCounter("tandem_kv_transfer_pulls", "KV pulls from prefill instances, by result.",
                                       {{"model_name", model_name}, {"engine", "0"}, {"result", "ok"}});
   kv_pulls_failed_ = registry_->GetCounter("tandem_kv_transfer_pulls", "KV pulls from prefill instances, by result.",
@@ -109,13 +129,16 @@ void EngineMetrics::MaybeLogStats(int running, int waiting, double kv_usage, con
   if (had_work) {
     const int64_t queries = prefix.queries_tokens - window_queries_start_;
     const int64_t hits = prefix.hits_tokens - window_hits_start_;
+    const int64_t ext_queries = external_queries_total_ - window_ext_queries_start_;
+    const int64_t ext_hits = external_hits_total_ - window_ext_hits_start_;
     char line[512];
     std::snprintf(line, sizeof(line),
                   "Engine 000: Avg prompt throughput: %.1f tokens/s, Avg generation throughput: %.1f tokens/s, "
                   "Running: %d reqs, Waiting: %d reqs, GPU KV cache usage: %.1f%%, Prefix cache hit rate: %.1f%%, "
                   "External prefix cache hit rate: %.1f%%",
                   window_prompt_tokens_ / elapsed, window_generation_tokens_ / elapsed, running, waiting,
-                  100.0 * kv_usage, queries > 0 ? 100.0 * hits / queries : 0.0, 0.0);
+                  100.0 * kv_usage, queries > 0 ? 100.0 * hits / queries : 0.0,
+                  ext_queries > 0 ? 100.0 * ext_hits / ext_queries : 0.0);
     TANDEM_LOG(INFO) << line;
   }
   window_start_ = now;
@@ -123,6 +146,32 @@ void EngineMetrics::MaybeLogStats(int running, int waiting, double kv_usage, con
   window_generation_tokens_ = 0;
   window_queries_start_ = prefix.queries_tokens;
   window_hits_start_ = prefix.hits_tokens;
+  window_ext_queries_start_ = external_queries_total_;
+  window_ext_hits_start_ = external_hits_total_;
+}
+
+void EngineMetrics::OnExternalQuery(int tokens) {
+  external_queries_total_ += tokens;
+  if (registry_ != nullptr) external_queries_->Add(tokens);
+}
+
+void EngineMetrics::OnExternalHit(int tokens, int local_blocks, int remote_blocks) {
+  external_hits_total_ += tokens;
+  if (registry_ == nullptr) return;
+  external_hits_->Add(tokens);
+  pool_loaded_local_->Add(local_blocks);
+  pool_loaded_remote_->Add(remote_blocks);
+}
+
+void EngineMetrics::SetPoolSaves(uint64_t saved, uint64_t existing, uint64_t dropped) {
+  if (registry_ != nullptr) {
+    pool_saved_->Add(static_cast<double>(saved - reported_saved_));
+    pool_save_existing_->Add(static_cast<double>(existing - reported_existing_));
+    pool_save_dropped_->Add(static_cast<double>(dropped - reported_dropped_));
+  }
+  reported_saved_ = saved;
+  reported_existing_ = existing;
+  reported_dropped_ = dropped;
 }
 
 void EngineMetrics::OnKvPull(bool ok, uint64_t bytes, double seconds) {

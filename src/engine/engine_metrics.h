@@ -27,6 +27,12 @@ class EngineMetrics {
   void OnTokensComputed(int prompt_tokens);  // prompt tokens run through the model this step
   void OnToken(Request* r);                  // one generated token (TTFT / inter-token latency)
   void OnFinished(const Request& r, const std::string& finish_reason);
+  // The pool connector: a request's tokens looked up externally (once per request), and
+  // blocks loaded from the pool, held by the local worker or fetched from another one.
+  void OnExternalQuery(int tokens);
+  void OnExternalHit(int tokens, int local_blocks, int remote_blocks);
+  // The connector's cumulative save counters (deltas go to the registry).
+  void SetPoolSaves(uint64_t saved, uint64_t existing, uint64_t dropped);
   // One KV pull from a producer (PD consumer).
   void OnKvPull(bool ok, uint64_t bytes, double seconds);
   void SetGauges(int running, int waiting, double kv_usage, const kv::PrefixCacheStats& prefix);
@@ -49,6 +55,20 @@ class EngineMetrics {
   Histogram* e2e_ = nullptr;
   Histogram* request_prompt_tokens_ = nullptr;
   Histogram* request_generation_tokens_ = nullptr;
+  Counter* external_queries_ = nullptr;
+  Counter* external_hits_ = nullptr;
+  Counter* pool_loaded_local_ = nullptr;
+  Counter* pool_loaded_remote_ = nullptr;
+  Counter* pool_saved_ = nullptr;
+  Counter* pool_save_existing_ = nullptr;
+  Counter* pool_save_dropped_ = nullptr;
+  uint64_t reported_saved_ = 0;
+  uint64_t reported_existing_ = 0;
+  uint64_t reported_dropped_ = 0;
+  int64_t external_queries_total_ = 0;
+  int64_t external_hits_total_ = 0;
+  int64_t window_ext_queries_start_ = 0;
+  int64_t window_ext_hits_start_ = 0;
   Counter* kv_pulls_ok_ = nullptr;
   Counter* kv_pulls_failed_ = nullptr;
   Counter* kv_pull_bytes_ = nullptr;

@@ -52,6 +52,9 @@ struct Request {
   std::optional<KvTransferParams> remote_prefill;
   bool pulling = false;             // a pull into this request's blocks is in flight
   bool abort_after_pull = false;    // aborted while pulling: finish when the pull returns
+  int pool_load_blocks = 0;         // blocks to load from the KV pool after the local hit
+  bool pool_counted = false;        // counted in the external prefix-cache queries
+  int num_pool_saved = 0;           // leading full blocks already handed to the pool
   std::vector<int32_t> tokens;        // prompt followed by generated tokens
   int num_computed_tokens = 0;        // tokens whose KV is in the cache
   int num_cached_tokens = -1;         // prompt tokens served by the prefix cache (first schedule)

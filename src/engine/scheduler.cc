@@ -99,6 +99,19 @@ SchedulerOutput Scheduler::Schedule() {
       out.pulls.push_back(r);
       continue;
     }
+    const int external = external_lookup_ && r->num_computed_tokens == 0 ? external_lookup_(r, computed) : 0;
+    if (external > 0) {
+      const int total = static_cast<int>(r->tokens.size());
+      if (!kv_->AllocateSlots(r->id, computed, total - computed, hit)) break;
+      waiting_.pop_front();
+      r->num_computed_tokens = computed;
+      r->pool_load_blocks = external;
+      if (r->num_cached_tokens < 0) r->num_cached_tokens = std::min(computed, r->prompt_len);
+      r->status = RequestStatus::kRunning;
+      pulling_.push_back(r);
+      out.pulls.push_back(r);
+      continue;
+    }
     const int n = std::min(static_cast<int>(r->tokens.size()) - computed, budget);
     if (!kv_->AllocateSlots(r->id, computed, n, hit)) break;
     waiting_.pop_front();

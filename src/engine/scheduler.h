@@ -14,6 +14,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -52,6 +53,14 @@ class Scheduler {
 
   SchedulerOutput Schedule();
 
+  // The pool connector's lookup: for a waiting request whose first `computed_tokens` are
+  // a local prefix hit, how many further whole blocks an external cache holds. Such a
+  // request is admitted like a remote prefill (SchedulerOutput::pulls) with
+  // pool_load_blocks set.
+  void SetExternalLookup(std::function<int(Request*, int computed_tokens)> lookup) {
+    external_lookup_ = std::move(lookup);
+  }
+
   int num_running() const { return static_cast<int>(running_.size()); }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
   int num_pulling() const { return static_cast<int>(pulling_.size()); }
@@ -65,7 +74,8 @@ class Scheduler {
   int max_num_batched_tokens_;
   std::deque<Request*> waiting_;
   std::vector<Request*> running_;  // arrival (admission) order
-  std::vector<Request*> pulling_;  // admitted, waiting for their KV from a producer
+  std::vector<Request*> pulling_;  // admitted, waiting for their KV from a producer or the pool
+  std::function<int(Request*, int)> external_lookup_;
 };
 
 }  // namespace tandem

@@ -118,7 +118,10 @@ void RequestSession::LogFinished(const RequestOutput& output) const {
 Status SubmitGeneration(Engine& engine, std::vector<int32_t> prompt_tokens, SessionOptions options,
                         std::shared_ptr<net::HttpResponseWriter> writer,
                         std::unique_ptr<parsers::ChatOutputParser> output_parser) {
-  const std::string id = options.response.id;
+  // A prefill-phase request runs under its own engine id: on a kv_both instance the
+  // decode phase of the same request (same X-Request-Id) may arrive while it is parked.
+  RequestKvTransfer kv = ParseRequestKvTransfer(options.kv_transfer_params_json);
+  const std::string id = options.response.id + (kv.do_remote_decode ? "-prefill" : "");
   auto session =
       std::make_shared<RequestSession>(std::move(options), writer, std::move(output_parser));
   EngineRequest request;
@@ -126,7 +129,6 @@ Status SubmitGeneration(Engine& engine, std::vector<int32_t> prompt_tokens, Sess
   request.prompt_tokens = std::move(prompt_tokens);
   request.params = session->options().params;
   request.on_output = [session](const RequestOutput& output) { session->OnOutput(output); };
-  RequestKvTransfer kv = ParseRequestKvTransfer(session->options().kv_transfer_params_json);
   if (!kv.problem.empty()) TANDEM_LOG(WARNING) << "request " << id << ": " << kv.problem << "; computing locally";
   request.do_remote_decode = kv.do_remote_decode;
   request.remote_prefill = std::move(kv.remote_prefill);

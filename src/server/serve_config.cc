@@ -132,6 +132,16 @@ StatusOr<EngineOptions> MakeEngineOptions(const ServeConfig& config,
       t.auth_token = kv.transfer->auth_token;
       t.lease_cap_s = std::max(config.kv_lease_cap_s, t.lease_s);
     }
+    if (kv.pool) {
+      // vLLM-Ascend's AscendStoreConnector: producers save and load; a consumer only if
+      // consumer_is_to_put / consumer_is_to_load say so.
+      PoolOptions& p = options.pool;
+      const bool consumer = kv.pool->role == transfer::KvRole::kConsumer;
+      p.enabled = true;
+      p.save = !consumer || kv.pool->consumer_is_to_put;
+      p.load = !consumer || kv.pool->consumer_is_to_load;
+      p.load_async = kv.pool->load_async;
+    }
   }
   return options;
 }

@@ -1,0 +1,199 @@
+#include "engine/pool_connector.h"
+
+#include <cstring>
+
+#include "common/logging.h"
+#include "pool/pool_client.h"
+
+namespace tandem {
+namespace {
+
+constexpr size_t kMaxRemembered = 200000;
+constexpr size_t kSaveBatch = 64;
+
+}  // namespace
+
+PoolConnector::PoolConnector(PoolConnectorOptions options, std::string model_fingerprint, transfer::KvMemory arena)
+    : options_(std::move(options)),
+      prefix_(model_fingerprint + "@tp" + std::to_string(options_.tp_rank) + "@"),
+      arena_(arena) {
+  saver_ = std::thread([this] { SaveLoop(); });
+}
+
+PoolConnector::~PoolConnector() {
+  {
+    std::lock_guard<std::mutex> lock(save_mu_);
+    stopping_ = true;
+    save_cv_.notify_all();
+  }
+  saver_.join();
+}
+
+std::string PoolConnector::Key(const kv::BlockHash& hash) const { return prefix_ + hash.ToHex(); }
+
+std::shared_ptr<pool::PoolClient> PoolConnector::Client() {
+  std::lock_guard<std::mutex> lock(client_mu_);
+  if (client_) return client_;
+  const auto now = std::chrono::steady_clock::now();
+  if (now < retry_after_) return nullptr;
+  pool::PoolClientOptions o;
+  o.worker_address = options_.worker_address;
+  o.connect_timeout = std::chrono::milliseconds(1000);
+  o.request_timeout = options_.request_timeout;
+  o.num_connections = 2;
+  StatusOr<std::unique_ptr<pool::PoolClient>> c = pool::PoolClient::Connect(o);
+  if (!c.ok()) {
+    retry_after_ = now + options_.backoff;
+    TANDEM_LOG(WARNING) << "KV pool worker unreachable (" << c.status().message() << "); computing without it for "
+                        << options_.backoff.count() << " ms";
+    return nullptr;
+  }
+  client_ = std::shared_ptr<pool::PoolClient>(std::move(*c));
+  TANDEM_LOG(INFO) << "KV pool: connected to the worker at " << client_->worker_address();
+  return client_;
+}
+
+void PoolConnector::Failed(const Status& status) {
+  stats_.failures.fetch_add(1);
+  {
+    // The worker may have restarted empty: what we saved before may be gone.
+    std::lock_guard<std::mutex> lock(remember_mu_);
+    remembered_.clear();
+    remembered_order_.clear();
+  }
+  std::lock_guard<std::mutex> lock(client_mu_);
+  // Drop the client (calls in flight keep their reference) and give the worker a break.
+  retry_after_ = std::chrono::steady_clock::now() + options_.backoff;
+  TANDEM_LOG(WARNING) << "KV pool call failed (" << status.message() << "); pausing pool use for "
+                      << options_.backoff.count() << " ms";
+  client_.reset();
+}
+
+int PoolConnector::Lookup(const std::vector<kv::BlockHash>& hashes) {
+  if (hashes.empty()) return 0;
+  std::shared_ptr<pool::PoolClient> client = Client();
+  if (client == nullptr) return 0;
+  std::vector<std::string> keys;
+  keys.reserve(hashes.size());
+  for (const kv::BlockHash& h : hashes) keys.push_back(Key(h));
+  StatusOr<size_t> n = client->ExistPrefix(keys);
+  if (!n.ok()) {
+    Failed(n.status());
+    return 0;
+  }
+  return static_cast<int>(std::min(*n, hashes.size()));
+}
+
+PoolLoadResult PoolConnector::Load(const std::vector<kv::BlockHash>& hashes, const std::vector<int32_t>& blocks) {
+  PoolLoadResult result;
+  if (hashes.empty() || hashes.size() != blocks.size()) return result;
+  std::shared_ptr<pool::PoolClient> client = Client();
+  if (client == nullptr) return result;
+  std::vector<std::string> keys;
+  keys.reserve(hashes.size());
+  for (const kv::BlockHash& h : hashes) keys.push_back(Key(h));
+  StatusOr<std::unique_ptr<pool::PinnedObjects>> got = client->Get(keys);
+  if (!got.ok()) {
+    Failed(got.status());
+    return result;
+  }
+  const pool::PinnedObjects& objects = **got;
+  const uint64_t k = arena_.k_block_bytes;
+  const uint64_t v = arena_.v_block_bytes;
+  for (size_t i = 0; i < objects.size(); ++i) {
+    if (!objects.found(i)) break;
+    std::span<const uint8_t> data = objects.data(i);
+    if (data.size() != k + v) {
+      TANDEM_LOG(WARNING) << "KV pool object " << keys[i] << " has " << data.size() << " bytes, expected " << k + v
+                          << "; ignoring it";
+      break;
+    }
+    std::memcpy(arena_.BlockK(blocks[i]), data.data(), k);
+    std::memcpy(arena_.BlockV(blocks[i]), data.data() + k, v);
+    ++result.blocks_loaded;
+    if (objects.remote(i)) ++result.blocks_remote;
+    Remember(hashes[i]);
+  }
+  stats_.loaded_local.fetch_add(static_cast<uint64_t>(result.blocks_loaded - result.blocks_remote));
+  stats_.loaded_remote.fetch_add(static_cast<uint64_t>(result.blocks_remote));
+  return result;
+}
+
+bool PoolConnector::Remember(const kv::BlockHash& hash) {
+  std::lock_guard<std::mutex> lock(remember_mu_);
+  if (!remembered_.insert(hash).second) return true;
+  remembered_order_.push_back(hash);
+  if (remembered_order_.size() > kMaxRemembered) {
+    remembered_.erase(remembered_order_.front());
+    remembered_order_.pop_front();
+  }
+  return false;
+}
+
+void PoolConnector::Save(const kv::BlockHash& hash, int32_t block) {
+  if (Remember(hash)) return;
+  const uint64_t k = arena_.k_block_bytes;
+  const uint64_t v = arena_.v_block_bytes;
+  std::lock_guard<std::mutex> lock(save_mu_);
+  if (pending_bytes_ + k + v > options_.max_pending_save_bytes) {
+    stats_.dropped_saves.fetch_add(1);
+    return;
+  }
+  PendingSave s;
+  s.key = Key(hash);
+  s.bytes.resize(k + v);
+  std::memcpy(s.bytes.data(), arena_.BlockK(block), k);
+  std::memcpy(s.bytes.data() + k, arena_.BlockV(block), v);
+  pending_bytes_ += k + v;
+  pending_.push_back(std::move(s));
+  save_cv_.notify_one();
+}
+
+void PoolConnector::Flush() {
+  std::unique_lock<std::mutex> lock(save_mu_);
+  save_cv_.wait(lock, [&] { return pending_.empty() && !saving_; });
+}
+
+void PoolConnector::SaveLoop() {
+  while (true) {
+    std::vector<PendingSave> batch;
+    {
+      std::unique_lock<std::mutex> lock(save_mu_);
+      save_cv_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
+      if (stopping_) return;
+      while (!pending_.empty() && batch.size() < kSaveBatch) {
+        pending_bytes_ -= pending_.front().bytes.size();
+        batch.push_back(std::move(pending_.front()));
+        pending_.pop_front();
+      }
+      saving_ = true;
+    }
+    std::shared_ptr<pool::PoolClient> client = Client();
+    if (client == nullptr) {
+      stats_.dropped_saves.fetch_add(batch.size());
+    } else {
+      std::vector<std::string> keys;
+      std::vector<std::span<const uint8_t>> values;
+      for (const PendingSave& s : batch) {
+        keys.push_back(s.key);
+        values.emplace_back(s.bytes.data(), s.bytes.size());
+      }
+      StatusOr<std::vector<pool::PutOutcome>> out = client->Put(keys, values);
+      if (!out.ok()) {
+        stats_.dropped_saves.fetch_add(batch.size());
+        Failed(out.status());
+      } else {
+        for (pool::PutOutcome o : *out) {
+          if (o == pool::PutOutcome::kStored) stats_.saved_blocks.fetch_add(1);
+          else if (o == pool::PutOutcome::kExists) stats_.skipped_existing.fetch_add(1);
+          else stats_.dropped_saves.fetch_add(1);
+        }
+      }
+    }
+    std::lock_guard<std::mutex> lock(save_mu_);
+    saving_ = false;
+    save_cv_.notify_all();
+  }
+}
+
+}  // namespace tandem

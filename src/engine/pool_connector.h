@@ -1,0 +1,120 @@
+// PoolConnector: the engine's side of the KV-cache pool (DESIGN section 4, "Pool
+// connector"; the seeds' AscendStoreConnector). Saves new full blocks to the local pool
+// worker, write-behind, skipping keys that exist; looks up the longest run of pool keys
+// beyond the local prefix hit; loads those blocks into the arena.
+//
+// Keys are "{model fingerprint}@tp{rank}@{block hash hex}" (the block hash already
+// chains the model fingerprint and every token before it), one object per block holding
+// all layers' K then V — deterministic by construction, so any engine of the same model
+// on any node finds what another computed.
+//
+// Failure model: the pool is an optimisation. A worker that is down, restarting, hung or
+// answering garbage turns lookups into misses and saves into drops; after a failure the
+// connector leaves the pool alone for a back-off period, so a dead worker never costs a
+// request more than one bounded round trip. Nothing it does can fail a request.
+//
+// Thread safety: Lookup and Load may run on any thread (the engine thread, pull
+// workers); Save only from the engine thread (it reads blocks the engine owns at that
+// moment, copying them before it returns).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "common/status.h"
+#include "kv/block_hash.h"
+#include "transfer/kv_memory.h"
+
+namespace tandem {
+
+namespace pool {
+class PoolClient;
+}
+
+struct PoolConnectorOptions {
+  std::string worker_address;  // empty = $DS_WORKER_ADDR
+  int tp_rank = 0;
+  std::chrono::milliseconds request_timeout{3000};
+  std::chrono::milliseconds backoff{5000};       // no pool calls for this long after a failure
+  size_t max_pending_save_bytes = 256u << 20;    // write-behind staging bound; more is dropped
+};
+
+struct PoolLoadResult {
+  int blocks_loaded = 0;  // leading blocks now in the arena
+  int blocks_remote = 0;  // of which another worker held
+};
+
+struct PoolConnectorStats {
+  std::atomic<uint64_t> saved_blocks{0};
+  std::atomic<uint64_t> skipped_existing{0};
+  std::atomic<uint64_t> dropped_saves{0};
+  std::atomic<uint64_t> loaded_local{0};
+  std::atomic<uint64_t> loaded_remote{0};
+  std::atomic<uint64_t> failures{0};
+};
+
+class PoolConnector {
+ public:
+  PoolConnector(PoolConnectorOptions options, std::string model_fingerprint, transfer::KvMemory arena);
+  ~PoolConnector();
+
+  std::string Key(const kv::BlockHash& hash) const;
+
+  // How many of `hashes` (in order, from the first) the pool holds, as a leading run.
+  int Lookup(const std::vector<kv::BlockHash>& hashes);
+
+  // Copies the pool objects of `hashes` into `blocks` (same length), stopping at the
+  // first one missing or malformed.
+  PoolLoadResult Load(const std::vector<kv::BlockHash>& hashes, const std::vector<int32_t>& blocks);
+
+  // Queues `block` (whose KV is computed, under `hash`) for saving; copies it now.
+  void Save(const kv::BlockHash& hash, int32_t block);
+
+  const PoolConnectorStats& stats() const { return stats_; }
+  // Waits until every queued save was sent (tests).
+  void Flush();
+
+ private:
+  struct PendingSave {
+    std::string key;
+    std::vector<uint8_t> bytes;
+  };
+  // A connected client, or null while backing off / unreachable.
+  std::shared_ptr<pool::PoolClient> Client();
+  void Failed(const Status& status);
+  void SaveLoop();
+  // Inserts `hash`; true if it was already there.
+  bool Remember(const kv::BlockHash& hash);
+
+  const PoolConnectorOptions options_;
+  const std::string prefix_;  // "{fingerprint}@tp{rank}@"
+  const transfer::KvMemory arena_;
+
+  std::mutex client_mu_;
+  std::shared_ptr<pool::PoolClient> client_;                  // guarded by client_mu_
+  std::chrono::steady_clock::time_point retry_after_{};        // guarded by client_mu_
+
+  std::mutex save_mu_;
+  std::condition_variable save_cv_;
+  std::deque<PendingSave> pending_;     // guarded by save_mu_
+  size_t pending_bytes_ = 0;            // guarded by save_mu_
+  bool saving_ = false;                 // guarded by save_mu_ (a batch is in flight)
+  bool stopping_ = false;               // guarded by save_mu_
+  // Hashes saved or loaded recently (FIFO-bounded): not sent again.
+  std::mutex remember_mu_;
+  std::unordered_set<kv::BlockHash, kv::BlockHashHasher> remembered_;  // guarded by remember_mu_
+  std::deque<kv::BlockHash> remembered_order_;                          // guarded by remember_mu_
+  PoolConnectorStats stats_;
+  std::thread saver_;
+};
+
+}  // namespace tandem
