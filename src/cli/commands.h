@@ -12,8 +12,14 @@ namespace tandem::cli {
 
 using RunFn = std::function<int()>;
 
+void RegisterBench(CLI::App& app, RunFn* run);
 void RegisterGenerate(CLI::App& app, RunFn* run);
+void RegisterLaunch(CLI::App& app, RunFn* run);
 void RegisterPerplexity(CLI::App& app, RunFn* run);
+void RegisterPool(CLI::App& app, RunFn* run);
+void RegisterProbe(CLI::App& app, RunFn* run);
+void RegisterProxy(CLI::App& app, RunFn* run);
 void RegisterServe(CLI::App& app, RunFn* run);
+void RegisterWatch(CLI::App& app, RunFn* run);
 
 }  // namespace tandem::cli

@@ -9,9 +9,15 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "tandem 0.1.0");
   tandem::cli::RunFn run;
+  tandem::cli::RegisterBench(app, &run);
   tandem::cli::RegisterGenerate(app, &run);
+  tandem::cli::RegisterLaunch(app, &run);
   tandem::cli::RegisterPerplexity(app, &run);
+  tandem::cli::RegisterPool(app, &run);
+  tandem::cli::RegisterProbe(app, &run);
+  tandem::cli::RegisterProxy(app, &run);
   tandem::cli::RegisterServe(app, &run);
+  tandem::cli::RegisterWatch(app, &run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
