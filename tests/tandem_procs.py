@@ -1,6 +1,7 @@
 """Process helpers shared by the integration tests: free ports and a `tandem serve`
 process on 127.0.0.1 that is stopped by pid (never by name)."""
 import json
+import os
 import re
 import signal
 import socket
@@ -20,14 +21,15 @@ def free_port():
 class Server:
     """One `tandem serve` process on 127.0.0.1; stopped by pid (SIGTERM, then SIGKILL)."""
 
-    def __init__(self, tandem_bin, model, args, tmp_path, name="serve"):
+    def __init__(self, tandem_bin, model, args, tmp_path, name="serve", env=None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = tmp_path / f"{name}.log"
         self._log = open(self.log_path, "wb")
         cmd = [tandem_bin, "serve", str(model), "--host", "127.0.0.1", "--port", str(self.port),
                "--kv-cache-memory", "256MiB", "--threads", "2", *args]
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
+                                     env=dict(os.environ, **(env or {})))
         deadline = time.time() + 60
         while time.time() < deadline:
             if self.proc.poll() is not None:
