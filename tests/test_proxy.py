@@ -263,6 +263,9 @@ def test_client_disconnect_mid_stream_releases_the_backends(cluster):
         assert running(d0) == 1.0
     # The client is gone: the decoder stops generating within 5 s.
     assert wait_for(lambda: running(d0) == 0.0 and running(p0) == 0.0, 5.0)
+    # Nothing stays pinned: the decoder's blocks and the prefiller's parked ones are free.
+    assert wait_for(lambda: d0.metric("vllm:kv_cache_usage_perc") == 0.0
+                    and p0.metric("vllm:kv_cache_usage_perc") == 0.0, 5.0)
     assert wait_for(lambda: proxy.health()["request_num"] == 0, 5.0)
     assert re.search(r'^tandem_proxy_requests_total\{outcome="cancelled"\} [1-9]', proxy.metrics(), re.M)
 
