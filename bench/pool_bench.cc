@@ -31,10 +31,12 @@ double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-void Report(const char* what, size_t bytes, size_t objects, double seconds, size_t size, size_t batch) {
-  std::printf("{\"op\": \"%s\", \"object_bytes\": %zu, \"batch\": %zu, \"objects\": %zu, \"GBps\": %.2f, "
-              "\"objects_per_s\": %.0f}\n",
-              what, size, batch, objects, bytes / seconds / 1e9, objects / seconds);
+void Report(const char* what, size_t bytes, size_t objects, double seconds, size_t size,
+            size_t batch) {
+  std::printf(
+      "{\"op\": \"%s\", \"object_bytes\": %zu, \"batch\": %zu, \"objects\": %zu, \"GBps\": %.2f, "
+      "\"objects_per_s\": %.0f}\n",
+      what, size, batch, objects, bytes / seconds / 1e9, objects / seconds);
   std::fflush(stdout);
 }
 
@@ -110,7 +112,8 @@ int main(int argc, char** argv) {
       // Fresh keys on the put worker, then read through the other worker.
       std::string rprefix = prefix + "-remote";
       size_t rcount = std::min(count, static_cast<size_t>(256u << 20) / size / batch * batch);
-      for (size_t i = 0; i < rcount; i += batch) (*put_client)->Put(keys_for(rprefix, i), values).ok();
+      for (size_t i = 0; i < rcount; i += batch)
+        (*put_client)->Put(keys_for(rprefix, i), values).ok();
       // Let the write-behind directory entries land.
       for (int w = 0; w < 50; ++w) {
         auto e = (*get_client)->ExistPrefix(keys_for(rprefix, rcount - batch));

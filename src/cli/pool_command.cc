@@ -31,12 +31,22 @@ struct PoolFlags {
 
 // dscli worker flags with no meaning here (NPU transfer, log layout, thread counts):
 // accepted so the seeds' command lines run unchanged, and logged once as ignored.
-constexpr const char* kIgnoredFlags[] = {
-    "--arena_per_tenant", "--remote_h2d_device_ids", "--log_only_write_info_file",
-    "--rpc_thread_num", "--enable_worker_worker_batch_get", "--max_client_num",
-    "--log_monitor", "--minloglevel", "--client_reconnect_wait_s",
-    "--heartbeat_interval_ms", "--enable_distributed_master", "--enable_urma",
-    "--shared_disk_directory", "--shared_disk_size_mb", "--spill_directory", "--spill_size_limit"};
+constexpr const char* kIgnoredFlags[] = {"--arena_per_tenant",
+                                         "--remote_h2d_device_ids",
+                                         "--log_only_write_info_file",
+                                         "--rpc_thread_num",
+                                         "--enable_worker_worker_batch_get",
+                                         "--max_client_num",
+                                         "--log_monitor",
+                                         "--minloglevel",
+                                         "--client_reconnect_wait_s",
+                                         "--heartbeat_interval_ms",
+                                         "--enable_distributed_master",
+                                         "--enable_urma",
+                                         "--shared_disk_directory",
+                                         "--shared_disk_size_mb",
+                                         "--spill_directory",
+                                         "--spill_size_limit"};
 
 StatusOr<bool> ParseBool(const std::string& name, const std::string& v) {
   if (v == "true" || v == "1" || v == "True" || v == "TRUE" || v == "yes") return true;
@@ -58,7 +68,8 @@ void AddWorkerFlags(CLI::App* cmd, PoolFlags* f) {
   add("shared_memory_size_mb", &c.shared_memory_mb, "shared-memory arena size in MiB");
   add("node_timeout_s", &c.node_timeout_s, "etcd lease TTL of this worker (seconds)");
   add("node_dead_timeout_s", &c.node_dead_timeout_s, "a worker absent this long leaves the ring");
-  add("liveness_check_path", &c.liveness_check_path, "file rewritten with 'liveness check success'");
+  add("liveness_check_path", &c.liveness_check_path,
+      "file rewritten with 'liveness check success'");
   add("enable_huge_tlb", &f->enable_huge_tlb, "true: back the arena with huge pages (falls back)");
   add("auth_token", &c.auth_token, "shared secret required on every worker and client connection");
   add("metrics_port", &c.metrics_port, "HTTP port of /metrics (-1 = worker port + 1, 0 = off)");
@@ -73,7 +84,8 @@ Status ApplyConfigFile(PoolFlags* f) {
   std::ifstream in(f->config_file);
   if (!in) return InvalidArgumentError("-f: cannot read " + f->config_file);
   nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-  if (!j.is_object()) return InvalidArgumentError("-f: " + f->config_file + " is not a JSON object");
+  if (!j.is_object())
+    return InvalidArgumentError("-f: " + f->config_file + " is not a JSON object");
   for (auto& [name, value] : j.items()) {
     auto it = f->options.find(name);
     if (it == f->options.end()) {
@@ -94,9 +106,11 @@ Status ApplyConfigFile(PoolFlags* f) {
 
 Status Finalize(PoolFlags* f) {
   TANDEM_RETURN_IF_ERROR(ApplyConfigFile(f));
-  TANDEM_ASSIGN_OR_RETURN(f->config.enable_huge_tlb, ParseBool("--enable_huge_tlb", f->enable_huge_tlb));
+  TANDEM_ASSIGN_OR_RETURN(f->config.enable_huge_tlb,
+                          ParseBool("--enable_huge_tlb", f->enable_huge_tlb));
   for (CLI::Option* opt : f->ignored) {
-    if (opt->count() > 0) TANDEM_LOG(INFO) << opt->get_name() << " accepted; no effect in tandem pool";
+    if (opt->count() > 0)
+      TANDEM_LOG(INFO) << opt->get_name() << " accepted; no effect in tandem pool";
   }
   return pool::ValidateWorkerConfig(f->config);
 }
@@ -141,7 +155,8 @@ void RegisterPool(CLI::App& app, RunFn* run) {
   pool->require_subcommand(1);
 
   auto start_flags = std::make_shared<PoolFlags>();
-  CLI::App* start = pool->add_subcommand("start", "start a pool worker as a daemon (like dscli start -w)");
+  CLI::App* start =
+      pool->add_subcommand("start", "start a pool worker as a daemon (like dscli start -w)");
   AddWorkerFlags(start, start_flags.get());
   start->callback([run, start_flags] {
     *run = [start_flags]() -> int {
@@ -150,17 +165,19 @@ void RegisterPool(CLI::App& app, RunFn* run) {
       if (!s.ok()) return ReportError(s);
       if (int pid = pool::RunningPid(f.config.worker_address); pid != 0) {
         return ReportError(FailedPreconditionError("a pool worker for " + f.config.worker_address +
-                                                   " is already running (pid " + std::to_string(pid) + ")"));
+                                                   " is already running (pid " +
+                                                   std::to_string(pid) + ")"));
       }
       std::string log_path = pool::LogFilePath(f.log_dir, f.config.worker_address);
       mkdir(pool::PoolRunDir().c_str(), 0700);
       int pid = 0;
-      s = pool::Daemonize(log_path, std::chrono::seconds(std::max(1, f.timeout_s)),
-                          [&](const pool::ReadyFn& ready) { return ServeWorker(f.config, ready); }, &pid);
+      s = pool::Daemonize(
+          log_path, std::chrono::seconds(std::max(1, f.timeout_s)),
+          [&](const pool::ReadyFn& ready) { return ServeWorker(f.config, ready); }, &pid);
       if (!s.ok()) return ReportError(s);
-      std::cout << "[  OK  ] Start worker service @ " << f.config.worker_address << " success, PID: " << pid
-                << "\n  log: " << log_path << "\n  pid file: " << pool::PidFilePath(f.config.worker_address)
-                << std::endl;
+      std::cout << "[  OK  ] Start worker service @ " << f.config.worker_address
+                << " success, PID: " << pid << "\n  log: " << log_path
+                << "\n  pid file: " << pool::PidFilePath(f.config.worker_address) << std::endl;
       return 0;
     };
   });
@@ -178,12 +195,14 @@ void RegisterPool(CLI::App& app, RunFn* run) {
 
   auto stop_address = std::make_shared<std::string>();
   auto stop_timeout = std::make_shared<int>(30);
-  CLI::App* stop = pool->add_subcommand("stop", "stop the pool worker of an address (SIGTERM, then SIGKILL)");
+  CLI::App* stop =
+      pool->add_subcommand("stop", "stop the pool worker of an address (SIGTERM, then SIGKILL)");
   stop->add_option("--worker_address", *stop_address, "IP:PORT of the worker to stop")->required();
   stop->add_option("-t,--timeout", *stop_timeout, "seconds to wait before SIGKILL");
   stop->callback([run, stop_address, stop_timeout] {
     *run = [stop_address, stop_timeout]() -> int {
-      Status s = pool::StopWorkerProcess(*stop_address, std::chrono::seconds(std::max(1, *stop_timeout)));
+      Status s =
+          pool::StopWorkerProcess(*stop_address, std::chrono::seconds(std::max(1, *stop_timeout)));
       if (!s.ok()) return ReportError(s);
       std::cout << "[  OK  ] Stop worker service @ " << *stop_address << " success." << std::endl;
       return 0;

@@ -154,7 +154,12 @@ TEST_F(RealEtcdTest, WatchSeesPutsAndDeletes) {
   ASSERT_TRUE(client_->Put("/w/a", "1").ok());
   ASSERT_TRUE(client_->Put("/x/ignored", "1").ok());
   ASSERT_TRUE(client_->DeleteRange("/w/a", "").ok());
-  ASSERT_TRUE(WaitFor([&] { std::lock_guard<std::mutex> l(mu); return seen.size() >= 2; }, 5000ms));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::lock_guard<std::mutex> l(mu);
+        return seen.size() >= 2;
+      },
+      5000ms));
   std::lock_guard<std::mutex> lock(mu);
   ASSERT_EQ(seen.size(), 2u);
   EXPECT_EQ(seen[0].type, WatchEvent::Type::kPut);
@@ -169,7 +174,8 @@ TEST_F(RealEtcdTest, PrefixWatcherHealsAcrossEtcdRestart) {
                         [&](const PrefixWatcher::Snapshot&) { ++changes; });
   ASSERT_TRUE(client_->Put("/m/a", "1").ok());
   watcher.Start();
-  ASSERT_TRUE(WaitFor([&] { return watcher.snapshot().count("/m/a") == 1 && watcher.healthy(); }, 5000ms));
+  ASSERT_TRUE(
+      WaitFor([&] { return watcher.snapshot().count("/m/a") == 1 && watcher.healthy(); }, 5000ms));
   ASSERT_TRUE(client_->Put("/m/b", "2").ok());
   ASSERT_TRUE(WaitFor([&] { return watcher.snapshot().count("/m/b") == 1; }, 5000ms));
 
@@ -181,10 +187,12 @@ TEST_F(RealEtcdTest, PrefixWatcherHealsAcrossEtcdRestart) {
   ASSERT_TRUE(server_.Start().ok());
   ASSERT_TRUE(client_->Put("/m/c", "3").ok());
   ASSERT_TRUE(client_->DeleteRange("/m/a", "").ok());
-  ASSERT_TRUE(WaitFor([&] {
-    auto s = watcher.snapshot();
-    return s.count("/m/c") == 1 && s.count("/m/a") == 0 && watcher.healthy();
-  }, 8000ms));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto s = watcher.snapshot();
+        return s.count("/m/c") == 1 && s.count("/m/a") == 0 && watcher.healthy();
+      },
+      8000ms));
   EXPECT_GE(changes.load(), 3);
   watcher.Stop();
 }

@@ -53,22 +53,20 @@ EtcdTestServer::~EtcdTestServer() {
   std::filesystem::remove_all(dir_, ec);
 }
 
-std::string EtcdTestServer::endpoint() const {
-  return "127.0.0.1:" + std::to_string(client_port_);
-}
+std::string EtcdTestServer::endpoint() const { return "127.0.0.1:" + std::to_string(client_port_); }
 
 Status EtcdTestServer::Start() {
   if (pid_ > 0) return FailedPreconditionError("etcd already running");
   std::string client = "http://127.0.0.1:" + std::to_string(client_port_);
   std::string peer = "http://127.0.0.1:" + std::to_string(peer_port_);
-  std::vector<std::string> args = {EtcdBinary(),
-                                   "--name", "test",
-                                   "--data-dir", dir_ + "/data",
-                                   "--listen-client-urls", client,
-                                   "--advertise-client-urls", client,
-                                   "--listen-peer-urls", peer,
-                                   "--initial-advertise-peer-urls", peer,
-                                   "--initial-cluster", "test=" + peer};
+  std::vector<std::string> args = {EtcdBinary(),   "--name",
+                                   "test",         "--data-dir",
+                                   dir_ + "/data", "--listen-client-urls",
+                                   client,         "--advertise-client-urls",
+                                   client,         "--listen-peer-urls",
+                                   peer,           "--initial-advertise-peer-urls",
+                                   peer,           "--initial-cluster",
+                                   "test=" + peer};
   std::string log_path = dir_ + "/etcd.log";
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());

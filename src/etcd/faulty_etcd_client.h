@@ -20,7 +20,8 @@ class FaultyEtcdClient : public EtcdClient {
   void FailNext(int n) { fail_next_ = n; }
   int calls() const { return calls_; }
 
-  StatusOr<int64_t> Put(const std::string& key, const std::string& value, int64_t lease = 0) override {
+  StatusOr<int64_t> Put(const std::string& key, const std::string& value,
+                        int64_t lease = 0) override {
     TANDEM_RETURN_IF_ERROR(Fault());
     return inner_->Put(key, value, lease);
   }
@@ -32,7 +33,8 @@ class FaultyEtcdClient : public EtcdClient {
     TANDEM_RETURN_IF_ERROR(Fault());
     return inner_->DeleteRange(key, range_end);
   }
-  StatusOr<TxnResult> Txn(const std::vector<TxnCompare>& compares, const std::vector<TxnOp>& success,
+  StatusOr<TxnResult> Txn(const std::vector<TxnCompare>& compares,
+                          const std::vector<TxnOp>& success,
                           const std::vector<TxnOp>& failure) override {
     TANDEM_RETURN_IF_ERROR(Fault());
     return inner_->Txn(compares, success, failure);
@@ -50,7 +52,8 @@ class FaultyEtcdClient : public EtcdClient {
     return inner_->LeaseRevoke(lease_id);
   }
   StatusOr<std::unique_ptr<EtcdWatch>> Watch(const std::string& key, const std::string& range_end,
-                                             int64_t start_revision, WatchCallbacks callbacks) override {
+                                             int64_t start_revision,
+                                             WatchCallbacks callbacks) override {
     TANDEM_RETURN_IF_ERROR(Fault());
     return inner_->Watch(key, range_end, start_revision, std::move(callbacks));
   }

@@ -56,17 +56,28 @@ int64_t HeaderRevision(const json& j) {
 Status GrpcError(int code, const std::string& message) {
   std::string text = "etcd: " + message;
   switch (code) {
-    case 1: return CancelledError(text);
-    case 3: return InvalidArgumentError(text);
-    case 4: return DeadlineExceededError(text);
-    case 5: return NotFoundError(text);
-    case 6: return AlreadyExistsError(text);
-    case 7: return PermissionDeniedError(text);
-    case 8: return ResourceExhaustedError(text);
-    case 9: return FailedPreconditionError(text);
-    case 10: return AbortedError(text);
-    case 16: return UnauthenticatedError(text);
-    default: return UnavailableError(text);
+    case 1:
+      return CancelledError(text);
+    case 3:
+      return InvalidArgumentError(text);
+    case 4:
+      return DeadlineExceededError(text);
+    case 5:
+      return NotFoundError(text);
+    case 6:
+      return AlreadyExistsError(text);
+    case 7:
+      return PermissionDeniedError(text);
+    case 8:
+      return ResourceExhaustedError(text);
+    case 9:
+      return FailedPreconditionError(text);
+    case 10:
+      return AbortedError(text);
+    case 16:
+      return UnauthenticatedError(text);
+    default:
+      return UnavailableError(text);
   }
 }
 
@@ -93,20 +104,28 @@ json OpJson(const TxnOp& op) {
 
 const char* TargetName(TxnCompare::Target t) {
   switch (t) {
-    case TxnCompare::Target::kCreateRevision: return "CREATE";
-    case TxnCompare::Target::kModRevision: return "MOD";
-    case TxnCompare::Target::kVersion: return "VERSION";
-    case TxnCompare::Target::kValue: return "VALUE";
+    case TxnCompare::Target::kCreateRevision:
+      return "CREATE";
+    case TxnCompare::Target::kModRevision:
+      return "MOD";
+    case TxnCompare::Target::kVersion:
+      return "VERSION";
+    case TxnCompare::Target::kValue:
+      return "VALUE";
   }
   return "CREATE";
 }
 
 const char* ResultName(TxnCompare::Result r) {
   switch (r) {
-    case TxnCompare::Result::kEqual: return "EQUAL";
-    case TxnCompare::Result::kNotEqual: return "NOT_EQUAL";
-    case TxnCompare::Result::kGreater: return "GREATER";
-    case TxnCompare::Result::kLess: return "LESS";
+    case TxnCompare::Result::kEqual:
+      return "EQUAL";
+    case TxnCompare::Result::kNotEqual:
+      return "NOT_EQUAL";
+    case TxnCompare::Result::kGreater:
+      return "GREATER";
+    case TxnCompare::Result::kLess:
+      return "LESS";
   }
   return "EQUAL";
 }
@@ -156,12 +175,16 @@ struct WatchState {
     for (size_t i = 0; i < buffer.size() && active; ++i) {
       char c = buffer[i];
       if (in_string) {
-        if (escaped) escaped = false;
-        else if (c == '\\') escaped = true;
-        else if (c == '"') in_string = false;
+        if (escaped)
+          escaped = false;
+        else if (c == '\\')
+          escaped = true;
+        else if (c == '"')
+          in_string = false;
         continue;
       }
-      if (c == '"') in_string = true;
+      if (c == '"')
+        in_string = true;
       else if (c == '{') {
         if (depth++ == 0) start = i;
       } else if (c == '}' && depth > 0 && --depth == 0) {
@@ -180,8 +203,9 @@ struct WatchState {
     if (result == j.end() || !result->is_object()) return Close(ErrorFromJson(j));
     const json& r = *result;
     if (r.value("canceled", false)) {
-      return Close(AbortedError("etcd watch canceled: " + JsonString(r, "cancel_reason") +
-                                " compact_revision=" + std::to_string(JsonInt(r, "compact_revision"))));
+      return Close(
+          AbortedError("etcd watch canceled: " + JsonString(r, "cancel_reason") +
+                       " compact_revision=" + std::to_string(JsonInt(r, "compact_revision"))));
     }
     if (JsonInt(r, "compact_revision") != 0) return Close(AbortedError("etcd watch: compacted"));
     auto events_it = r.find("events");
@@ -189,7 +213,8 @@ struct WatchState {
     std::vector<WatchEvent> events;
     for (const json& e : *events_it) {
       WatchEvent ev;
-      ev.type = JsonString(e, "type") == "DELETE" ? WatchEvent::Type::kDelete : WatchEvent::Type::kPut;
+      ev.type =
+          JsonString(e, "type") == "DELETE" ? WatchEvent::Type::kDelete : WatchEvent::Type::kPut;
       auto kv_it = e.find("kv");
       if (kv_it == e.end()) continue;
       auto kv = ParseKeyValue(*kv_it);
@@ -252,14 +277,16 @@ StatusOr<std::unique_ptr<HttpEtcdClient>> HttpEtcdClient::Create(HttpEtcdClientO
     size_t colon = item.rfind(':');
     int port = 0;
     if (colon == std::string_view::npos || colon == 0 ||
-        std::from_chars(item.data() + colon + 1, item.data() + item.size(), port).ec != std::errc() ||
+        std::from_chars(item.data() + colon + 1, item.data() + item.size(), port).ec !=
+            std::errc() ||
         port <= 0 || port > 65535) {
       return InvalidArgumentError("etcd address '" + std::string(item) + "' is not IP:PORT");
     }
     endpoints.push_back({std::string(item.substr(0, colon)), static_cast<uint16_t>(port)});
   }
   if (endpoints.empty()) return InvalidArgumentError("etcd address is empty");
-  return std::unique_ptr<HttpEtcdClient>(new HttpEtcdClient(std::move(options), std::move(endpoints)));
+  return std::unique_ptr<HttpEtcdClient>(
+      new HttpEtcdClient(std::move(options), std::move(endpoints)));
 }
 
 HttpEtcdClient::HttpEtcdClient(HttpEtcdClientOptions options, std::vector<Endpoint> endpoints)
@@ -332,7 +359,8 @@ StatusOr<RangeResult> HttpEtcdClient::Range(const std::string& key, const std::s
   return result;
 }
 
-StatusOr<int64_t> HttpEtcdClient::DeleteRange(const std::string& key, const std::string& range_end) {
+StatusOr<int64_t> HttpEtcdClient::DeleteRange(const std::string& key,
+                                              const std::string& range_end) {
   json req = {{"key", Base64Encode(key)}};
   if (!range_end.empty()) req["range_end"] = Base64Encode(range_end);
   TANDEM_ASSIGN_OR_RETURN(std::string body, Call("/v3/kv/deleterange", req.dump()));
@@ -356,7 +384,8 @@ StatusOr<int64_t> HttpEtcdClient::LeaseGrant(int64_t ttl_s) {
   json req = {{"TTL", std::to_string(ttl_s)}};
   TANDEM_ASSIGN_OR_RETURN(std::string body, Call("/v3/lease/grant", req.dump()));
   TANDEM_ASSIGN_OR_RETURN(json j, ParseObject(body));
-  if (!JsonString(j, "error").empty()) return UnavailableError("etcd lease grant: " + JsonString(j, "error"));
+  if (!JsonString(j, "error").empty())
+    return UnavailableError("etcd lease grant: " + JsonString(j, "error"));
   int64_t id = JsonInt(j, "ID");
   if (id == 0) return InternalError("etcd lease grant: no ID in answer");
   return id;

@@ -14,7 +14,9 @@ PrefixWatcher::PrefixWatcher(EtcdClient* client, std::string prefix,
 
 PrefixWatcher::~PrefixWatcher() { Stop(); }
 
-void PrefixWatcher::Start() { thread_ = std::thread([this] { Loop(); }); }
+void PrefixWatcher::Start() {
+  thread_ = std::thread([this] { Loop(); });
+}
 
 void PrefixWatcher::Stop() {
   {
@@ -68,7 +70,8 @@ void PrefixWatcher::Loop() {
     if (stop_) break;
     relist_now_ = false;
     if (!listed.ok()) {
-      if (listed_ok_) TANDEM_LOG(WARNING) << "etcd list " << prefix_ << ": " << listed.status().ToString();
+      if (listed_ok_)
+        TANDEM_LOG(WARNING) << "etcd list " << prefix_ << ": " << listed.status().ToString();
       listed_ok_ = false;
     } else {
       if (!listed_ok_) TANDEM_LOG(INFO) << "etcd list " << prefix_ << ": ok";
@@ -124,7 +127,8 @@ void PrefixWatcher::OnEvents(const std::vector<WatchEvent>& events) {
 void PrefixWatcher::OnClosed(const Status& status) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (watch_open_) TANDEM_LOG(WARNING) << "etcd watch " << prefix_ << " closed: " << status.ToString();
+    if (watch_open_)
+      TANDEM_LOG(WARNING) << "etcd watch " << prefix_ << " closed: " << status.ToString();
     watch_open_ = false;
     relist_now_ = true;
   }

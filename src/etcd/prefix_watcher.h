@@ -62,7 +62,7 @@ class PrefixWatcher {
   bool watch_open_ = false;
   int64_t revision_ = 0;  // the revision snapshot_ reflects
   Snapshot snapshot_;
-  std::mutex notify_mu_;  // one on_change at a time
+  std::mutex notify_mu_;              // one on_change at a time
   std::unique_ptr<EtcdWatch> watch_;  // touched only by Loop()/Stop()
   std::thread thread_;
 };

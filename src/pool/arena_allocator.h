@@ -18,7 +18,9 @@ class ArenaAllocator {
   static constexpr uint64_t kAlignment = 64;
   explicit ArenaAllocator(uint64_t capacity_bytes);
 
-  static uint64_t Rounded(uint64_t size) { return (size + kAlignment - 1) / kAlignment * kAlignment; }
+  static uint64_t Rounded(uint64_t size) {
+    return (size + kAlignment - 1) / kAlignment * kAlignment;
+  }
 
   // The offset of Rounded(size) free bytes, or nullopt when no free range is big enough
   // (expected when full: not an error). Precondition: size > 0.
@@ -36,7 +38,7 @@ class ArenaAllocator {
 
   uint64_t capacity_;
   uint64_t used_ = 0;
-  std::map<uint64_t, uint64_t> free_by_offset_;          // offset -> size
+  std::map<uint64_t, uint64_t> free_by_offset_;           // offset -> size
   std::set<std::pair<uint64_t, uint64_t>> free_by_size_;  // (size, offset)
 };
 

@@ -35,7 +35,8 @@ TEST(ArenaAllocatorTest, RandomizedNeverOverlaps) {
       auto off = a.Allocate(size);
       if (!off) continue;
       for (auto& [o, s] : live) {
-        ASSERT_TRUE(*off + ArenaAllocator::Rounded(size) <= o || o + ArenaAllocator::Rounded(s) <= *off);
+        ASSERT_TRUE(*off + ArenaAllocator::Rounded(size) <= o ||
+                    o + ArenaAllocator::Rounded(s) <= *off);
       }
       live.emplace_back(*off, size);
     } else {

@@ -1,6 +1,7 @@
 #include "pool/daemon.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -10,7 +11,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <poll.h>
 #include <thread>
 
 namespace tandem::pool {
@@ -32,7 +32,8 @@ bool ProcessAlive(int pid) {
   std::string line;
   std::getline(stat, line);
   size_t close_paren = line.rfind(')');
-  return !(close_paren != std::string::npos && close_paren + 2 < line.size() && line[close_paren + 2] == 'Z');
+  return !(close_paren != std::string::npos && close_paren + 2 < line.size() &&
+           line[close_paren + 2] == 'Z');
 }
 
 }  // namespace
@@ -62,8 +63,8 @@ Status WritePidFile(const std::string& worker_address) {
   mkdir(PoolRunDir().c_str(), 0700);
   int other = RunningPid(worker_address);
   if (other != 0 && other != getpid()) {
-    return FailedPreconditionError("a pool worker for " + worker_address + " is already running (pid " +
-                                   std::to_string(other) + ")");
+    return FailedPreconditionError("a pool worker for " + worker_address +
+                                   " is already running (pid " + std::to_string(other) + ")");
   }
   std::string path = PidFilePath(worker_address);
   std::ofstream out(path, std::ios::trunc);
@@ -81,7 +82,8 @@ void RemovePidFile(const std::string& worker_address) {
 Status Daemonize(const std::string& log_path, std::chrono::seconds timeout,
                  const std::function<int(const ReadyFn& ready)>& child, int* pid) {
   int pipefd[2];
-  if (pipe2(pipefd, O_CLOEXEC) != 0) return InternalError("pipe: " + std::string(std::strerror(errno)));
+  if (pipe2(pipefd, O_CLOEXEC) != 0)
+    return InternalError("pipe: " + std::string(std::strerror(errno)));
   pid_t first = fork();
   if (first < 0) return InternalError("fork: " + std::string(std::strerror(errno)));
   if (first == 0) {
@@ -109,7 +111,8 @@ Status Daemonize(const std::string& log_path, std::chrono::seconds timeout,
       close(write_fd);
     };
     int rc = child(ready);
-    if (!reported) ready(InternalError("worker exited during start-up (code " + std::to_string(rc) + ")"));
+    if (!reported)
+      ready(InternalError("worker exited during start-up (code " + std::to_string(rc) + ")"));
     _exit(rc);
   }
   close(pipefd[1]);
@@ -118,7 +121,8 @@ Status Daemonize(const std::string& log_path, std::chrono::seconds timeout,
   std::string msg;
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       close(pipefd[0]);
       return DeadlineExceededError("the pool worker did not report ready within " +

@@ -11,7 +11,8 @@ TEST(HashRingTest, SameMembersSameOwnersInAnyOrder) {
   HashRing a({"127.0.0.1:1", "127.0.0.2:1", "127.0.0.3:1"});
   HashRing b({"127.0.0.3:1", "127.0.0.1:1", "127.0.0.2:1", "127.0.0.1:1"});
   EXPECT_EQ(a.members(), b.members());
-  for (int i = 0; i < 100; ++i) EXPECT_EQ(a.Owner("k" + std::to_string(i)), b.Owner("k" + std::to_string(i)));
+  for (int i = 0; i < 100; ++i)
+    EXPECT_EQ(a.Owner("k" + std::to_string(i)), b.Owner("k" + std::to_string(i)));
 }
 
 TEST(HashRingTest, SpreadsKeysAndMovesFewOnLeave) {
@@ -26,7 +27,7 @@ TEST(HashRingTest, SpreadsKeysAndMovesFewOnLeave) {
     if (owner != "c:1" && two.Owner(key) != owner) ++moved;
   }
   for (auto& [m, n] : counts) EXPECT_GT(n, 600) << m;  // roughly a third each
-  EXPECT_EQ(moved, 0);  // only c's keys move when c leaves
+  EXPECT_EQ(moved, 0);                                 // only c's keys move when c leaves
   EXPECT_EQ(HashRing({}).Owner("x"), "");
 }
 

@@ -22,13 +22,13 @@ Membership::~Membership() { Stop(false); }
 Status Membership::Register() {
   auto lease = etcd_->LeaseGrant(options_.node_timeout_s);
   if (!lease.ok()) return lease.status();
-  nlohmann::json value = {
-      {"address", options_.self_address},
-      {"pid", static_cast<int64_t>(getpid())},
-      {"start_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
-                       std::chrono::system_clock::now().time_since_epoch()).count()},
-      {"capacity_bytes", options_.capacity_bytes},
-      {"version", 1}};
+  nlohmann::json value = {{"address", options_.self_address},
+                          {"pid", static_cast<int64_t>(getpid())},
+                          {"start_ms", std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           std::chrono::system_clock::now().time_since_epoch())
+                                           .count()},
+                          {"capacity_bytes", options_.capacity_bytes},
+                          {"version", 1}};
   auto put = etcd_->Put(self_key_, value.dump(), *lease);
   if (!put.ok()) return put.status();
   std::lock_guard<std::mutex> lock(mu_);
@@ -47,14 +47,14 @@ Status Membership::Start(std::chrono::milliseconds timeout) {
   }
   if (!s.ok()) return UnavailableError("cannot register in etcd: " + s.message());
   etcd_up_ = true;
-  watcher_ = std::make_unique<etcd::PrefixWatcher>(
-      etcd_, kWorkersPrefix, options_.relist_interval, [this](const etcd::PrefixWatcher::Snapshot&) {
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          snapshot_changed_ = true;
-        }
-        cv_.notify_all();
-      });
+  watcher_ = std::make_unique<etcd::PrefixWatcher>(etcd_, kWorkersPrefix, options_.relist_interval,
+                                                   [this](const etcd::PrefixWatcher::Snapshot&) {
+                                                     {
+                                                       std::lock_guard<std::mutex> lock(mu_);
+                                                       snapshot_changed_ = true;
+                                                     }
+                                                     cv_.notify_all();
+                                                   });
   watcher_->Start();
   thread_ = std::thread([this] { Loop(); });
   return Status::Ok();
@@ -76,8 +76,10 @@ void Membership::Stop(bool revoke) {
   }
   if (revoke && lease != 0) {
     Status s = etcd_->LeaseRevoke(lease);
-    if (!s.ok()) TANDEM_LOG(WARNING) << "revoking lease: " << s.ToString();
-    else TANDEM_LOG(INFO) << "left etcd (lease revoked)";
+    if (!s.ok())
+      TANDEM_LOG(WARNING) << "revoking lease: " << s.ToString();
+    else
+      TANDEM_LOG(INFO) << "left etcd (lease revoked)";
   }
 }
 
@@ -116,7 +118,8 @@ void Membership::Recompute() {
       // A restarted worker (new registration value) lost the directory entries it
       // owned: treat it as a ring change so everyone re-announces their keys.
       auto old = values_.find(addr);
-      if (old != values_.end() && old->second != value && addr != options_.self_address) rejoined = true;
+      if (old != values_.end() && old->second != value && addr != options_.self_address)
+        rejoined = true;
       values_[addr] = value;
     }
     live_ = std::move(live);
@@ -172,8 +175,10 @@ void Membership::Loop() {
         }
       }
       if (s.ok() != etcd_up_.load()) {
-        if (s.ok()) TANDEM_LOG(INFO) << "etcd reachable again";
-        else TANDEM_LOG(WARNING) << "etcd unreachable: " << s.ToString();
+        if (s.ok())
+          TANDEM_LOG(INFO) << "etcd reachable again";
+        else
+          TANDEM_LOG(WARNING) << "etcd unreachable: " << s.ToString();
       }
       etcd_up_ = s.ok();
       lock.lock();

@@ -73,7 +73,7 @@ class Membership {
   bool stop_ = false;
   bool snapshot_changed_ = false;
   int64_t lease_id_ = 0;
-  std::set<std::string> live_;  // addresses whose key is in etcd
+  std::set<std::string> live_;                 // addresses whose key is in etcd
   std::map<std::string, std::string> values_;  // address -> last registration value
   std::map<std::string, std::chrono::steady_clock::time_point> absent_since_;
   std::shared_ptr<const HashRing> ring_;

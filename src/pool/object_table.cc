@@ -18,7 +18,8 @@ void ObjectTable::EraseLocked(std::unordered_map<std::string, Object>::iterator 
 
 void ObjectTable::EvictLocked(uint64_t target_used, uint64_t incoming,
                               std::vector<std::string>* evicted) {
-  for (auto lit = lru_.begin(); lit != lru_.end() && allocator_.used_bytes() + incoming > target_used;) {
+  for (auto lit = lru_.begin();
+       lit != lru_.end() && allocator_.used_bytes() + incoming > target_used;) {
     auto it = objects_.find(*lit);
     ++lit;  // EraseLocked invalidates the current list node
     if (it->second.pins > 0) continue;
@@ -37,7 +38,8 @@ AllocCode ObjectTable::Allocate(const std::string& key, uint64_t size, bool prim
   if (objects_.count(key) != 0) return AllocCode::kExists;
   uint64_t need = ArenaAllocator::Rounded(size);
   if (need > allocator_.capacity_bytes()) return AllocCode::kNoSpace;
-  if (allocator_.used_bytes() + need > high_bytes_) EvictLocked(low_bytes_, need, evicted_primaries);
+  if (allocator_.used_bytes() + need > high_bytes_)
+    EvictLocked(low_bytes_, need, evicted_primaries);
   auto got = allocator_.Allocate(size);
   // Fragmentation: the bytes are there but not in one range; evict further, oldest first.
   while (!got) {

@@ -43,7 +43,7 @@ TEST(ObjectTableTest, WatermarkEvictionIsLruAndSkipsPinned) {
   }
   ASSERT_TRUE(t.LookupAndPin("k0"));  // pinned: must survive
   ASSERT_TRUE(t.LookupAndPin("k1"));
-  t.Unpin("k1");                       // used recently: survives
+  t.Unpin("k1");  // used recently: survives
   EXPECT_EQ(t.stats().evictions, 0u);
   std::vector<std::string> evicted;
   ASSERT_EQ(t.Allocate("new", kObj, true, &off, &evicted), AllocCode::kAllocated);

@@ -33,8 +33,10 @@ class PeerClient {
  public:
   explicit PeerClient(PeerClientOptions options) : options_(std::move(options)) {}
 
-  Status DirPut(const std::string& peer, const std::string& holder, const std::vector<std::string>& keys);
-  Status DirDel(const std::string& peer, const std::string& holder, const std::vector<std::string>& keys);
+  Status DirPut(const std::string& peer, const std::string& holder,
+                const std::vector<std::string>& keys);
+  Status DirDel(const std::string& peer, const std::string& holder,
+                const std::vector<std::string>& keys);
   // One holder per key ("" = unknown).
   StatusOr<std::vector<std::string>> DirLookup(const std::string& peer,
                                                const std::vector<std::string>& keys);

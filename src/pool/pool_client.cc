@@ -183,7 +183,8 @@ namespace {
 Status CheckKeys(const std::vector<std::string>& keys) {
   for (const auto& k : keys) {
     if (k.empty() || k.size() > kMaxKeyBytes) {
-      return InvalidArgumentError("pool keys must be 1.." + std::to_string(kMaxKeyBytes) + " bytes");
+      return InvalidArgumentError("pool keys must be 1.." + std::to_string(kMaxKeyBytes) +
+                                  " bytes");
     }
   }
   return Status::Ok();
@@ -244,7 +245,8 @@ StatusOr<std::unique_ptr<PoolClient>> PoolClient::Connect(PoolClientOptions opti
   }
   std::unique_ptr<PoolClient> client(new PoolClient(options));
   auto maps = std::make_shared<MappingCache>();
-  for (int i = 0; i < options.num_connections; ++i) client->channels_.push_back(std::make_shared<Channel>(maps));
+  for (int i = 0; i < options.num_connections; ++i)
+    client->channels_.push_back(std::make_shared<Channel>(maps));
   {
     std::lock_guard<std::mutex> lock(client->channels_[0]->mu);
     TANDEM_RETURN_IF_ERROR(client->channels_[0]->Connect(client->options_));
@@ -325,9 +327,10 @@ StatusOr<size_t> PoolClient::ExistPrefix(const std::vector<std::string>& keys) {
   });
 }
 
-StatusOr<std::vector<PutOutcome>> PoolClient::Put(const std::vector<std::string>& keys,
-                                                  const std::vector<std::span<const uint8_t>>& values) {
-  if (keys.size() != values.size()) return InvalidArgumentError("Put: keys and values differ in count");
+StatusOr<std::vector<PutOutcome>> PoolClient::Put(
+    const std::vector<std::string>& keys, const std::vector<std::span<const uint8_t>>& values) {
+  if (keys.size() != values.size())
+    return InvalidArgumentError("Put: keys and values differ in count");
   TANDEM_RETURN_IF_ERROR(CheckKeys(keys));
   return WithChannel([&](Channel& c) -> StatusOr<std::vector<PutOutcome>> {
     std::vector<PutOutcome> out(keys.size(), PutOutcome::kInvalid);
@@ -358,8 +361,10 @@ StatusOr<std::vector<PutOutcome>> PoolClient::Put(const std::vector<std::string>
         out[k] = static_cast<PutOutcome>(code);
         if (code != static_cast<uint8_t>(AllocCode::kAllocated)) continue;
         bool inside = c.InArena(offset, values[k].size());
-        if (inside) std::memcpy(c.mapping->base + offset, values[k].data(), values[k].size());
-        else out[k] = PutOutcome::kInvalid;
+        if (inside)
+          std::memcpy(c.mapping->base + offset, values[k].data(), values[k].size());
+        else
+          out[k] = PutOutcome::kInvalid;
         seal.String(keys[k]);
         seal.U8(inside ? 1 : 0);  // abort what we could not write
         ++num_seal;
@@ -381,37 +386,38 @@ StatusOr<std::unique_ptr<PinnedObjects>> PoolClient::Get(const std::vector<std::
   // Reads on one channel, which then holds the pins; PinnedObjects releases them there.
   std::shared_ptr<Channel> used;
   Status s = WithChannel([&](Channel& c) -> StatusOr<bool> {
-    pinned->items_.assign(keys.size(), {});
-    pinned->pinned_keys_.clear();
-    for (size_t i = 0; i < keys.size(); i += options_.max_keys_per_request) {
-      size_t end = std::min(keys.size(), i + options_.max_keys_per_request);
-      BodyWriter w;
-      w.Keys(Slice(keys, i, end));
-      TANDEM_ASSIGN_OR_RETURN(std::string reply, c.Call(MsgType::kGet, w.data()));
-      BodyReader r(reply);
-      for (size_t k = i; k < end; ++k) {
-        uint8_t code = 0;
-        uint64_t offset = 0, size = 0;
-        TANDEM_RETURN_IF_ERROR(r.U8(&code));
-        TANDEM_RETURN_IF_ERROR(r.U64(&offset));
-        TANDEM_RETURN_IF_ERROR(r.U64(&size));
-        if (code == static_cast<uint8_t>(GetCode::kMiss)) continue;
-        pinned->pinned_keys_.push_back(keys[k]);
-        if (code > 2 || !c.InArena(offset, size)) continue;  // pinned but unusable: a miss
-        auto& item = pinned->items_[k];
-        item.found = true;
-        item.remote = code == static_cast<uint8_t>(GetCode::kRemoteHit);
-        item.data = std::span<const uint8_t>(c.mapping->base + offset, size);
-      }
-      TANDEM_RETURN_IF_ERROR(r.Finish());
-    }
-    pinned->mapping_ = c.mapping;
-    pinned->channel_generation_ = c.generation;
-    for (auto& ch : channels_) {
-      if (ch.get() == &c) used = ch;
-    }
-    return true;
-  }).status();
+               pinned->items_.assign(keys.size(), {});
+               pinned->pinned_keys_.clear();
+               for (size_t i = 0; i < keys.size(); i += options_.max_keys_per_request) {
+                 size_t end = std::min(keys.size(), i + options_.max_keys_per_request);
+                 BodyWriter w;
+                 w.Keys(Slice(keys, i, end));
+                 TANDEM_ASSIGN_OR_RETURN(std::string reply, c.Call(MsgType::kGet, w.data()));
+                 BodyReader r(reply);
+                 for (size_t k = i; k < end; ++k) {
+                   uint8_t code = 0;
+                   uint64_t offset = 0, size = 0;
+                   TANDEM_RETURN_IF_ERROR(r.U8(&code));
+                   TANDEM_RETURN_IF_ERROR(r.U64(&offset));
+                   TANDEM_RETURN_IF_ERROR(r.U64(&size));
+                   if (code == static_cast<uint8_t>(GetCode::kMiss)) continue;
+                   pinned->pinned_keys_.push_back(keys[k]);
+                   if (code > 2 || !c.InArena(offset, size))
+                     continue;  // pinned but unusable: a miss
+                   auto& item = pinned->items_[k];
+                   item.found = true;
+                   item.remote = code == static_cast<uint8_t>(GetCode::kRemoteHit);
+                   item.data = std::span<const uint8_t>(c.mapping->base + offset, size);
+                 }
+                 TANDEM_RETURN_IF_ERROR(r.Finish());
+               }
+               pinned->mapping_ = c.mapping;
+               pinned->channel_generation_ = c.generation;
+               for (auto& ch : channels_) {
+                 if (ch.get() == &c) used = ch;
+               }
+               return true;
+             }).status();
   if (!s.ok()) {
     // Pins taken before the failure die with the closed connection.
     return s;
@@ -422,7 +428,8 @@ StatusOr<std::unique_ptr<PinnedObjects>> PoolClient::Get(const std::vector<std::
 
 StatusOr<std::vector<int64_t>> PoolClient::GetInto(const std::vector<std::string>& keys,
                                                    const std::vector<std::span<uint8_t>>& buffers) {
-  if (keys.size() != buffers.size()) return InvalidArgumentError("GetInto: keys and buffers differ in count");
+  if (keys.size() != buffers.size())
+    return InvalidArgumentError("GetInto: keys and buffers differ in count");
   std::vector<int64_t> sizes(keys.size(), -1);
   // Chunked so a huge batch does not pin the whole arena at once.
   size_t chunk = options_.max_keys_per_request;
@@ -459,7 +466,9 @@ std::future<StatusOr<std::vector<PutOutcome>>> PoolClient::PutAsync(
 std::future<StatusOr<std::vector<int64_t>>> PoolClient::GetIntoAsync(
     std::vector<std::string> keys, std::vector<std::span<uint8_t>> buffers) {
   auto task = std::make_shared<std::packaged_task<StatusOr<std::vector<int64_t>>()>>(
-      [this, keys = std::move(keys), buffers = std::move(buffers)] { return GetInto(keys, buffers); });
+      [this, keys = std::move(keys), buffers = std::move(buffers)] {
+        return GetInto(keys, buffers);
+      });
   auto fut = task->get_future();
   executor_->Post([task] { (*task)(); });
   return fut;

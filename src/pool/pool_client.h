@@ -89,7 +89,7 @@ class PinnedObjects {
   std::vector<std::string> pinned_keys_;  // to release
   std::shared_ptr<Channel> channel_;      // the connection holding the pins
   uint64_t channel_generation_ = 0;
-  std::shared_ptr<void> mapping_;         // keeps the arena mapped
+  std::shared_ptr<void> mapping_;  // keeps the arena mapped
 };
 
 class PoolClient {
@@ -120,8 +120,8 @@ class PoolClient {
   // Asynchronous variants. The keys are copied; values/buffers are borrowed and must
   // stay valid until the future is ready.
   std::future<StatusOr<std::vector<bool>>> ExistAsync(std::vector<std::string> keys);
-  std::future<StatusOr<std::vector<PutOutcome>>> PutAsync(std::vector<std::string> keys,
-                                                          std::vector<std::span<const uint8_t>> values);
+  std::future<StatusOr<std::vector<PutOutcome>>> PutAsync(
+      std::vector<std::string> keys, std::vector<std::span<const uint8_t>> values);
   std::future<StatusOr<std::vector<int64_t>>> GetIntoAsync(std::vector<std::string> keys,
                                                            std::vector<std::span<uint8_t>> buffers);
 

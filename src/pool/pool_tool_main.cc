@@ -76,8 +76,8 @@ int main(int argc, char** argv) {
     if (!r.ok()) return Fail(r.status().ToString());
     size_t n[4] = {0, 0, 0, 0};
     for (PutOutcome o : *r) ++n[static_cast<int>(o)];
-    std::printf("{\"stored\": %zu, \"exists\": %zu, \"no_space\": %zu, \"invalid\": %zu}\n", n[0], n[1],
-                n[2], n[3]);
+    std::printf("{\"stored\": %zu, \"exists\": %zu, \"no_space\": %zu, \"invalid\": %zu}\n", n[0],
+                n[1], n[2], n[3]);
     return 0;
   }
   if (cmd == "get") {
@@ -93,8 +93,8 @@ int main(int argc, char** argv) {
       for (size_t j = 0; good && j < data.size(); ++j) good = data[j] == PatternByte(start + i, j);
       corrupt += good ? 0 : 1;
     }
-    std::printf("{\"hits\": %zu, \"misses\": %zu, \"remote\": %zu, \"corrupt\": %zu}\n", hits, count - hits,
-                remote, corrupt);
+    std::printf("{\"hits\": %zu, \"misses\": %zu, \"remote\": %zu, \"corrupt\": %zu}\n", hits,
+                count - hits, remote, corrupt);
     return 0;
   }
   if (cmd == "exist") {

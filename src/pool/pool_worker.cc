@@ -20,29 +20,34 @@ Status ValidateWorkerConfig(const WorkerConfig& c) {
   if (!addr.ok()) return InvalidArgumentError("--worker_address: " + addr.status().message());
   if (c.etcd_address.empty()) return InvalidArgumentError("--etcd_address is required");
   if (c.shared_memory_mb == 0) return InvalidArgumentError("--shared_memory_size_mb must be > 0");
-  if (c.shared_memory_mb > (64ull << 20)) return InvalidArgumentError("--shared_memory_size_mb is too large");
+  if (c.shared_memory_mb > (64ull << 20))
+    return InvalidArgumentError("--shared_memory_size_mb is too large");
   if (c.node_timeout_s < 2) return InvalidArgumentError("--node_timeout_s must be >= 2");
   if (c.node_dead_timeout_s < c.node_timeout_s) {
     return InvalidArgumentError("--node_dead_timeout_s must be >= --node_timeout_s");
   }
-  if (c.metrics_port < -1 || c.metrics_port > 65535) return InvalidArgumentError("--metrics_port out of range");
+  if (c.metrics_port < -1 || c.metrics_port > 65535)
+    return InvalidArgumentError("--metrics_port out of range");
   if (c.auth_token.size() > 4096) return InvalidArgumentError("--auth_token is too long");
   return Status::Ok();
 }
 
 WorkerMetrics::WorkerMetrics(MetricsRegistry* r)
     : objects(r->GetGauge("tandem_pool_objects", "Sealed objects in the arena")),
-      bytes(r->GetGauge("tandem_pool_bytes", "Arena bytes in use (objects being written included)")),
+      bytes(
+          r->GetGauge("tandem_pool_bytes", "Arena bytes in use (objects being written included)")),
       capacity(r->GetGauge("tandem_pool_capacity_bytes", "Arena size in bytes")),
-      hits_local(r->GetCounter("tandem_pool_hits", "Gets answered from this arena", {{"tier", "local"}})),
-      hits_remote(r->GetCounter("tandem_pool_hits", "Gets answered from this arena",
-                                {{"tier", "remote"}})),
+      hits_local(
+          r->GetCounter("tandem_pool_hits", "Gets answered from this arena", {{"tier", "local"}})),
+      hits_remote(
+          r->GetCounter("tandem_pool_hits", "Gets answered from this arena", {{"tier", "remote"}})),
       misses(r->GetCounter("tandem_pool_misses", "Gets of keys found nowhere (or unreachable)")),
       puts(r->GetCounter("tandem_pool_puts", "Objects sealed by local clients")),
       evictions(r->GetCounter("tandem_pool_evictions", "Objects evicted by the LRU watermark")),
       remote_gets(r->GetCounter("tandem_pool_remote_gets", "Objects fetched from other workers")),
-      remote_get_failures(r->GetCounter("tandem_pool_remote_get_failures",
-                                        "Fetches from other workers that failed (counted as misses)")),
+      remote_get_failures(
+          r->GetCounter("tandem_pool_remote_get_failures",
+                        "Fetches from other workers that failed (counted as misses)")),
       etcd_up(r->GetGauge("tandem_pool_etcd_up", "1 when the last etcd call succeeded")),
       ring_workers(r->GetGauge("tandem_pool_ring_workers", "Workers in the consistent-hash ring")),
       connections(r->GetGauge("tandem_pool_connections", "Open client and peer connections")) {}
@@ -53,7 +58,8 @@ Status PoolWorker::Start() { return impl_->Start(); }
 void PoolWorker::Stop() { impl_->Stop(); }
 uint16_t PoolWorker::metrics_port() const { return impl_->metrics_port(); }
 
-PoolWorker::Impl::Impl(WorkerConfig config) : config_(std::move(config)), self_(config_.worker_address) {}
+PoolWorker::Impl::Impl(WorkerConfig config)
+    : config_(std::move(config)), self_(config_.worker_address) {}
 
 PoolWorker::Impl::~Impl() { Stop(); }
 
@@ -62,7 +68,8 @@ Status PoolWorker::Impl::Start() {
   TANDEM_ASSIGN_OR_RETURN(HostPort addr, ParseHostPort(config_.worker_address));
   metrics_ = std::make_unique<WorkerMetrics>(&registry_);
 
-  TANDEM_ASSIGN_OR_RETURN(arena_, ShmArena::Create(config_.shared_memory_mb << 20, config_.enable_huge_tlb));
+  TANDEM_ASSIGN_OR_RETURN(
+      arena_, ShmArena::Create(config_.shared_memory_mb << 20, config_.enable_huge_tlb));
   table_ = std::make_unique<ObjectTable>(arena_->size_bytes());
   TANDEM_LOG(INFO) << "arena: " << (arena_->size_bytes() >> 20) << " MiB"
                    << (arena_->huge_pages() ? " (huge pages)" : "");
@@ -76,13 +83,16 @@ Status PoolWorker::Impl::Start() {
     http.port = config_.metrics_port < 0 ? static_cast<uint16_t>(addr.port + 1)
                                          : static_cast<uint16_t>(config_.metrics_port);
     metrics_server_ = std::make_unique<net::HttpServer>(http);
-    metrics_server_->Route("GET", "/metrics", [this](net::HttpRequest, std::shared_ptr<net::HttpResponseWriter> w) {
-      UpdateGauges();
-      w->SendResponse(200, {{"Content-Type", "text/plain; version=0.0.4"}}, registry_.RenderPrometheus());
-    });
-    metrics_server_->Route("GET", "/health", [](net::HttpRequest, std::shared_ptr<net::HttpResponseWriter> w) {
-      w->SendResponse(200, {}, "{\"status\":\"ok\"}");
-    });
+    metrics_server_->Route("GET", "/metrics",
+                           [this](net::HttpRequest, std::shared_ptr<net::HttpResponseWriter> w) {
+                             UpdateGauges();
+                             w->SendResponse(200, {{"Content-Type", "text/plain; version=0.0.4"}},
+                                             registry_.RenderPrometheus());
+                           });
+    metrics_server_->Route("GET", "/health",
+                           [](net::HttpRequest, std::shared_ptr<net::HttpResponseWriter> w) {
+                             w->SendResponse(200, {}, "{\"status\":\"ok\"}");
+                           });
     Status s = metrics_server_->Start();
     if (!s.ok()) return s.WithContext("metrics port " + std::to_string(http.port));
   }
@@ -96,7 +106,8 @@ Status PoolWorker::Impl::Start() {
   mo.node_dead_timeout_s = config_.node_dead_timeout_s;
   mo.capacity_bytes = arena_->size_bytes();
   membership_ = std::make_unique<Membership>(
-      etcd_.get(), mo, [this](std::shared_ptr<const HashRing> ring) { OnRingChange(std::move(ring)); });
+      etcd_.get(), mo,
+      [this](std::shared_ptr<const HashRing> ring) { OnRingChange(std::move(ring)); });
   Status s = membership_->Start(config_.etcd_start_timeout);
   if (!s.ok()) {
     if (metrics_server_) metrics_server_->Stop();
@@ -113,8 +124,8 @@ Status PoolWorker::Impl::Start() {
   threads_.emplace_back([this] { PublisherLoop(); });
   threads_.emplace_back([this] { LivenessLoop(); });
   WriteLiveness();
-  TANDEM_LOG(INFO) << "pool worker " << self_ << " serving (clients: unix @" << UnixSocketName(self_)
-                   << ", metrics port " << metrics_port() << ")";
+  TANDEM_LOG(INFO) << "pool worker " << self_ << " serving (clients: unix @"
+                   << UnixSocketName(self_) << ", metrics port " << metrics_port() << ")";
   return Status::Ok();
 }
 
@@ -264,8 +275,8 @@ void PoolWorker::Impl::WriteLiveness() {
 }
 
 void PoolWorker::Impl::LivenessLoop() {
-  auto interval = std::chrono::seconds(
-      std::max<int64_t>(1, std::min<int64_t>(10, config_.node_timeout_s / 3)));
+  auto interval =
+      std::chrono::seconds(std::max<int64_t>(1, std::min<int64_t>(10, config_.node_timeout_s / 3)));
   while (true) {
     {
       std::unique_lock<std::mutex> lock(mu_);

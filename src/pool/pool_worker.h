@@ -21,15 +21,15 @@
 namespace tandem::pool {
 
 struct WorkerConfig {
-  std::string worker_address;       // "IP:PORT": TCP bind address and identity
-  std::string etcd_address;         // "IP:PORT[,IP:PORT]"
+  std::string worker_address;  // "IP:PORT": TCP bind address and identity
+  std::string etcd_address;    // "IP:PORT[,IP:PORT]"
   uint64_t shared_memory_mb = 1024;
   int64_t node_timeout_s = 30;
   int64_t node_dead_timeout_s = 60;
   std::string liveness_check_path;  // empty = none
   bool enable_huge_tlb = false;
-  std::string auth_token;           // empty = no authentication
-  int metrics_port = -1;            // -1 = worker port + 1; 0 = off
+  std::string auth_token;  // empty = no authentication
+  int metrics_port = -1;   // -1 = worker port + 1; 0 = off
   size_t max_connections = 1024;
   std::chrono::milliseconds etcd_start_timeout{10000};
 };

@@ -1,18 +1,18 @@
 // In-process tests of two pool workers with a real etcd (skipped without the etcd binary):
 // local put/get, remote get through the other worker, async calls, batches larger
 // than one request.
-#include <gtest/gtest.h>
+#include "pool/pool_worker.h"
 
-#include <sys/socket.h>
-#include <netinet/in.h>
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <thread>
 
 #include "etcd/etcd_test_server.h"
 #include "pool/pool_client.h"
-#include "pool/pool_worker.h"
 
 namespace tandem::pool {
 namespace {

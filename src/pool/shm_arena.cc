@@ -29,9 +29,8 @@ StatusOr<std::unique_ptr<ShmArena>> ShmArena::Create(uint64_t size_bytes, bool h
         close(fd);
       }
     }
-    TANDEM_LOG(WARNING) << "--enable_huge_tlb: no huge pages available for "
-                        << (size >> 20) << " MiB (" << std::strerror(errno)
-                        << "); falling back to normal pages";
+    TANDEM_LOG(WARNING) << "--enable_huge_tlb: no huge pages available for " << (size >> 20)
+                        << " MiB (" << std::strerror(errno) << "); falling back to normal pages";
   }
   int fd = memfd_create("tandem-pool", MFD_CLOEXEC);
   if (fd < 0) return ResourceExhaustedError(std::string("memfd_create: ") + std::strerror(errno));

@@ -103,7 +103,8 @@ StatusOr<HostPort> ParseHostPort(std::string_view text) {
   HostPort hp{std::string(text.substr(0, colon)), static_cast<uint16_t>(port)};
   in_addr a{};
   if (inet_pton(AF_INET, hp.host.c_str(), &a) != 1) {
-    return InvalidArgumentError("address '" + std::string(text) + "': host must be an IPv4 address");
+    return InvalidArgumentError("address '" + std::string(text) +
+                                "': host must be an IPv4 address");
   }
   return hp;
 }
@@ -260,8 +261,10 @@ Status RecvFrame(int fd, FrameHeader* header, std::string* body, UniqueFd* recei
     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
       int passed = -1;
       std::memcpy(&passed, CMSG_DATA(c), sizeof(int));
-      if (received_fd != nullptr) received_fd->Reset(passed);
-      else close(passed);
+      if (received_fd != nullptr)
+        received_fd->Reset(passed);
+      else
+        close(passed);
     }
   }
   if (static_cast<size_t>(n) < kHeaderBytes) {

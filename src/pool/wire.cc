@@ -16,9 +16,7 @@ uint64_t GetLe(const uint8_t* p, int bytes) {
 
 }  // namespace
 
-bool IsKnownType(uint16_t type) {
-  return (type >= 1 && type <= 6) || (type >= 16 && type <= 19);
-}
+bool IsKnownType(uint16_t type) { return (type >= 1 && type <= 6) || (type >= 16 && type <= 19); }
 
 bool IsPeerType(MsgType type) { return static_cast<uint16_t>(type) >= 16; }
 
@@ -96,7 +94,8 @@ Status BodyReader::U64(uint64_t* v) {
 Status BodyReader::StringView(std::string_view* s, size_t max_len) {
   uint32_t len = 0;
   TANDEM_RETURN_IF_ERROR(U32(&len));
-  if (len > max_len) return InvalidArgumentError("string of " + std::to_string(len) + " bytes too long");
+  if (len > max_len)
+    return InvalidArgumentError("string of " + std::to_string(len) + " bytes too long");
   if (body_.size() - pos_ < len) return InvalidArgumentError("truncated frame body");
   *s = body_.substr(pos_, len);
   pos_ += len;

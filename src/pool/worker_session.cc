@@ -16,7 +16,8 @@ namespace {
 bool TokenEquals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;  // the length is not secret enough to hide
   unsigned diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<uint8_t>(a[i]) ^ static_cast<uint8_t>(b[i]);
+  for (size_t i = 0; i < a.size(); ++i)
+    diff |= static_cast<uint8_t>(a[i]) ^ static_cast<uint8_t>(b[i]);
   return diff == 0;
 }
 
@@ -67,7 +68,8 @@ void PoolWorker::Impl::ServeConnection(int fd, bool is_unix) {
     SendFrame(fd, r, err.message()).ok();
     DrainBeforeClose(fd);
   };
-  if (h.type != MsgType::kHello) return refuse(UnauthenticatedError("the first frame must be HELLO"));
+  if (h.type != MsgType::kHello)
+    return refuse(UnauthenticatedError("the first frame must be HELLO"));
   {
     BodyReader r(body);
     std::string token;
@@ -148,16 +150,26 @@ void PoolWorker::Impl::ReleaseSession(Session& s) {
 
 StatusOr<std::string> PoolWorker::Impl::Handle(Session& s, MsgType type, std::string_view body) {
   switch (type) {
-    case MsgType::kExist: return HandleExist(body);
-    case MsgType::kPutAlloc: return HandlePutAlloc(s, body);
-    case MsgType::kPutSeal: return HandlePutSeal(s, body);
-    case MsgType::kGet: return HandleGet(s, body);
-    case MsgType::kRelease: return HandleRelease(s, body);
-    case MsgType::kFetch: return InternalError("FETCH is served by ServeFetch");
-    case MsgType::kDirPut: return HandleDirPut(body, true);
-    case MsgType::kDirDel: return HandleDirPut(body, false);
-    case MsgType::kDirLookup: return HandleDirLookup(body);
-    case MsgType::kHello: return FailedPreconditionError("HELLO sent twice");
+    case MsgType::kExist:
+      return HandleExist(body);
+    case MsgType::kPutAlloc:
+      return HandlePutAlloc(s, body);
+    case MsgType::kPutSeal:
+      return HandlePutSeal(s, body);
+    case MsgType::kGet:
+      return HandleGet(s, body);
+    case MsgType::kRelease:
+      return HandleRelease(s, body);
+    case MsgType::kFetch:
+      return InternalError("FETCH is served by ServeFetch");
+    case MsgType::kDirPut:
+      return HandleDirPut(body, true);
+    case MsgType::kDirDel:
+      return HandleDirPut(body, false);
+    case MsgType::kDirLookup:
+      return HandleDirLookup(body);
+    case MsgType::kHello:
+      return FailedPreconditionError("HELLO sent twice");
   }
   return InvalidArgumentError("unknown request type");
 }
@@ -292,7 +304,8 @@ std::vector<bool> PoolWorker::Impl::FetchReplicas(const std::string& holder,
       const auto& data = fetched->objects[j];
       if (!data || data->empty()) continue;
       uint64_t offset = 0;
-      AllocCode code = table_->Allocate(chunk[j], data->size(), /*primary=*/false, &offset, &evicted);
+      AllocCode code =
+          table_->Allocate(chunk[j], data->size(), /*primary=*/false, &offset, &evicted);
       if (code == AllocCode::kAllocated) {
         std::memcpy(arena_->base() + offset, data->data(), data->size());
         table_->Seal(chunk[j]);
