@@ -1,11 +1,14 @@
 #include "ops/process_supervisor.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstring>
 
 #include "common/logging.h"
@@ -28,6 +31,29 @@ std::string DescribeStatus(int status) {
   return "stopped";
 }
 
+// This process's environment with `overrides` ("NAME=VALUE") replacing or adding entries.
+// Built before fork: the child of a multi-threaded process may not allocate.
+std::vector<std::string> MergedEnvironment(const std::vector<std::string>& overrides) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const std::string_view name = entry.substr(0, entry.find('='));
+    const bool replaced = std::any_of(
+        overrides.begin(), overrides.end(),
+        [&](const std::string& o) { return std::string_view(o).substr(0, o.find('=')) == name; });
+    if (!replaced) env.emplace_back(entry);
+  }
+  env.insert(env.end(), overrides.begin(), overrides.end());
+  return env;
+}
+
+std::vector<char*> CStrings(const std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (const std::string& s : strings) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
 }  // namespace
 
 ProcessSupervisor::ProcessSupervisor(SupervisorOptions options) : options_(options) {
@@ -40,28 +66,81 @@ ProcessSupervisor::ProcessSupervisor(SupervisorOptions options) : options_(optio
 
 StatusOr<pid_t> ProcessSupervisor::Start(const std::string& name,
                                          const std::vector<std::string>& argv) {
-  std::vector<char*> args;
-  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
+  return Start(name, argv, ChildOptions{});
+}
+
+StatusOr<pid_t> ProcessSupervisor::Start(const std::string& name,
+                                         const std::vector<std::string>& argv,
+                                         const ChildOptions& options) {
+  if (argv.empty()) return InvalidArgumentError(name + ": empty command line");
+  int log_fd = -1;
+  if (!options.log_path.empty()) {
+    log_fd = open(options.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (log_fd < 0) {
+      return InvalidArgumentError(name + ": cannot open log file " + options.log_path + ": " +
+                                  strerror(errno));
+    }
+  }
+  std::vector<char*> args = CStrings(argv);
+  const std::vector<std::string> env_strings =
+      options.env.empty() ? std::vector<std::string>{} : MergedEnvironment(options.env);
+  std::vector<char*> env = CStrings(env_strings);
   const pid_t pid = fork();
-  if (pid < 0) return InternalError(std::string("fork: ") + strerror(errno));
+  if (pid < 0) {
+    const int fork_errno = errno;
+    if (log_fd >= 0) close(log_fd);
+    return InternalError(std::string("fork: ") + strerror(fork_errno));
+  }
   if (pid == 0) {
     setpgid(0, 0);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
-    execvp(args[0], args.data());
+    if (log_fd >= 0) {
+      dup2(log_fd, STDOUT_FILENO);  // dup2 clears FD_CLOEXEC on the copies
+      dup2(log_fd, STDERR_FILENO);
+    }
+    if (options.env.empty()) {
+      execvp(args[0], args.data());
+    } else {
+      execvpe(args[0], args.data(), env.data());
+    }
     _exit(127);
   }
+  if (log_fd >= 0) close(log_fd);
   setpgid(pid, pid);  // also here, so a signal sent right after Start reaches the group
-  children_.push_back({name, pid, true});
+  children_.push_back({name, pid, true, options.stop_stage});
   TANDEM_LOG(INFO) << name << " started (pid " << pid << ")";
+  if (stopping_) kill(-pid, stop_signal_);  // started after a stop began: stop it too
   return pid;
 }
 
 void ProcessSupervisor::SignalAll(int sig) {
   // Groups whose leader has exited may still hold the engine the leader started.
   for (const Child& child : children_) kill(-child.pid, sig);
+}
+
+void ProcessSupervisor::BeginStop(int sig) {
+  if (!stopping_) kill_deadline_ = std::chrono::steady_clock::now() + options_.stop_timeout;
+  stopping_ = true;
+  stop_signal_ = sig;
+  stage_signalled_ = false;  // a repeated signal is forwarded again
+  AdvanceStop();
+}
+
+void ProcessSupervisor::AdvanceStop() {
+  if (!stopping_ || killed_) return;
+  int top = INT_MIN;
+  for (const Child& child : children_) {
+    if (child.running) top = std::max(top, child.stop_stage);
+  }
+  if (top == INT_MIN) return;
+  if (stage_signalled_ && top >= signalled_stage_) return;
+  stage_signalled_ = true;
+  signalled_stage_ = top;
+  for (const Child& child : children_) {
+    if (child.stop_stage >= top) kill(-child.pid, stop_signal_);
+  }
 }
 
 void ProcessSupervisor::Reap(bool* no_descendants_left) {
@@ -85,42 +164,57 @@ void ProcessSupervisor::Reap(bool* no_descendants_left) {
         break;
       }
       TANDEM_LOG(ERROR) << child.name << " " << DescribeStatus(status);
+      if (first_failure_.empty()) first_failure_ = child.name;
       if (exit_code_ == 0) {
         exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
       }
       if (!stopping_) {
         TANDEM_LOG(ERROR) << "stopping the other ranks";
-        stopping_ = true;
-        kill_deadline_ = std::chrono::steady_clock::now() + options_.stop_timeout;
-        SignalAll(SIGTERM);
+        BeginStop(SIGTERM);
       }
       break;
     }
   }
 }
 
-int ProcessSupervisor::Wait() {
+bool ProcessSupervisor::Step(std::chrono::milliseconds max_wait) {
   const sigset_t set = SupervisedSignals();
-  while (true) {
-    bool none_left = false;
-    Reap(&none_left);
-    if (none_left) break;
-    timespec wait_time{0, 200'000'000};  // also wakes up for the kill deadline
-    siginfo_t info;
-    const int sig = sigtimedwait(&set, &info, &wait_time);
-    if (sig == SIGINT || sig == SIGTERM) {
-      TANDEM_LOG(INFO) << "received " << strsignal(sig) << "; forwarding it to every rank";
-      if (!stopping_) kill_deadline_ = std::chrono::steady_clock::now() + options_.stop_timeout;
-      stopping_ = true;
-      SignalAll(sig);
-    }
-    if (stopping_ && !killed_ && std::chrono::steady_clock::now() >= kill_deadline_) {
-      TANDEM_LOG(WARNING) << "ranks still running " << options_.stop_timeout.count()
-                          << " ms after the stop signal; killing them";
-      killed_ = true;
-      SignalAll(SIGKILL);
-      if (exit_code_ == 0) exit_code_ = 128 + SIGKILL;
-    }
+  bool none_left = false;
+  Reap(&none_left);
+  if (none_left) return true;
+  AdvanceStop();  // a stage may have emptied
+  const auto wait_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(max_wait).count();
+  timespec wait_time{static_cast<time_t>(wait_ns / 1'000'000'000),
+                     static_cast<long>(wait_ns % 1'000'000'000)};
+  siginfo_t info;
+  const int sig = sigtimedwait(&set, &info, &wait_time);
+  if (sig == SIGINT || sig == SIGTERM) {
+    TANDEM_LOG(INFO) << "received " << strsignal(sig) << "; forwarding it to every rank";
+    BeginStop(sig);
+  }
+  if (stopping_ && !killed_ && std::chrono::steady_clock::now() >= kill_deadline_) {
+    TANDEM_LOG(WARNING) << "ranks still running " << options_.stop_timeout.count()
+                        << " ms after the stop signal; killing them";
+    killed_ = true;
+    SignalAll(SIGKILL);
+    if (exit_code_ == 0) exit_code_ = 128 + SIGKILL;
+  }
+  return false;
+}
+
+bool ProcessSupervisor::Poll(std::chrono::milliseconds max_wait) {
+  Step(max_wait);
+  return !stopping_;
+}
+
+void ProcessSupervisor::Stop(int exit_code) {
+  if (exit_code_ == 0) exit_code_ = exit_code;
+  if (!stopping_) BeginStop(SIGTERM);
+}
+
+int ProcessSupervisor::Wait() {
+  // 200 ms: also wakes up for the kill deadline.
+  while (!Step(std::chrono::milliseconds(200))) {
   }
   return exit_code_;
 }

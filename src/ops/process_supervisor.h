@@ -9,12 +9,17 @@
 //   stopped the same way and Wait() returns non-zero.
 // - The supervisor is a child subreaper (Linux), so processes that a child leaves behind
 //   are reaped too: Wait() returns only when no descendant is left.
+// - Optionally (ChildOptions) a child's output goes to a log file, it gets extra
+//   environment variables, and children are stopped in stages (a proxy before the
+//   engines, the engines before the store they use). Poll() lets a caller wait for one
+//   child's readiness between Start() calls while failures and signals are handled.
 //
 // Thread safety: not thread-safe; use from the main thread only. Start() blocks SIGINT,
 // SIGTERM and SIGCHLD in the calling thread (children get the default mask back), so
 // create the supervisor before starting other threads.
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -29,6 +34,18 @@ struct SupervisorOptions {
   std::chrono::milliseconds stop_timeout{30'000};  // SIGTERM/SIGINT -> SIGKILL
 };
 
+struct ChildOptions {
+  // "" = the child writes to this process's stdout/stderr; else both go to this file
+  // (created 0644 or appended to).
+  std::string log_path;
+  // "NAME=VALUE" entries set in the child's environment, over this process's.
+  std::vector<std::string> env;
+  // Stop order. On a stop, the children of the highest stage get the signal first; a
+  // lower stage gets it once no child of a higher stage runs. Equal stages (the default)
+  // are signalled together. The SIGKILL deadline covers all stages together.
+  int stop_stage = 0;
+};
+
 class ProcessSupervisor {
  public:
   explicit ProcessSupervisor(SupervisorOptions options = {});
@@ -39,6 +56,24 @@ class ProcessSupervisor {
   // child in log lines. Returns the pid; Internal when fork fails. A failing exec shows
   // up as the child exiting 127.
   StatusOr<pid_t> Start(const std::string& name, const std::vector<std::string>& argv);
+  // The same with `options`; InvalidArgument when the log file cannot be opened (nothing
+  // is started then).
+  StatusOr<pid_t> Start(const std::string& name, const std::vector<std::string>& argv,
+                        const ChildOptions& options);
+
+  // One round of Wait()'s work: reaps children that have exited (a failure starts
+  // stopping the others) and handles a pending SIGINT/SIGTERM, waiting up to `max_wait`
+  // for a signal. Returns true while supervision runs normally: no child has failed and
+  // no stop has begun. Call Wait() once it returns false.
+  bool Poll(std::chrono::milliseconds max_wait);
+
+  // Starts stopping every child as a forwarded SIGTERM would (e.g. one never became
+  // ready). Wait() then returns `exit_code` unless a child had failed before.
+  void Stop(int exit_code);
+
+  // The name of the first child that failed (exited non-zero or was killed while not
+  // being stopped); "" when none has.
+  const std::string& first_failure() const { return first_failure_; }
 
   // Supervises until every child and descendant has exited. Returns 0 when all children
   // exited 0, or all ended after a forwarded stop signal; otherwise the first failing
@@ -50,16 +85,28 @@ class ProcessSupervisor {
     std::string name;
     pid_t pid = 0;
     bool running = true;
+    int stop_stage = 0;
   };
   void SignalAll(int sig);
+  // Begins (or, for a repeated signal, re-sends) the stop with `sig`.
+  void BeginStop(int sig);
+  // Sends the stop signal to the highest stage that still runs, once per stage.
+  void AdvanceStop();
   // Reaps what has exited; records the first failure and starts stopping on it.
   void Reap(bool* no_descendants_left);
+  // Reaps, then waits up to `max_wait` for SIGINT/SIGTERM and acts on the stop
+  // deadline. Returns true when no descendant is left.
+  bool Step(std::chrono::milliseconds max_wait);
 
   SupervisorOptions options_;
   std::vector<Child> children_;
   bool stopping_ = false;
   bool killed_ = false;
+  int stop_signal_ = SIGTERM;
+  int signalled_stage_ = 0;  // lowest stage signalled so far in this stop
+  bool stage_signalled_ = false;
   int exit_code_ = 0;
+  std::string first_failure_;
   std::chrono::steady_clock::time_point kill_deadline_;
 };
 

@@ -1,0 +1,97 @@
+#include "ops/process_supervisor.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace tandem::ops {
+namespace {
+
+std::string TempDir() {
+  static int n = 0;
+  const std::string dir = ::testing::TempDir() + "/supervisor_test_" + std::to_string(getpid()) +
+                          "_" + std::to_string(n++);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A shell that appends `tag` to `file` when it gets SIGTERM, then exits 0.
+std::vector<std::string> TrapShell(const std::string& tag, const std::string& file) {
+  return {"/bin/sh", "-c",
+          "trap 'echo " + tag + " >> " + file + "; exit 0' TERM; echo up > " + file + "." + tag +
+              "; while :; do sleep 0.05; done"};
+}
+
+void WaitForFile(const std::string& path) {
+  for (int i = 0; i < 400 && !std::filesystem::exists(path); ++i) usleep(10'000);
+}
+
+TEST(ProcessSupervisorTest, ChildOutputGoesToItsLogFileWithExtraEnvironment) {
+  const std::string dir = TempDir();
+  ProcessSupervisor supervisor;
+  ChildOptions options;
+  options.log_path = dir + "/child.log";
+  options.env = {"TANDEM_TEST_VALUE=hello", "HOME=/nowhere"};
+  ASSERT_TRUE(
+      supervisor
+          .Start("echo", {"/bin/sh", "-c", "echo $TANDEM_TEST_VALUE $HOME; echo err >&2"}, options)
+          .ok());
+  EXPECT_EQ(supervisor.Wait(), 0);
+  EXPECT_EQ(ReadFile(dir + "/child.log"), "hello /nowhere\nerr\n");
+  EXPECT_TRUE(supervisor.first_failure().empty());
+}
+
+TEST(ProcessSupervisorTest, BadLogPathStartsNothing) {
+  ProcessSupervisor supervisor;
+  ChildOptions options;
+  options.log_path = "/nonexistent/dir/x.log";
+  StatusOr<pid_t> pid = supervisor.Start("x", {"/bin/true"}, options);
+  EXPECT_EQ(pid.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(supervisor.Wait(), 0);
+}
+
+TEST(ProcessSupervisorTest, StopSignalsHigherStagesFirst) {
+  const std::string dir = TempDir();
+  const std::string order = dir + "/order";
+  ProcessSupervisor supervisor;
+  ChildOptions low, high;
+  low.stop_stage = 0;
+  high.stop_stage = 3;
+  ASSERT_TRUE(supervisor.Start("store", TrapShell("store", order), low).ok());
+  ASSERT_TRUE(supervisor.Start("proxy", TrapShell("proxy", order), high).ok());
+  WaitForFile(order + ".store");
+  WaitForFile(order + ".proxy");
+  EXPECT_TRUE(supervisor.Poll(std::chrono::milliseconds(10)));
+  supervisor.Stop(7);
+  EXPECT_FALSE(supervisor.Poll(std::chrono::milliseconds(10)));
+  EXPECT_EQ(supervisor.Wait(), 7);
+  EXPECT_EQ(ReadFile(order), "proxy\nstore\n");
+}
+
+TEST(ProcessSupervisorTest, PollReportsAFailedChildAndWaitStopsTheRest) {
+  const std::string dir = TempDir();
+  const std::string order = dir + "/order";
+  ProcessSupervisor supervisor;
+  ASSERT_TRUE(supervisor.Start("long", TrapShell("long", order)).ok());
+  WaitForFile(order + ".long");
+  ASSERT_TRUE(supervisor.Start("dies", {"/bin/sh", "-c", "exit 3"}).ok());
+  bool running = true;
+  for (int i = 0; i < 100 && running; ++i) running = supervisor.Poll(std::chrono::milliseconds(50));
+  EXPECT_FALSE(running);
+  EXPECT_EQ(supervisor.first_failure(), "dies");
+  EXPECT_EQ(supervisor.Wait(), 3);
+  EXPECT_EQ(ReadFile(order), "long\n");
+}
+
+}  // namespace
+}  // namespace tandem::ops
