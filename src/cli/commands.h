@@ -20,6 +20,8 @@ void RegisterPool(CLI::App& app, RunFn* run);
 void RegisterProbe(CLI::App& app, RunFn* run);
 void RegisterProxy(CLI::App& app, RunFn* run);
 void RegisterServe(CLI::App& app, RunFn* run);
+void RegisterUp(CLI::App& app, RunFn* run);
+void RegisterDown(CLI::App& app, RunFn* run);
 void RegisterWatch(CLI::App& app, RunFn* run);
 
 }  // namespace tandem::cli

@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   tandem::cli::RegisterProbe(app, &run);
   tandem::cli::RegisterProxy(app, &run);
   tandem::cli::RegisterServe(app, &run);
+  tandem::cli::RegisterUp(app, &run);
+  tandem::cli::RegisterDown(app, &run);
   tandem::cli::RegisterWatch(app, &run);
   try {
     app.parse(argc, argv);
