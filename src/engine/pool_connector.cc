@@ -141,9 +141,14 @@ void PoolConnector::Save(const kv::BlockHash& hash, int32_t block) {
   }
   PendingSave s;
   s.key = Key(hash);
-  s.bytes.resize(k + v);
-  std::memcpy(s.bytes.data(), arena_.BlockK(block), k);
-  std::memcpy(s.bytes.data() + k, arena_.BlockV(block), v);
+  s.size = k + v;
+  s.bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (s.size + 63) / 64 * 64)));
+  if (!s.bytes) {
+    stats_.dropped_saves.fetch_add(1);
+    return;
+  }
+  std::memcpy(s.bytes.get(), arena_.BlockK(block), k);
+  std::memcpy(s.bytes.get() + k, arena_.BlockV(block), v);
   pending_bytes_ += k + v;
   pending_.push_back(std::move(s));
   save_cv_.notify_one();
@@ -162,7 +167,7 @@ void PoolConnector::SaveLoop() {
       save_cv_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
       if (stopping_) return;
       while (!pending_.empty() && batch.size() < kSaveBatch) {
-        pending_bytes_ -= pending_.front().bytes.size();
+        pending_bytes_ -= pending_.front().size;
         batch.push_back(std::move(pending_.front()));
         pending_.pop_front();
       }
@@ -176,7 +181,7 @@ void PoolConnector::SaveLoop() {
       std::vector<std::span<const uint8_t>> values;
       for (const PendingSave& s : batch) {
         keys.push_back(s.key);
-        values.emplace_back(s.bytes.data(), s.bytes.size());
+        values.emplace_back(s.bytes.get(), s.size);
       }
       StatusOr<std::vector<pool::PutOutcome>> out = client->Put(keys, values);
       if (!out.ok()) {
