@@ -85,6 +85,7 @@ StatusOr<pid_t> ProcessSupervisor::Start(const std::string& name,
   const std::vector<std::string> env_strings =
       options.env.empty() ? std::vector<std::string>{} : MergedEnvironment(options.env);
   std::vector<char*> env = CStrings(env_strings);
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) {
     const int fork_errno = errno;
@@ -96,6 +97,10 @@ StatusOr<pid_t> ProcessSupervisor::Start(const std::string& name,
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (options.stop_with_supervisor) {
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (getppid() != parent) _exit(127);  // the supervisor died before prctl
+    }
     if (log_fd >= 0) {
       dup2(log_fd, STDOUT_FILENO);  // dup2 clears FD_CLOEXEC on the copies
       dup2(log_fd, STDERR_FILENO);

@@ -44,6 +44,9 @@ struct ChildOptions {
   // lower stage gets it once no child of a higher stage runs. Equal stages (the default)
   // are signalled together. The SIGKILL deadline covers all stages together.
   int stop_stage = 0;
+  // The child gets SIGTERM when this process dies (PR_SET_PDEATHSIG), even by SIGKILL or
+  // SIGHUP, so that no service outlives a supervisor that could not stop it.
+  bool stop_with_supervisor = false;
 };
 
 class ProcessSupervisor {

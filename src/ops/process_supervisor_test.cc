@@ -1,6 +1,8 @@
 #include "ops/process_supervisor.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -91,6 +93,45 @@ TEST(ProcessSupervisorTest, PollReportsAFailedChildAndWaitStopsTheRest) {
   EXPECT_EQ(supervisor.first_failure(), "dies");
   EXPECT_EQ(supervisor.Wait(), 3);
   EXPECT_EQ(ReadFile(order), "long\n");
+}
+
+// True once `pid` is gone or a zombie.
+bool Ended(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return true;
+  const char state = line[line.rfind(')') + 2];
+  return state == 'Z' || state == 'X';
+}
+
+TEST(ProcessSupervisorTest, StopWithSupervisorEndsTheChildWhenTheSupervisorIsKilled) {
+  const std::string pid_file = TempDir() + "/child.pid";
+  const pid_t supervisor_pid = fork();
+  ASSERT_GE(supervisor_pid, 0);
+  if (supervisor_pid == 0) {
+    ProcessSupervisor supervisor;
+    ChildOptions options;
+    options.stop_with_supervisor = true;
+    auto started = supervisor.Start(
+        "sleeper",
+        {"/bin/sh", "-c",
+         "echo $$ > " + pid_file + ".tmp; mv " + pid_file + ".tmp " + pid_file + "; exec sleep 30"},
+        options);
+    _exit(started.ok() ? supervisor.Wait() : 1);
+  }
+  WaitForFile(pid_file);
+  const pid_t child = std::stoi(ReadFile(pid_file));
+  EXPECT_FALSE(Ended(child));
+  kill(supervisor_pid, SIGKILL);
+  waitpid(supervisor_pid, nullptr, 0);
+  bool ended = false;
+  for (int i = 0; i < 500 && !ended; ++i) {
+    ended = Ended(child);
+    if (!ended) usleep(10'000);
+  }
+  EXPECT_TRUE(ended);
+  waitpid(child, nullptr, WNOHANG);  // reparented to this process when it is a subreaper
+  if (!ended) kill(child, SIGKILL);
 }
 
 }  // namespace
