@@ -178,7 +178,8 @@ def test_up_serves_through_the_proxy_and_down_stops_every_pid(tandem_bin, fixtur
     assert down.returncode == 0 and "nothing to stop" in down.stdout
 
 
-def test_sigterm_to_up_stops_everything(tandem_bin, fixture_dir, tmp_path, cleanup):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_to_up_stops_everything(tandem_bin, fixture_dir, tmp_path, cleanup, sig):
     path, _ = make_cluster(tmp_path, fixture_dir, pool=False)
     cleanup(path)
     up = Up(tandem_bin, path, tmp_path)
@@ -186,7 +187,7 @@ def test_sigterm_to_up_stops_everything(tandem_bin, fixture_dir, tmp_path, clean
     assert [s["name"] for s in state["services"]] == ["etcd", "prefill", "decode", "proxy"]
     complete(state["proxy_url"])
     pids = up.pids()
-    up.proc.send_signal(signal.SIGTERM)
+    up.proc.send_signal(sig)  # SIGINT: Ctrl-C in the terminal of ./run.sh
     assert up.proc.wait(timeout=30) == 0, up.output()
     assert wait_for(lambda: not any(alive(p) for p in pids), 5), [p for p in pids if alive(p)]
     assert not up.state_path.exists()
@@ -206,22 +207,69 @@ def test_a_service_that_dies_stops_the_rest_and_up_fails(tandem_bin, fixture_dir
     assert wait_for(lambda: not any(alive(p) for p in pids), 5), [p for p in pids if alive(p)]
 
 
-def test_down_stops_the_services_of_a_killed_up(tandem_bin, fixture_dir, tmp_path, cleanup):
-    path, _ = make_cluster(tmp_path, fixture_dir, pool=False)
+def test_services_end_with_a_killed_up(tandem_bin, fixture_dir, tmp_path, cleanup):
+    path, _ = make_cluster(tmp_path, fixture_dir)
     cleanup(path)
     up = Up(tandem_bin, path, tmp_path)
     up.wait_ready()
     pids = up.pids()[1:]
-    up.kill()  # SIGKILL: the services outlive it, the state file stays
-    assert all(alive(p) for p in pids)
-    refused = subprocess.run([tandem_bin, "up", str(path)], capture_output=True, text=True, timeout=30)
-    assert refused.returncode == 1 and "still run" in refused.stderr, refused.stderr
-    down = subprocess.run([tandem_bin, "down", str(path), "--timeout", "10"], capture_output=True, text=True,
-                          timeout=60)
-    assert down.returncode == 0, down.stdout + down.stderr
-    assert "tandem up is gone" in down.stdout
-    for pid in pids:
-        assert not alive(pid), pid
+    up.kill()  # SIGKILL: it cannot stop them, but they are told (parent-death signal)
+    assert wait_for(lambda: not any(alive(p) for p in pids), 15), [p for p in pids if alive(p)]
+    assert up.state_path.exists()  # stale: names only ended processes
+    down = subprocess.run([tandem_bin, "down", str(path)], capture_output=True, text=True, timeout=60)
+    assert down.returncode == 0 and "nothing runs" in down.stdout, down.stdout + down.stderr
+    assert not up.state_path.exists()
+
+
+def start_ticks(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[19])
+
+
+def test_down_stops_exactly_the_pids_of_the_state_file(tandem_bin, fixture_dir, tmp_path):
+    """tandem up is gone (a dead pid); its services still run in their own process groups.
+    tandem down stops them, and not a process whose pid matches but whose start time does
+    not (a recycled pid)."""
+    path, _ = make_cluster(tmp_path, fixture_dir, pool=False)
+    services = [subprocess.Popen(["sleep", "60"], start_new_session=True) for _ in range(2)]
+    decoy = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        dead = subprocess.Popen(["true"])
+        dead.wait()
+        state = {"cluster": "test", "node": "n0", "status": "ready", "logs_dir": str(tmp_path),
+                 "proxy_url": "", "supervisor": {"pid": dead.pid, "start_ticks": 1},
+                 "services": [{"name": f"s{i}", "kind": "engine", "pid": p.pid, "start_ticks": start_ticks(p.pid),
+                               "ports": {}, "log": ""} for i, p in enumerate(services)] +
+                             [{"name": "decoy", "kind": "engine", "pid": decoy.pid,
+                               "start_ticks": start_ticks(decoy.pid) + 1, "ports": {}, "log": ""}]}
+        state_path = tmp_path / "run" / "n0" / "state.json"
+        state_path.parent.mkdir(parents=True)
+        state_path.write_text(json.dumps(state))
+        refused = subprocess.run([tandem_bin, "up", str(path)], capture_output=True, text=True, timeout=30)
+        assert refused.returncode == 1 and "still run (s0 pid" in refused.stderr, refused.stderr
+        down = subprocess.run([tandem_bin, "down", str(path), "--timeout", "10"], capture_output=True, text=True,
+                              timeout=60)
+        assert down.returncode == 0, down.stdout + down.stderr
+        assert "tandem up is gone" in down.stdout
+        for p in services:
+            assert p.wait(timeout=10) == -signal.SIGTERM
+        assert decoy.poll() is None  # not ours: untouched
+        assert not state_path.exists()
+    finally:
+        for p in services + [decoy]:
+            p.kill()
+            p.wait()
+
+
+def test_a_port_in_use_is_reported_before_anything_starts(tandem_bin, fixture_dir, tmp_path):
+    path, spec = make_cluster(tmp_path, fixture_dir)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", spec["proxy"]["port"]))
+        busy.listen()
+        r = subprocess.run([tandem_bin, "up", str(path)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1
+    assert f"proxy: cannot listen on 127.0.0.1:{spec['proxy']['port']} (http port)" in r.stderr, r.stderr
+    assert not (tmp_path / "run").exists()
 
 
 def test_detach_returns_when_ready(tandem_bin, fixture_dir, tmp_path, cleanup):

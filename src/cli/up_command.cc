@@ -51,7 +51,7 @@ StatusOr<std::string> ChooseNode(const cluster::ClusterSpec& spec, const std::st
 }
 
 void PrintReady(const cluster::NodePlan& plan, const cluster::ClusterState& state,
-                const std::string& file, bool detached) {
+                const std::string& down_command, bool detached) {
   std::cout << "\nnode " << state.node << " of cluster " << state.cluster << " is up:\n";
   for (const cluster::ServiceState& s : state.services) {
     std::cout << "  " << s.name << std::string(s.name.size() < 10 ? 10 - s.name.size() : 1, ' ')
@@ -68,9 +68,23 @@ void PrintReady(const cluster::NodePlan& plan, const cluster::ClusterState& stat
                  "caches.\"}], "
                  "\"max_tokens\": 64}'\n";
   }
-  std::cout << "\nStop: " << (detached ? "" : "Ctrl-C, or ") << "tandem down " << file
-            << (plan.node.empty() ? "" : " --node " + plan.node) << "\n"
-            << std::endl;
+  std::cout << "\nStop: " << (detached ? "" : "Ctrl-C, or ") << down_command << "\n" << std::endl;
+}
+
+// "build/src/cli/tandem down deploy/local.json": the binary as a path relative to the
+// working directory when it lies below it, so that the line can be pasted.
+std::string DownCommand(const cluster::ClusterSpec& spec, const UpFlags& f,
+                        const std::string& node) {
+  std::error_code ec;
+  std::filesystem::path binary = SelfBinary();
+  const std::filesystem::path relative =
+      std::filesystem::relative(binary, std::filesystem::current_path(ec), ec);
+  if (!ec && !relative.empty() && *relative.begin() != "..") binary = relative;
+  if (binary.parent_path().empty()) binary = "./" / binary;
+  std::string command = binary.string() + " down " + f.file;
+  if (spec.nodes.size() > 1) command += " --node " + node;
+  if (!f.run_dir.empty()) command += " --run-dir " + f.run_dir;
+  return command;
 }
 
 int RunUp(const UpFlags& f) {
@@ -93,13 +107,14 @@ int RunUp(const UpFlags& f) {
     return 0;
   }
   if (Status s = cluster::CheckNodeNotRunning(plan->state_path); !s.ok()) return ReportError(s);
+  if (Status s = cluster::CheckPortsFree(*plan); !s.ok()) return ReportError(s);
   cluster::UpOptions options;
   options.stop_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.stop_timeout_s * 1000));
   const cluster::NodePlan& p = *plan;
-  const std::string file = f.file;
+  const std::string down = DownCommand(*spec, f, *node);
   const bool detach = f.detach;
-  options.on_ready = [&p, file, detach](const cluster::ClusterState& state) {
-    PrintReady(p, state, file, detach);
+  options.on_ready = [&p, down, detach](const cluster::ClusterState& state) {
+    PrintReady(p, state, down, detach);
   };
   return f.detach ? cluster::RunNodeDetached(*plan, options) : cluster::RunNode(*plan, options);
 }

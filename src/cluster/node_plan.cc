@@ -62,6 +62,7 @@ ServicePlan PlanEtcd(const ClusterSpec& spec, const std::string& node_dir) {
             "--initial-cluster",
             e.node + "=" + peer};
   s.argv.insert(s.argv.end(), e.args.begin(), e.args.end());
+  s.bind_host = e.host;
   s.ports = {{"client", e.client_port}, {"peer", e.peer_port}};
   // etcd 3.4 answers {"health":"true"} once it has a leader.
   s.ready = HttpCheck(e.host, e.client_port, "/health", "\"health\":\"true\"", e.ready_timeout_s);
@@ -96,6 +97,7 @@ ServicePlan PlanPool(const ClusterSpec& spec, const NodeSpec& node, const std::s
             liveness};
   s.argv.insert(s.argv.end(), p.args.begin(), p.args.end());
   s.env = {"TANDEM_POOL_RUN_DIR=" + pool_dir};  // its pid file, not the machine-wide /tmp one
+  s.bind_host = node.host;
   s.ports = {{"worker", p.port}, {"metrics", p.port + 1}};
   s.ready.kind = ReadinessCheck::Kind::kLivenessFile;
   s.ready.file = liveness;
@@ -158,6 +160,7 @@ std::vector<ServicePlan> PlanEngines(const ClusterSpec& spec, const NodeSpec& no
     s.argv.insert(s.argv.end(), {"--kv-transfer-config", EngineKvTransferConfig(spec, e, i)});
     if (node.pool) s.env.push_back("DS_WORKER_ADDR=" + HostPort(node.host, spec.pool->port));
     for (const auto& [name, value] : e.env) s.env.push_back(name + "=" + value);
+    s.bind_host = e.host;
     s.ports = {{"http", port}, {"kv", e.kv_port + dp_rank * e.tensor_parallel_size}};
     s.ready = HttpCheck(e.host, port, "/health", "", e.ready_timeout_s);
     s.log_path = logs_dir + "/" + s.name + ".log";
@@ -193,6 +196,7 @@ ServicePlan PlanProxy(const ClusterSpec& spec, const std::string& tandem) {
   s.argv.push_back("--decoder-ports");
   s.argv.insert(s.argv.end(), d_ports.begin(), d_ports.end());
   s.argv.insert(s.argv.end(), p.args.begin(), p.args.end());
+  s.bind_host = p.host;
   s.ports = {{"http", p.port}};
   s.ready = HttpCheck(p.host, p.port, "/health", "\"ok\"", p.ready_timeout_s);
   return s;

@@ -49,6 +49,7 @@ struct ServicePlan {
   std::vector<std::string> argv;
   std::vector<std::string> env;  // NAME=VALUE, added to tandem up's environment
   std::string log_path;
+  std::string bind_host;             // the address its ports are bound on
   std::map<std::string, int> ports;  // "http", "kv", "client", "peer", "metrics", "worker"
   ReadinessCheck ready;
   std::vector<std::string> make_dirs;     // created before the start

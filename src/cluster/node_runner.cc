@@ -1,6 +1,8 @@
 #include "cluster/node_runner.h"
 
 #include <fcntl.h>
+#include <netdb.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -96,6 +98,7 @@ class NodeStartup {
     child.log_path = s.log_path;
     child.env = s.env;
     child.stop_stage = s.level;
+    child.stop_with_supervisor = true;  // tandem up killed: the services stop too
     StatusOr<pid_t> pid = supervisor_.Start(s.name, s.argv, child);
     if (!pid.ok()) {
       TANDEM_LOG(ERROR) << pid.status().message();
@@ -167,7 +170,50 @@ void MakeNodeDirs(const NodePlan& plan) {
   std::filesystem::create_directories(plan.logs_dir, ec);
 }
 
+// Binds host:port (TCP, SO_REUSEADDR as servers do) and lets go. Returns 0 when it
+// could, else the errno of the failure (EAI_* resolution errors as EADDRNOTAVAIL).
+int TryBind(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(port);
+  if (getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &found) != 0) {
+    return EADDRNOTAVAIL;
+  }
+  int error = 0;
+  const int fd = socket(found->ai_family, found->ai_socktype | SOCK_CLOEXEC, found->ai_protocol);
+  if (fd < 0) {
+    error = errno;
+  } else {
+    const int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, found->ai_addr, found->ai_addrlen) != 0) error = errno;
+    close(fd);
+  }
+  freeaddrinfo(found);
+  return error;
+}
+
 }  // namespace
+
+Status CheckPortsFree(const NodePlan& plan) {
+  for (const ServicePlan& s : plan.services) {
+    for (const auto& [what, port] : s.ports) {
+      const int error = TryBind(s.bind_host, port);
+      if (error == 0) continue;
+      const std::string hint =
+          error == EADDRNOTAVAIL
+              ? "this host has no address " + s.bind_host + "; is this host node " + plan.node + "?"
+              : "another process uses it; stop it or change the port in the cluster file";
+      return FailedPreconditionError(s.name + ": cannot listen on " + s.bind_host + ":" +
+                                     std::to_string(port) + " (" + what +
+                                     " port): " + strerror(error) + " (" + hint + ")");
+    }
+  }
+  return Status::Ok();
+}
 
 std::string TailOfFile(const std::string& path, int max_lines) {
   std::ifstream in(path);

@@ -34,6 +34,10 @@ struct UpOptions {
 // up, or a previous tandem up was killed and left services behind).
 Status CheckNodeNotRunning(const std::string& state_path);
 
+// FailedPrecondition naming the service when one of the node's ports cannot be bound on
+// its address: in use, or an address this host does not have (the wrong --node).
+Status CheckPortsFree(const NodePlan& plan);
+
 // Runs the node in the foreground until it stops; returns the exit code.
 int RunNode(const NodePlan& plan, const UpOptions& options);
 
