@@ -3,6 +3,7 @@ prefill and a decode engine (fixture model) and the proxy, from a generated clus
 (the shape of deploy/local.json, on free ports). Every process is checked by pid; nothing
 is ever stopped by name."""
 import json
+import shlex
 import os
 import signal
 import socket
@@ -155,8 +156,10 @@ def test_up_serves_through_the_proxy_and_down_stops_every_pid(tandem_bin, fixtur
     etcd_health = requests.get(f"http://127.0.0.1:{spec['etcd']['client_port']}/health", timeout=5).json()
     assert etcd_health["health"] == "true"
     assert "DS_WORKER_ADDR" in open(f"/proc/{state['services'][2]['pid']}/environ").read()
+    # The summary is printed right after the state file says "ready".
+    assert wait_for(lambda: "Stop: Ctrl-C, or " in up.out_path.read_text(), 10), up.output()
     out = up.out_path.read_text()
-    assert "curl " + proxy + "/v1/chat/completions" in out and "tandem down" in out
+    assert "curl " + proxy + "/v1/chat/completions" in out and " down " + str(path) in out
 
     # A second tandem up of the same node refuses.
     again = subprocess.run([tandem_bin, "up", str(path)], capture_output=True, text=True, timeout=30)
@@ -359,3 +362,40 @@ def test_shipped_local_cluster_file_plans(tandem_bin):
                        capture_output=True, text=True, timeout=30, cwd=root)
     assert r.returncode == 0, r.stderr
     assert "wait for etcd on node0" in r.stdout
+
+
+@pytest.mark.parametrize("node", ["node0", "node5"])
+def test_seed_layout_engine_command_lines_serve(tandem_bin, fixture_dir, tmp_path, node):
+    """The engine command lines planned for seed 000's 8-node layout (every seed flag) start
+    `tandem serve`, here with the fixture model on free local ports."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([tandem_bin, "up", "--dry-run", "--node", node, "deploy/a2-8node.json"],
+                         capture_output=True, text=True, timeout=30, cwd=root).stdout
+    line = next(l for l in out.splitlines() if " serve " in l)
+    argv = shlex.split(line)
+    env = dict(os.environ)
+    while not argv[0].startswith("/") and "=" in argv[0]:
+        key, value = argv.pop(0).split("=", 1)
+        assert key == "DS_WORKER_ADDR"
+    argv[0] = tandem_bin
+    argv[argv.index("serve") + 1] = str(fixture_dir / "llama.gguf")
+    port = free_port()
+    argv[argv.index("--host") + 1] = "127.0.0.1"
+    argv[argv.index("--port") + 1] = str(port)
+    argv[argv.index("--max-model-len") + 1] = "256"
+    kv = argv.index("--kv-transfer-config") + 1
+    config = json.loads(argv[kv])
+    config["kv_connector_extra_config"]["connectors"][0]["kv_port"] = str(free_port())
+    argv[kv] = json.dumps(config)
+    log = open(tmp_path / "serve.log", "wb")
+    proc = subprocess.Popen(argv + ["--kv-cache-memory", "64MiB"], stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        def healthy():
+            try:
+                return requests.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200
+            except requests.RequestException:
+                return proc.poll() is not None
+        assert wait_for(healthy, 30) and proc.poll() is None, (tmp_path / "serve.log").read_text()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
