@@ -81,8 +81,8 @@ class Bench:
         self.tmp = tempfile.mkdtemp(prefix="pd_bench_")
         self.procs = []
 
-    def start(self, name, cmd, ready_path="/health", port=None, env=None):
-        url = f"http://127.0.0.1:{port}{ready_path}" if port else None
+    def start(self, name, cmd, ready_path="/health", port=None, env=None, host="127.0.0.1"):
+        url = f"http://{host}:{port}{ready_path}" if port else None
         p = Proc(cmd, os.path.join(self.tmp, name + ".log"), env=env, ready_url=url)
         self.procs.append(p)
         return p
@@ -146,17 +146,18 @@ def pct(values, p):
 
 
 def phase_ttft(b):
-    n = 2000
+    n = b.args.tokens
     rows = []
     configs = [("colocated, 1 thread (P's resources)", lambda: (b.serve("c1", "0", 1), None, None)),
                ("colocated, 2 threads (both cores)", lambda: (b.serve("c2", "0,1", 2), None, None)),
                ("1P+1D via tandem proxy", b.pd)]
     for name, start in configs:
         url, p, d = start()
-        stream(url, prompt_of(url, 64, "warm"), 4)  # warm-up (page-in, threads)
+        tok = p or url  # the proxy has no /tokenize
+        stream(url, prompt_of(tok, 64, "warm"), 4)  # warm-up (page-in, threads)
         ttfts = []
         for i in range(b.args.reps):
-            ttft, _ = stream(url, prompt_of(url, n, f"t{i}x"), 8)
+            ttft, _ = stream(url, prompt_of(tok, n, f"t{i}x"), 8)
             ttfts.append(ttft)
         extra = ""
         if d:
@@ -179,12 +180,12 @@ def phase_mixed(b):
     results = {}
     for name in ("colocated (2 threads, cores 0-1)", "1P+1D (P core 0, D core 1) via proxy"):
         if name.startswith("colocated"):
-            url = b.serve("mixed-c", "0,1", 2)
+            url = tok = b.serve("mixed-c", "0,1", 2)
         else:
-            url, _, _ = b.pd()
-        stream(url, prompt_of(url, 64, "warm"), 4)
-        shorts = [prompt_of(url, 32, f"s{i}q") for i in range(4)]
-        longs = [prompt_of(url, 2000, f"L{i}z") for i in range(int(b.args.duration / b.args.interval) + 2)]
+            url, tok, _ = b.pd()
+        stream(url, prompt_of(tok, 64, "warm"), 4)
+        shorts = [prompt_of(tok, 32, f"s{i}q") for i in range(4)]
+        longs = [prompt_of(tok, b.args.tokens, f"L{i}z") for i in range(int(b.args.duration / b.args.interval) + 2)]
         stop = time.time() + b.args.duration
         itl, tpot, long_ttft = [], [], []
         lock = threading.Lock()
@@ -215,7 +216,7 @@ def phase_mixed(b):
             t.join()
         results[name] = (itl, tpot, long_ttft)
         b.stop_all()
-    print(f"\n### Mixed workload: 4 steady decode streams + a 2,000-token prompt every {b.args.interval:g} s, "
+    print(f"\n### Mixed workload: 4 steady decode streams + a {b.args.tokens}-token prompt every {b.args.interval:g} s, "
           f"{b.args.duration:g} s\n")
     print("| setup | decode ITL p50 (ms) | ITL p99 (ms) | TPOT p50 (ms) | TPOT p99 (ms) | long-prompt TTFT median (s) | tokens |")
     print("|---|---|---|---|---|---|---|")
@@ -246,7 +247,7 @@ def phase_pool(b):
                              f"127.0.0.1:{etcd_port}", "--shared_memory_size_mb", "1024", "--node_timeout_s", "5",
                              "--node_dead_timeout_s", "10", "--liveness_check_path",
                              os.path.join(b.tmp, f"live{i}"), "--metrics_port", str(mport)],
-                ready_path="/metrics", port=mport)
+                ready_path="/metrics", port=mport, host=host)
         workers.append(addr)
     config = json.dumps({"kv_connector": "AscendStoreConnector", "kv_role": "kv_both",
                          "kv_connector_extra_config": {"backend": "yuanrong"}})
@@ -256,7 +257,7 @@ def phase_pool(b):
         stream(u, prompt_of(u, 64, "warm"), 4)
     rows = []
     for i in range(b.args.reps):
-        prompt = prompt_of(a, 4000, f"pool{i}y")
+        prompt = prompt_of(a, b.args.pool_tokens, f"pool{i}y")
         cold, _ = stream(a, prompt, 4)
         local, _ = stream(a, prompt, 4)
         time.sleep(2)  # write-behind saves reach the pool
@@ -264,7 +265,7 @@ def phase_pool(b):
         rows.append((cold, local, pool_hit))
     hits = [l for l in http(c + "/metrics").decode().splitlines() if l.startswith("tandem_pool_connector_blocks_loaded")]
     b.stop_all()
-    print("\n### TTFT of a 4,000-token prompt: cold vs local prefix hit vs pool hit (1 thread each)\n")
+    print(f"\n### TTFT of a {b.args.pool_tokens}-token prompt: cold vs local prefix hit vs pool hit (1 thread each)\n")
     print("| rep | cold (s) | local hit (s) | pool hit, other node (s) | local / cold | pool / cold |")
     print("|---|---|---|---|---|---|")
     for i, (cold, local, ph) in enumerate(rows):
@@ -280,6 +281,8 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--duration", type=float, default=60)
     ap.add_argument("--interval", type=float, default=8)
+    ap.add_argument("--tokens", type=int, default=2000, help="long-prompt length for ttft and mixed")
+    ap.add_argument("--pool-tokens", type=int, default=4000, help="prompt length for the pool phase")
     args = ap.parse_args()
     if not shutil.which("etcd") and "pool" in args.phases:
         sys.exit("etcd not installed (scripts/setup.sh)")
