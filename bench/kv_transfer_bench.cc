@@ -46,8 +46,12 @@ int main(int argc, char** argv) {
   const int kv_dim = Arg(argc, argv, "--kv-dim", 256);
   const int block_size = Arg(argc, argv, "--block-size", 16);
   const int reps = Arg(argc, argv, "--reps", 20);
+  // --fresh 1: every pull reads producer pages this process never mapped and writes
+  // consumer blocks never touched (as a live decode instance does), instead of reusing
+  // warm pages.
+  const bool fresh = Arg(argc, argv, "--fresh", 0) != 0;
   const int n_blocks = (tokens + block_size - 1) / block_size;
-  const int64_t arena_blocks = static_cast<int64_t>(n_blocks) * 2;
+  const int64_t arena_blocks = static_cast<int64_t>(n_blocks) * (fresh ? 2 * (reps + 2) + 1 : 2);
   const uint64_t k_bytes = static_cast<uint64_t>(layers) * block_size * kv_dim * 2;
   const uint64_t v_bytes = k_bytes;
 
@@ -57,8 +61,9 @@ int main(int argc, char** argv) {
   if (fd < 0 || ftruncate(fd, static_cast<off_t>(size)) != 0) return 1;
   auto* p = static_cast<uint8_t*>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
   auto* c = static_cast<uint8_t*>(mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  madvise(c, size, MADV_HUGEPAGE);  // as the engine's arena
   for (uint64_t i = 0; i < size; ++i) p[i] = static_cast<uint8_t>(i * 131);
-  std::memset(c, 0, size);
+  if (!fresh) std::memset(c, 0, size);
   KvMemory pm{p, p + k_bytes * arena_blocks, k_bytes, v_bytes, arena_blocks, fd, size, 0, k_bytes * arena_blocks, 1};
   KvMemory cm{c, c + k_bytes * arena_blocks, k_bytes, v_bytes, arena_blocks};
 
@@ -76,9 +81,9 @@ int main(int argc, char** argv) {
     local[i] = n_blocks + i;  // distinct blocks in the consumer
   }
   const uint64_t bytes = (k_bytes + v_bytes) * n_blocks;
-  std::printf("kv_transfer_bench: %d tokens = %d blocks of %llu bytes = %.1f MB per pull, %d reps, %ld cores\n",
+  std::printf("kv_transfer_bench: %d tokens = %d blocks of %llu bytes = %.1f MB per pull, %d reps, %ld cores%s\n",
               tokens, n_blocks, static_cast<unsigned long long>(k_bytes + v_bytes), bytes / 1e6, reps,
-              sysconf(_SC_NPROCESSORS_ONLN));
+              sysconf(_SC_NPROCESSORS_ONLN), fresh ? ", fresh pages every pull" : "");
 
   // Reference: memcpy of the same blocks, arena to arena.
   std::vector<double> ref;
@@ -99,9 +104,15 @@ int main(int argc, char** argv) {
     std::vector<double> times;
     for (int r = 0; r < reps + 2; ++r) {
       const std::string id = "req-" + std::to_string(r) + (shm ? "s" : "t");
-      if (!leases.Park(id, remote).ok()) return 1;
+      std::vector<int32_t> src = remote;
+      std::vector<int32_t> dst = local;
+      if (fresh) {  // blocks of this rep only, on both sides
+        const int chunk = 1 + r + (shm ? reps + 2 : 0);
+        for (int i = 0; i < n_blocks; ++i) src[i] = dst[i] = chunk * n_blocks + i;
+      }
+      if (!leases.Park(id, src).ok()) return 1;
       const auto t0 = std::chrono::steady_clock::now();
-      StatusOr<PullResult> res = client.Pull({"127.0.0.1", server.port(), id, remote, local});
+      StatusOr<PullResult> res = client.Pull({"127.0.0.1", server.port(), id, src, dst});
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       leases.TakeFreeable();
       if (!res.ok() || res->used_shm != shm) {
@@ -112,7 +123,7 @@ int main(int argc, char** argv) {
       if (r >= 2) times.push_back(s);  // the first pulls map the arena / warm the socket
     }
     if (times.empty()) continue;
-    if (std::memcmp(c + k_bytes * n_blocks, p, k_bytes * n_blocks) != 0) {
+    if (!fresh && std::memcmp(c + k_bytes * n_blocks, p, k_bytes * n_blocks) != 0) {
       std::fprintf(stderr, "data mismatch\n");
       ++failures;
     }

@@ -151,6 +151,8 @@ def phase_ttft(b):
     configs = [("colocated, 1 thread (P's resources)", lambda: (b.serve("c1", "0", 1), None, None)),
                ("colocated, 2 threads (both cores)", lambda: (b.serve("c2", "0,1", 2), None, None)),
                ("1P+1D via tandem proxy", b.pd)]
+    if b.args.pd_only:
+        configs = configs[2:]
     for name, start in configs:
         url, p, d = start()
         tok = p or url  # the proxy has no /tokenize
@@ -174,6 +176,8 @@ def phase_ttft(b):
     print("|---|---|---|---|---|")
     for name, med, mn, extra in rows:
         print(f"| {name} | {med:.3f} | {mn:.3f} | {med / rows[0][1]:.3f}x | {extra} |")
+    if b.args.pd_only:
+        return
 
 
 def phase_mixed(b):
@@ -281,6 +285,7 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--duration", type=float, default=60)
     ap.add_argument("--interval", type=float, default=8)
+    ap.add_argument("--pd-only", action="store_true", help="ttft: only the 1P+1D row")
     ap.add_argument("--tokens", type=int, default=2000, help="long-prompt length for ttft and mixed")
     ap.add_argument("--pool-tokens", type=int, default=4000, help="prompt length for the pool phase")
     args = ap.parse_args()

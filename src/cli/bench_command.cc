@@ -41,6 +41,7 @@ struct BenchFlags {
   bool ignore_eos = false;
   std::vector<std::string> goodput;
   std::vector<std::string> metrics_urls;
+  std::string tokenizer_url;
   std::string result_file;
   bool disable_progress = false;
   double request_timeout_s = 600;
@@ -98,7 +99,14 @@ int RunBenchServe(BenchFlags f) {
   w.prefix_len = f.prefix_len >= 0                           ? f.prefix_len
                  : *kind == ops::WorkloadKind::kSharedPrefix ? 512
                                                              : 0;
-  if (auto ratio = ops::MeasureTokensPerWord(o.target); ratio.ok()) {
+  ops::BenchTarget tokenizer = o.target;
+  if (!f.tokenizer_url.empty()) {
+    auto t = net::ParseHttpUrl(f.tokenizer_url);
+    if (!t.ok()) return ReportError(t.status().WithContext("--tokenizer-url"));
+    tokenizer.host = t->host;
+    tokenizer.port = t->port;
+  }
+  if (auto ratio = ops::MeasureTokensPerWord(tokenizer); ratio.ok()) {
     w.tokens_per_word = *ratio;
   } else {
     std::cerr << "note: " << ratio.status().ToString()
@@ -222,6 +230,8 @@ void RegisterBench(CLI::App& app, RunFn* run) {
   cmd->add_option("--temperature", f.temperature, "sampling temperature")->capture_default_str();
   cmd->add_flag("--ignore-eos", f.ignore_eos, "generate max_tokens whatever the model says");
   cmd->add_option("--goodput", f.goodput, "SLOs in ms: ttft:MS tpot:MS e2el:MS");
+  cmd->add_option("--tokenizer-url", f.tokenizer_url,
+                  "server whose /tokenize calibrates prompt lengths (default: the target; a proxy has none)");
   cmd->add_option("--metrics-url", f.metrics_urls,
                   "/metrics to read prefix-cache counters from (repeatable; default: the server)");
   cmd->add_option("--result-file", f.result_file, "write the results as JSON to FILE");

@@ -12,6 +12,23 @@
 namespace tandem::transfer {
 namespace {
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+// Maps the pages of [p, p + n) in one system call instead of one fault per 4 KiB page
+// (a fault costs microseconds in a VM; a 2,000-token pull touches ~9,000 pages on each
+// side). Best effort: kernels before 5.14 say EINVAL and the copy faults as usual.
+void Populate(const void* p, size_t n, int advice) {
+  const uintptr_t page = 4096;
+  const uintptr_t start = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n + page - 1) & ~(page - 1);
+  (void)madvise(reinterpret_cast<void*>(start), end - start, advice);
+}
+
 Status SendFrame(Connection& conn, FrameType type, const std::string& payload) {
   uint8_t header[kHeaderBytes];
   EncodeHeader(type, static_cast<uint32_t>(payload.size()), header);
@@ -121,8 +138,16 @@ StatusOr<PullResult> TransferClient::PullShm(Connection& conn, const PullSpec& s
   const uint8_t* base = mapping->base;
   for (size_t i = 0; i < spec.remote_block_ids.size(); ++i) {
     const uint64_t rb = static_cast<uint64_t>(spec.remote_block_ids[i]);
-    std::memcpy(dest_.BlockK(spec.local_block_ids[i]), base + map.keys_offset + rb * k, k);
-    std::memcpy(dest_.BlockV(spec.local_block_ids[i]), base + map.values_offset + rb * v, v);
+    const uint8_t* src_k = base + map.keys_offset + rb * k;
+    const uint8_t* src_v = base + map.values_offset + rb * v;
+    uint8_t* dst_k = dest_.BlockK(spec.local_block_ids[i]);
+    uint8_t* dst_v = dest_.BlockV(spec.local_block_ids[i]);
+    Populate(src_k, k, MADV_POPULATE_READ);
+    Populate(src_v, v, MADV_POPULATE_READ);
+    Populate(dst_k, k, MADV_POPULATE_WRITE);
+    Populate(dst_v, v, MADV_POPULATE_WRITE);
+    std::memcpy(dst_k, src_k, k);
+    std::memcpy(dst_v, src_v, v);
   }
   TANDEM_RETURN_IF_ERROR(SendDone(conn, spec.remote_request_id));
   return PullResult{true, (k + v) * spec.remote_block_ids.size()};
