@@ -239,13 +239,23 @@ def test_bad_json_is_a_400(cluster):
     assert r.status_code == 400 and "error" in r.json()
 
 
-def test_metrics_are_prometheus(cluster):
+def test_metrics_are_prometheus(tandem_bin, cluster):
     proxy = cluster["proxy"]
     proxy.client().completions.create(model=MODEL_NAME, prompt="metrics", max_tokens=1)
     text = proxy.metrics()
     assert re.search(r'^tandem_proxy_requests_total\{outcome="success"\} [1-9]', text, re.M)
     assert "tandem_proxy_requests_in_flight 0" in text
     assert f'tandem_proxy_backend_up{{instance="127.0.0.1:{cluster["d0"].port}",role="decode"}} 1' in text
+    # The engines' series come along, one `engine` label per backend (tandem watch reads them).
+    for role, server in (("prefill", cluster["p0"]), ("decode", cluster["d0"])):
+        assert re.search(r'^vllm:prefix_cache_queries_total\{engine="%s@127.0.0.1:%d",model_name="[^"]+"\} \d'
+                         % (role, server.port), text, re.M), text
+    assert text.count("# TYPE vllm:prefix_cache_queries counter") == 1
+    watch = subprocess.run([tandem_bin, "watch", "-u", proxy.url, "-i", "0.2", "-n", "2"],
+                           capture_output=True, text=True, timeout=30)
+    assert watch.returncode == 0, watch.stderr
+    assert f"prefill@127.0.0.1:{cluster['p0'].port}" in watch.stdout, watch.stdout
+    assert f"decode@127.0.0.1:{cluster['d0'].port}" in watch.stdout, watch.stdout
 
 
 def test_client_disconnect_mid_stream_releases_the_backends(cluster):

@@ -10,6 +10,7 @@
 #include "proxy/backend_io.h"
 #include "proxy/backend_registry.h"
 #include "proxy/health_prober.h"
+#include "proxy/metrics_merge.h"
 #include "proxy/pd_bodies.h"
 #include "proxy/pd_request.h"
 #include "proxy/proxy_metrics.h"
@@ -212,9 +213,44 @@ void ProxyServer::AddRoutes() {
   http_->Route("GET", "/health", health);
   http_->Route("GET", "/healthcheck", health);
 
+  // Its own series, then every up backend's engine series (scraped now, 2 s budget; a
+  // backend that does not answer in time is left out), relabelled per engine.
   http_->Route("GET", "/metrics", [this](net::HttpRequest, WriterPtr writer) {
-    writer->SendResponse(200, {{"Content-Type", "text/plain; version=0.0.4; charset=utf-8"}},
-                         metrics_registry_.RenderPrometheus());
+    struct Gather {
+      std::mutex mu;
+      size_t pending = 0;
+      std::string own;
+      std::vector<ScrapedBackend> scraped;  // in backend order; empty text = no answer
+      WriterPtr writer;
+      void Done() {
+        writer->SendResponse(200, {{"Content-Type", "text/plain; version=0.0.4; charset=utf-8"}},
+                             MergeBackendMetrics(own, scraped));
+      }
+    };
+    auto g = std::make_shared<Gather>();
+    g->own = metrics_registry_.RenderPrometheus();
+    g->writer = writer;
+    std::vector<BackendInfo> backends;
+    for (const BackendInfo& b : registry_->Snapshot()) {
+      if (b.state == Backend::State::kUp) backends.push_back(b);
+    }
+    if (backends.empty()) return g->Done();
+    g->scraped.resize(backends.size());
+    g->pending = backends.size();
+    for (size_t i = 0; i < backends.size(); ++i) {
+      g->scraped[i].engine = std::string(RoleName(backends[i].role)) + "@" + backends[i].address.Key();
+      net::HttpClientRequest request;
+      request.host = backends[i].address.host;
+      request.port = backends[i].address.port;
+      request.target = "/metrics";
+      request.timeout = std::chrono::milliseconds(2000);
+      auto finish = [g, i](StatusOr<net::HttpResponse> response) {
+        std::lock_guard<std::mutex> lock(g->mu);
+        if (response.ok() && response->status == 200) g->scraped[i].text = std::move(response->body);
+        if (--g->pending == 0) g->Done();
+      };
+      if (!io_->Fetch(std::move(request), finish)) finish(CancelledError("the proxy is shutting down"));
+    }
   });
 
   for (bool add : {true, false}) {
