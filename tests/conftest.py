@@ -29,3 +29,7 @@ def fixture_dir():
     if not (path / "llama.gguf").exists():
         pytest.fail(f"fixtures missing in {path}: run python3 tools/make_fixtures.py {path}")
     return path
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "load_async: the pool-connector engine under test loads with load_async")

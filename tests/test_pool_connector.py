@@ -13,17 +13,19 @@ import pytest
 from tandem_procs import Server
 from test_pool import Worker, etcd, loopback2_available, wait_for  # noqa: F401 (etcd is a fixture)
 
-POOL_CONFIG = json.dumps({
-    "kv_connector": "MultiConnector", "kv_role": "kv_both",
-    "kv_connector_extra_config": {"connectors": [
-        {"kv_connector": "AscendStoreConnector", "kv_role": "kv_both",
-         "kv_connector_extra_config": {"lookup_rpc_port": "0", "backend": "yuanrong"}}]}})
+def pool_config(load_async):
+    return json.dumps({
+        "kv_connector": "MultiConnector", "kv_role": "kv_both",
+        "kv_connector_extra_config": {"connectors": [
+            {"kv_connector": "AscendStoreConnector", "kv_role": "kv_both",
+             "kv_connector_extra_config": {"lookup_rpc_port": "0", "backend": "yuanrong",
+                                           "load_async": load_async}}]}})
 
 
-def engine(tandem_bin, fixture_dir, tmp_path, worker, name):
+def engine(tandem_bin, fixture_dir, tmp_path, worker, name, load_async=False):
     return Server(tandem_bin, fixture_dir / "llama.gguf",
                   ["--served-model-name", "fixture", "--enable-prompt-tokens-details", "--max-model-len", "1024",
-                   "--kv-transfer-config", POOL_CONFIG],
+                   "--kv-transfer-config", pool_config(load_async)],
                   tmp_path, name, env={"DS_WORKER_ADDR": worker.address})
 
 
@@ -43,12 +45,15 @@ def total(server, name, **labels):
 
 
 @pytest.fixture
-def two_nodes(tandem_bin, fixture_dir, tmp_path, etcd):  # noqa: F811
+def two_nodes(request, tandem_bin, fixture_dir, tmp_path, etcd):  # noqa: F811
+    """Engine A on worker 1, engine B on worker 2; B loads in the step, or on its pull
+    threads (`load_async`) when the test is marked so."""
+    load_async = request.node.get_closest_marker("load_async") is not None
     host2 = "127.0.0.2" if loopback2_available() else "127.0.0.1"
     w1 = Worker(tandem_bin, tmp_path, etcd, name="w1", shm_mb=64)
     w2 = Worker(tandem_bin, tmp_path, etcd, host=host2, name="w2", shm_mb=64)
     a = engine(tandem_bin, fixture_dir, tmp_path, w1, "a")
-    b = engine(tandem_bin, fixture_dir, tmp_path, w2, "b")
+    b = engine(tandem_bin, fixture_dir, tmp_path, w2, "b", load_async=load_async)
     yield w1, w2, a, b
     a.stop()
     b.stop()
@@ -77,6 +82,7 @@ def test_engine_b_reuses_engine_a_prefix_through_the_pool(two_nodes):
     assert got_a_again["choices"][0]["text"] == want["choices"][0]["text"]
 
 
+@pytest.mark.load_async
 def test_pool_worker_kill9_costs_no_request_and_rejoin_resumes_hits(two_nodes):
     w1, w2, a, b = two_nodes
     prompts = [long_prompt(f"p{i}", 30) for i in range(6)]
