@@ -2,6 +2,7 @@
 process on 127.0.0.1 that is stopped by pid (never by name)."""
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -12,10 +13,37 @@ import openai
 import requests
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+# Test servers take ports below the kernel's ephemeral range (32768-60999 here), which
+# outgoing connections draw source ports from: a port picked there can be taken by some
+# client's connection before the server binds it.
+_PORT_LOW, _PORT_HIGH = 20000, 32700
+_rng = random.Random(os.getpid() ^ int(time.time() * 1000))
+
+
+def ports_free(port, n=1):
+    """Whether ports port..port+n-1 can all be bound on 127.0.0.1 now."""
+    socks = []
+    try:
+        for p in range(port, port + n):
+            s = socket.socket()
+            socks.append(s)
+            s.bind(("127.0.0.1", p))
+        return True
+    except OSError:
+        return False
+    finally:
+        for s in socks:
+            s.close()
+
+
+def free_port(n=1):
+    """A port (the first of n consecutive ones) that nothing uses now, outside the
+    ephemeral range."""
+    for _ in range(1000):
+        port = _rng.randrange(_PORT_LOW, _PORT_HIGH - n)
+        if ports_free(port, n):
+            return port
+    raise RuntimeError("no free port")
 
 
 class Server:

@@ -177,7 +177,8 @@ def test_probe_liveness_agrees_with_the_seed_scripts(tandem, glm5_server, etcd, 
     assert "etcd is ready" in seed.stdout and "vLLM serve check success!" in seed.stdout
     assert seed_yr().returncode == 0 and seed_etcd().returncode == 0
     assert ours("slave").returncode == 0
-    assert run([tandem, "probe", "liveness", "--role", "slave", "-f", str(live)]).returncode == 0
+    assert run([tandem, "probe", "liveness", "--role", "slave", "-f", str(live),
+                "--log-file", str(tmp_path / "role.log")]).returncode == 0
 
     # Stale file: both fail; a longer timeout accepts it.
     old = time.time() - 60
@@ -222,11 +223,7 @@ TEMPLATE = """#!/bin/bash
 
 
 def consecutive_free_ports(n):
-    for _ in range(50):
-        base = free_port()
-        if base + n < 65536 and not any(port_open(base + i) for i in range(1, n)):
-            return base
-    raise RuntimeError("no consecutive free ports")
+    return free_port(n)
 
 
 def start_launch(tandem, fixture_dir, tmp_path, fail="", extra=()):

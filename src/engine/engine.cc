@@ -83,6 +83,9 @@ class EngineImpl final : public Engine {
         po.worker_address = options_.pool.worker_address;
         po.tp_rank = options_.pool.tp_rank;
         kv_pool_ = std::make_unique<PoolConnector>(po, model_.fingerprint(), arena_.memory());
+        kv_pool_->SetSaveObserver([this](uint64_t stored, uint64_t existing, uint64_t dropped) {
+          metrics_.AddPoolSaves(stored, existing, dropped);
+        });
         if (options_.pool.load) {
           scheduler_.SetExternalLookup([this](Request* r, int computed) { return PoolLookup(r, computed); });
         }
@@ -221,8 +224,8 @@ class EngineImpl final : public Engine {
       aborts.clear();
       for (PullDone& done : pulls_done) OnPullDone(done);
       pulls_done.clear();
-      FreeExpiredLeases(stopping_);
-      if (stopping_ && requests_.empty()) {
+      FreeExpiredLeases(stop_seen);
+      if (stop_seen && requests_.empty()) {
         PublishGauges();
         return;
       }
@@ -599,10 +602,6 @@ class EngineImpl final : public Engine {
   }
 
   void PublishGauges() {
-    if (kv_pool_) {
-      const PoolConnectorStats& ps = kv_pool_->stats();
-      metrics_.SetPoolSaves(ps.saved_blocks.load(), ps.skipped_existing.load(), ps.dropped_saves.load());
-    }
     num_running_.store(scheduler_.num_running() + scheduler_.num_pulling());
     num_waiting_.store(scheduler_.num_waiting());
     kv_usage_.store(kv_.usage());

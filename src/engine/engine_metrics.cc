@@ -163,15 +163,11 @@ void EngineMetrics::OnExternalHit(int tokens, int local_blocks, int remote_block
   pool_loaded_remote_->Add(remote_blocks);
 }
 
-void EngineMetrics::SetPoolSaves(uint64_t saved, uint64_t existing, uint64_t dropped) {
-  if (registry_ != nullptr) {
-    pool_saved_->Add(static_cast<double>(saved - reported_saved_));
-    pool_save_existing_->Add(static_cast<double>(existing - reported_existing_));
-    pool_save_dropped_->Add(static_cast<double>(dropped - reported_dropped_));
-  }
-  reported_saved_ = saved;
-  reported_existing_ = existing;
-  reported_dropped_ = dropped;
+void EngineMetrics::AddPoolSaves(uint64_t stored, uint64_t existing, uint64_t dropped) {
+  if (registry_ == nullptr) return;
+  if (stored > 0) pool_saved_->Add(static_cast<double>(stored));
+  if (existing > 0) pool_save_existing_->Add(static_cast<double>(existing));
+  if (dropped > 0) pool_save_dropped_->Add(static_cast<double>(dropped));
 }
 
 void EngineMetrics::OnKvPull(bool ok, uint64_t bytes, double seconds) {

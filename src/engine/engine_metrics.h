@@ -31,8 +31,9 @@ class EngineMetrics {
   // blocks loaded from the pool, held by the local worker or fetched from another one.
   void OnExternalQuery(int tokens);
   void OnExternalHit(int tokens, int local_blocks, int remote_blocks);
-  // The connector's cumulative save counters (deltas go to the registry).
-  void SetPoolSaves(uint64_t saved, uint64_t existing, uint64_t dropped);
+  // Blocks the pool connector's saver handed to the pool, by outcome. Unlike the other
+  // methods, callable from any thread (it only adds to registry counters).
+  void AddPoolSaves(uint64_t stored, uint64_t existing, uint64_t dropped);
   // One KV pull from a producer (PD consumer).
   void OnKvPull(bool ok, uint64_t bytes, double seconds);
   void SetGauges(int running, int waiting, double kv_usage, const kv::PrefixCacheStats& prefix);
@@ -62,9 +63,6 @@ class EngineMetrics {
   Counter* pool_saved_ = nullptr;
   Counter* pool_save_existing_ = nullptr;
   Counter* pool_save_dropped_ = nullptr;
-  uint64_t reported_saved_ = 0;
-  uint64_t reported_existing_ = 0;
-  uint64_t reported_dropped_ = 0;
   int64_t external_queries_total_ = 0;
   int64_t external_hits_total_ = 0;
   int64_t window_ext_queries_start_ = 0;

@@ -137,6 +137,7 @@ void PoolConnector::Save(const kv::BlockHash& hash, int32_t block) {
   std::lock_guard<std::mutex> lock(save_mu_);
   if (pending_bytes_ + k + v > options_.max_pending_save_bytes) {
     stats_.dropped_saves.fetch_add(1);
+    if (observer_) observer_(0, 0, 1);
     return;
   }
   PendingSave s;
@@ -145,6 +146,7 @@ void PoolConnector::Save(const kv::BlockHash& hash, int32_t block) {
   s.bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (s.size + 63) / 64 * 64)));
   if (!s.bytes) {
     stats_.dropped_saves.fetch_add(1);
+    if (observer_) observer_(0, 0, 1);
     return;
   }
   std::memcpy(s.bytes.get(), arena_.BlockK(block), k);
@@ -173,9 +175,12 @@ void PoolConnector::SaveLoop() {
       }
       saving_ = true;
     }
+    uint64_t stored = 0;
+    uint64_t existing = 0;
+    uint64_t dropped = 0;
     std::shared_ptr<pool::PoolClient> client = Client();
     if (client == nullptr) {
-      stats_.dropped_saves.fetch_add(batch.size());
+      dropped = batch.size();
     } else {
       std::vector<std::string> keys;
       std::vector<std::span<const uint8_t>> values;
@@ -185,16 +190,20 @@ void PoolConnector::SaveLoop() {
       }
       StatusOr<std::vector<pool::PutOutcome>> out = client->Put(keys, values);
       if (!out.ok()) {
-        stats_.dropped_saves.fetch_add(batch.size());
+        dropped = batch.size();
         Failed(out.status());
       } else {
         for (pool::PutOutcome o : *out) {
-          if (o == pool::PutOutcome::kStored) stats_.saved_blocks.fetch_add(1);
-          else if (o == pool::PutOutcome::kExists) stats_.skipped_existing.fetch_add(1);
-          else stats_.dropped_saves.fetch_add(1);
+          if (o == pool::PutOutcome::kStored) ++stored;
+          else if (o == pool::PutOutcome::kExists) ++existing;
+          else ++dropped;
         }
       }
     }
+    stats_.saved_blocks.fetch_add(stored);
+    stats_.skipped_existing.fetch_add(existing);
+    stats_.dropped_saves.fetch_add(dropped);
+    if (observer_) observer_(stored, existing, dropped);
     std::lock_guard<std::mutex> lock(save_mu_);
     saving_ = false;
     save_cv_.notify_all();

@@ -24,6 +24,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -81,6 +82,11 @@ class PoolConnector {
   void Save(const kv::BlockHash& hash, int32_t block);
 
   const PoolConnectorStats& stats() const { return stats_; }
+  // Called (from the saver thread, or the engine thread for drops at Save) with how many
+  // blocks were stored, skipped as existing, or dropped. Set before the first Save.
+  void SetSaveObserver(std::function<void(uint64_t stored, uint64_t existing, uint64_t dropped)> observer) {
+    observer_ = std::move(observer);
+  }
   // Waits until every queued save was sent (tests).
   void Flush();
 
@@ -121,6 +127,7 @@ class PoolConnector {
   std::unordered_set<kv::BlockHash, kv::BlockHashHasher> remembered_;  // guarded by remember_mu_
   std::deque<kv::BlockHash> remembered_order_;                          // guarded by remember_mu_
   PoolConnectorStats stats_;
+  std::function<void(uint64_t, uint64_t, uint64_t)> observer_;
   std::thread saver_;
 };
 
