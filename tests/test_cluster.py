@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 
 import pytest
@@ -391,3 +392,36 @@ def test_seed_layout_engine_command_lines_serve(tandem_bin, fixture_dir, tmp_pat
     finally:
         proc.terminate()
         proc.wait(timeout=15)
+
+
+def test_the_seed_probe_scripts_pass_against_the_cluster(tandem_bin, fixture_dir, tmp_path, cleanup):
+    """The seed's own vllm_probe.py, vllm_probe_yr.py, etcd_liveness_check.sh and
+    yr_liveness_check.sh (tests/data/seed_scripts; only host, ports and paths changed)
+    against a `tandem up` cluster: the proxy as the entry point, its etcd and pool worker."""
+    from test_ops import seed_scripts
+    live = tmp_path / "liveness"
+    path, spec = make_cluster(tmp_path, fixture_dir, served_model_name="glm5")
+    spec["pool"]["liveness_check_path"] = str(live)
+    path.write_text(json.dumps(spec, indent=2))
+    cleanup(path)
+    up = Up(tandem_bin, path, tmp_path)
+    up.wait_ready()
+    etcd = f"127.0.0.1:{spec['etcd']['client_port']}"
+    seed_dir, seed_log = seed_scripts(tmp_path, spec["proxy"]["port"], spec["etcd"]["client_port"], str(live))
+    env = dict(os.environ, WORKER_LOG_DIR=str(tmp_path))
+
+    def run(cmd):
+        return subprocess.run(cmd, cwd=seed_dir, env=env, capture_output=True, text=True, timeout=60)
+
+    r = run([sys.executable, "vllm_probe.py"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = run([sys.executable, "vllm_probe_yr.py", "master"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = run(["bash", "./etcd_liveness_check.sh", etcd])
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = run(["bash", "./yr_liveness_check.sh", "-f", str(live), "-t", "30"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    ours = subprocess.run([tandem_bin, "probe", "readiness", "--host", "127.0.0.1", "--port",
+                           str(spec["proxy"]["port"]), "--log-file", str(tmp_path / "probe.log")],
+                          capture_output=True, text=True, timeout=60)
+    assert ours.returncode == 0, ours.stdout + ours.stderr
