@@ -344,3 +344,15 @@ def test_cli_flags(tandem_bin, fixture_dir, tmp_path):
         assert r.usage.prompt_tokens_details is not None
     finally:
         assert server.stop() == 0
+
+
+def test_logit_bias_steers_and_is_validated(fx):
+    tok = fx.post("/tokenize", {"prompt": " hello"}).json()["tokens"][-1]
+    r = fx.post("/v1/completions", {"model": "fixture", "prompt": "a b c", "max_tokens": 3, "temperature": 0,
+                                    "logit_bias": {str(tok): 100}})
+    assert r.status_code == 200, r.text
+    want = fx.post("/detokenize", {"tokens": [tok] * 3}).json()["prompt"]
+    assert r.json()["choices"][0]["text"] == want
+    for bias in ({"x": 1}, {"5": 101}, {"5": "1"}, [5], {str(10 ** 9): 1}):
+        r = fx.post("/v1/completions", {"model": "fixture", "prompt": "a", "max_tokens": 1, "logit_bias": bias})
+        assert r.status_code == 400, (bias, r.text)

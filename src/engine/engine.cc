@@ -117,6 +117,12 @@ class EngineImpl final : public Engine {
                                   " tokens. However, your request has " + std::to_string(n) +
                                   " input tokens. Please reduce the length of the input messages.");
     }
+    for (const auto& [t, bias] : request.params.logit_bias) {
+      if (t < 0 || t >= model_.config().n_vocab) {
+        return InvalidArgumentError("logit_bias: token id " + std::to_string(t) + " is out of vocabulary range [0, " +
+                                    std::to_string(model_.config().n_vocab) + ")");
+      }
+    }
     for (int32_t t : request.prompt_tokens) {
       if (t < 0 || t >= model_.config().n_vocab) {
         return InvalidArgumentError("token id " + std::to_string(t) + " is out of vocabulary range [0, " +

@@ -91,6 +91,7 @@ struct GenerationParams {
   bool ignore_eos = false;
   std::vector<std::string> stop;         // stop strings (not included in the output)
   std::vector<int32_t> stop_token_ids;
+  std::vector<std::pair<int32_t, float>> logit_bias;  // added to the token's logit, [-100, 100]
   int logprobs = -1;                     // -1 = none; else top-N alternatives per token (0..20)
   bool skip_special_tokens = true;
   // Test-only: when non-empty, these tokens are emitted in order instead of sampled

@@ -23,6 +23,9 @@ void ApplyLogitsProcessors(const Request& r, const Tokenizer& tokenizer, float* 
       logits[t] -= p.frequency_penalty * static_cast<float>(count) + p.presence_penalty;
     }
   }
+  for (const auto& [t, bias] : p.logit_bias) {
+    if (t >= 0 && t < n_vocab) logits[t] += bias;
+  }
   if (r.num_output_tokens() < p.min_tokens) {
     for (int32_t t : tokenizer.vocab().eog_ids) {
       if (t >= 0 && t < n_vocab) logits[t] = -INFINITY;

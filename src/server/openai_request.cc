@@ -1,5 +1,6 @@
 #include "server/openai_request.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 
@@ -134,9 +135,24 @@ Status ReadSampling(JsonFields& fields, SamplingRequest* request) {
     if (!kv->is_object()) return Invalid("kv_transfer_params: Input should be a valid dictionary");
     request->kv_transfer_params_json = DumpJson(*kv);
   }
+  if (const Json* bias = fields.Raw("logit_bias"); bias != nullptr && !bias->is_null()) {
+    if (!bias->is_object()) return Invalid("logit_bias: Input should be a valid dictionary");
+    for (auto it = bias->begin(); it != bias->end(); ++it) {
+      const std::string& key = it.key();
+      int64_t id = -1;
+      auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+      if (key.empty() || ec != std::errc() || end != key.data() + key.size() || id < 0 || id > INT32_MAX) {
+        return Invalid("logit_bias: keys must be token ids, got '" + key + "'");
+      }
+      if (!it->is_number() || !(it->get<double>() >= -100 && it->get<double>() <= 100)) {
+        return Invalid("logit_bias: values must be numbers in [-100, 100], got " + it->dump());
+      }
+      p.logit_bias.emplace_back(static_cast<int32_t>(id), it->get<float>());
+    }
+  }
   // Known OpenAI/vLLM fields that need no action here (not "ignored" in the log sense).
   for (const char* known :
-       {"logit_bias", "response_format", "include_stop_str_in_output", "request_id", "priority",
+       {"response_format", "include_stop_str_in_output", "request_id", "priority",
         "tool_choice", "parallel_tool_calls", "reasoning_effort", "store", "metadata",
         "service_tier", "truncate_prompt_tokens"}) {
     fields.Raw(known);
@@ -165,6 +181,10 @@ Status ReadChatInputs(JsonFields& fields, std::string* messages, std::string* to
     auto role = message.find("role");
     if (role == message.end() || !role->is_string())
       return Invalid("messages: each message needs a string 'role'");
+    auto content = message.find("content");
+    if (content != message.end() && !content->is_string() && !content->is_array() && !content->is_null()) {
+      return Invalid("messages: 'content' should be a string or a list of content parts");
+    }
   }
   *messages = DumpJson(*m);
   if (const Json* t = fields.Raw("tools")) {
