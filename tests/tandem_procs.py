@@ -46,30 +46,34 @@ def free_port(n=1):
     raise RuntimeError("no free port")
 
 
-class Server:
-    """One `tandem serve` process on 127.0.0.1; stopped by pid (SIGTERM, then SIGKILL)."""
+class HttpProcess:
+    """One tandem process serving HTTP on 127.0.0.1 (free port); ready when GET /health
+    answers 200; stopped by pid (SIGTERM, then SIGKILL)."""
 
-    def __init__(self, tandem_bin, model, args, tmp_path, name="serve", env=None):
+    def __init__(self, cmd_without_port, tmp_path, name, env=None, timeout=60):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = tmp_path / f"{name}.log"
         self._log = open(self.log_path, "wb")
-        cmd = [tandem_bin, "serve", str(model), "--host", "127.0.0.1", "--port", str(self.port),
-               "--kv-cache-memory", "256MiB", "--threads", "2", *args]
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
+        cmd = [*cmd_without_port, "--host", "127.0.0.1", "--port", str(self.port)]
+        self.proc = subprocess.Popen(self.command(cmd), stdout=self._log, stderr=subprocess.STDOUT,
                                      env=dict(os.environ, **(env or {})))
-        deadline = time.time() + 60
+        deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited {self.proc.returncode}: {self.log()}")
+                raise RuntimeError(f"{name} exited {self.proc.returncode}: {self.log()}")
             try:
                 if requests.get(self.url + "/health", timeout=1).status_code == 200:
                     return
             except requests.RequestException:
                 pass
-            time.sleep(0.1)
+            time.sleep(0.05)
         self.stop()
-        raise RuntimeError("server did not become healthy: " + self.log())
+        raise RuntimeError(f"{name} did not become healthy: " + self.log())
+
+    def command(self, cmd):
+        """The final command line (subclasses append their flags)."""
+        return cmd
 
     def log(self):
         self._log.flush()
@@ -78,10 +82,10 @@ class Server:
     def client(self, api_key="none"):
         return openai.OpenAI(base_url=self.url + "/v1", api_key=api_key, max_retries=0, timeout=60)
 
-    def post(self, path, body, **kw):
+    def post(self, path, body, headers=None, **kw):
         data = body if isinstance(body, (str, bytes)) else json.dumps(body)
-        return requests.post(self.url + path, data=data, headers={"Content-Type": "application/json"},
-                             timeout=60, **kw)
+        h = {"Content-Type": "application/json", **(headers or {})}
+        return requests.post(self.url + path, data=data, headers=h, timeout=60, **kw)
 
     def metric(self, name, **labels):
         """The value of the first series of `name` whose labels include `labels`."""
@@ -102,3 +106,14 @@ class Server:
                 self.proc.wait()
         self._log.close()
         return self.proc.returncode
+
+
+class Server(HttpProcess):
+    """One `tandem serve` process on 127.0.0.1."""
+
+    def __init__(self, tandem_bin, model, args, tmp_path, name="serve", env=None):
+        self._args = ["--kv-cache-memory", "256MiB", "--threads", "2", *args]
+        super().__init__([tandem_bin, "serve", str(model)], tmp_path, name, env=env)
+
+    def command(self, cmd):
+        return [*cmd, *self._args]

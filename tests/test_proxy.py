@@ -12,7 +12,7 @@ import openai
 import pytest
 import requests
 
-from tandem_procs import Server, free_port
+from tandem_procs import HttpProcess, Server, free_port
 
 MODEL_NAME = "fixture"
 COMMON = ["--served-model-name", MODEL_NAME, "--enable-prompt-tokens-details", "--max-model-len", "256"]
@@ -28,62 +28,25 @@ def start_engine(tandem_bin, fixture_dir, tmp_path, role, name, extra=()):
     return Server(tandem_bin, fixture_dir / "llama.gguf", args, tmp_path, name=name)
 
 
-class Proxy:
-    """One `tandem proxy` process on 127.0.0.1; stopped by pid."""
+class Proxy(HttpProcess):
+    """One `tandem proxy` process on 127.0.0.1."""
 
     def __init__(self, tandem_bin, prefillers, decoders, tmp_path, extra=(), name="proxy"):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = tmp_path / f"{name}.log"
-        self._log = open(self.log_path, "wb")
-        cmd = [tandem_bin, "proxy", "--host", "127.0.0.1", "--port", str(self.port),
-               "--prefiller-hosts", *[h for h, _ in prefillers],
-               "--prefiller-ports", *[str(p) for _, p in prefillers],
-               "--decoder-hosts", *[h for h, _ in decoders],
-               "--decoder-ports", *[str(p) for _, p in decoders],
-               "--health-check-interval", "0.2", *extra]
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"proxy exited {self.proc.returncode}: {self.log()}")
-            try:
-                if requests.get(self.url + "/health", timeout=1).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError("proxy did not become healthy: " + self.log())
+        self._args = ["--prefiller-hosts", *[h for h, _ in prefillers],
+                      "--prefiller-ports", *[str(p) for _, p in prefillers],
+                      "--decoder-hosts", *[h for h, _ in decoders],
+                      "--decoder-ports", *[str(p) for _, p in decoders],
+                      "--health-check-interval", "0.2", *extra]
+        super().__init__([tandem_bin, "proxy"], tmp_path, name, timeout=30)
 
-    def log(self):
-        self._log.flush()
-        return self.log_path.read_text(errors="replace")
-
-    def client(self, api_key="none"):
-        return openai.OpenAI(base_url=self.url + "/v1", api_key=api_key, max_retries=0, timeout=60)
-
-    def post(self, path, body, headers=None, **kw):
-        data = body if isinstance(body, (str, bytes)) else json.dumps(body)
-        h = {"Content-Type": "application/json", **(headers or {})}
-        return requests.post(self.url + path, data=data, headers=h, timeout=60, **kw)
+    def command(self, cmd):
+        return [*cmd, *self._args]
 
     def health(self):
         return requests.get(self.url + "/health", timeout=10).json()
 
     def metrics(self):
         return requests.get(self.url + "/metrics", timeout=10).text
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
-        return self.proc.returncode
 
 
 def addr(server):
