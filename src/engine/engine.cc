@@ -612,6 +612,7 @@ class EngineImpl final : public Engine {
     num_waiting_.store(scheduler_.num_waiting());
     kv_usage_.store(kv_.usage());
     metrics_.SetGauges(scheduler_.num_running(), scheduler_.num_waiting(), kv_.usage(), kv_.prefix_cache_stats());
+    if (leases_) metrics_.SetKvLeases(leases_->size());
   }
 
   const Model& model_;

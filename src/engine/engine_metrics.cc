@@ -32,6 +32,8 @@ EngineMetrics::EngineMetrics(MetricsRegistry* registry, const std::string& model
   running_ = registry_->GetGauge("vllm:num_requests_running", "Number of requests in model execution batches.", labels);
   waiting_ = registry_->GetGauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", labels);
   kv_usage_ = registry_->GetGauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", labels);
+  kv_leases_ = registry_->GetGauge("tandem_kv_transfer_leases",
+                                   "Prefilled prompts whose KV blocks are held for a decoder's pull.", labels);
   ttft_ = registry_->GetHistogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
                                   kLatencyBuckets, labels);
   itl_ = registry_->GetHistogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
@@ -108,6 +110,10 @@ void EngineMetrics::OnFinished(const Request& r, const std::string& finish_reaso
   e2e_->Observe(Seconds(std::chrono::steady_clock::now() - r.arrival));
   request_prompt_tokens_->Observe(r.prompt_len);
   request_generation_tokens_->Observe(r.num_output_tokens());
+}
+
+void EngineMetrics::SetKvLeases(size_t leases) {
+  if (registry_ != nullptr) kv_leases_->Set(static_cast<double>(leases));
 }
 
 void EngineMetrics::SetGauges(int running, int waiting, double kv_usage, const kv::PrefixCacheStats& prefix) {

@@ -37,6 +37,8 @@ class EngineMetrics {
   // One KV pull from a producer (PD consumer).
   void OnKvPull(bool ok, uint64_t bytes, double seconds);
   void SetGauges(int running, int waiting, double kv_usage, const kv::PrefixCacheStats& prefix);
+  // PD producer: prompts parked under a transfer lease (their blocks wait for a decoder).
+  void SetKvLeases(size_t leases);
   // Logs a stats line at most every 10 s while there is work.
   void MaybeLogStats(int running, int waiting, double kv_usage, const kv::PrefixCacheStats& prefix);
 
@@ -51,6 +53,7 @@ class EngineMetrics {
   Gauge* running_ = nullptr;
   Gauge* waiting_ = nullptr;
   Gauge* kv_usage_ = nullptr;
+  Gauge* kv_leases_ = nullptr;
   Histogram* ttft_ = nullptr;
   Histogram* itl_ = nullptr;
   Histogram* e2e_ = nullptr;

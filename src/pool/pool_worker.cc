@@ -50,7 +50,8 @@ WorkerMetrics::WorkerMetrics(MetricsRegistry* r)
                         "Fetches from other workers that failed (counted as misses)")),
       etcd_up(r->GetGauge("tandem_pool_etcd_up", "1 when the last etcd call succeeded")),
       ring_workers(r->GetGauge("tandem_pool_ring_workers", "Workers in the consistent-hash ring")),
-      connections(r->GetGauge("tandem_pool_connections", "Open client and peer connections")) {}
+      connections(r->GetGauge("tandem_pool_connections", "Open client and peer connections")),
+      pinned(r->GetGauge("tandem_pool_pinned_objects", "Objects pinned by a reader (never evicted meanwhile)")) {}
 
 PoolWorker::PoolWorker(WorkerConfig config) : impl_(std::make_unique<Impl>(std::move(config))) {}
 PoolWorker::~PoolWorker() { Stop(); }
@@ -293,6 +294,7 @@ void PoolWorker::Impl::UpdateGauges() {
   metrics_->objects->Set(static_cast<double>(st.objects));
   metrics_->bytes->Set(static_cast<double>(st.used_bytes));
   metrics_->capacity->Set(static_cast<double>(st.capacity_bytes));
+  metrics_->pinned->Set(static_cast<double>(st.pinned));
   double evicted = static_cast<double>(st.evictions) - metrics_->evictions->value();
   if (evicted > 0) metrics_->evictions->Add(evicted);
   metrics_->etcd_up->Set(membership_->etcd_up() ? 1 : 0);

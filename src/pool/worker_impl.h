@@ -42,6 +42,7 @@ struct WorkerMetrics {
   Gauge* etcd_up;
   Gauge* ring_workers;
   Gauge* connections;
+  Gauge* pinned;
 };
 
 class PoolWorker::Impl {
