@@ -50,30 +50,39 @@ class HttpProcess:
     """One tandem process serving HTTP on 127.0.0.1 (free port); ready when GET /health
     answers 200; stopped by pid (SIGTERM, then SIGKILL)."""
 
-    def __init__(self, cmd_without_port, tmp_path, name, env=None, timeout=60):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+    def __init__(self, cmd_without_port, tmp_path, name, env=None, timeout=60, port=None, host="127.0.0.1"):
+        self.port = port or free_port()
+        self.url = f"http://{host}:{self.port}"
         self.log_path = tmp_path / f"{name}.log"
-        self._log = open(self.log_path, "wb")
-        cmd = [*cmd_without_port, "--host", "127.0.0.1", "--port", str(self.port)]
+        self._log = open(self.log_path, "ab")
+        cmd = [*cmd_without_port, "--host", host, "--port", str(self.port)]
+        full_env = dict(os.environ, **(env or {}))
+        self.auth = self._auth_headers(self.command(cmd), full_env)
         self.proc = subprocess.Popen(self.command(cmd), stdout=self._log, stderr=subprocess.STDOUT,
-                                     env=dict(os.environ, **(env or {})))
+                                     env=full_env)
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{name} exited {self.proc.returncode}: {self.log()}")
             try:
-                if requests.get(self.url + "/health", timeout=1).status_code == 200:
+                if requests.get(self.url + "/health", headers=self.auth, timeout=1).status_code == 200:
                     return
             except requests.RequestException:
                 pass
             time.sleep(0.05)
         self.stop()
-        raise RuntimeError(f"{name} did not become healthy: " + self.log())
+        raise RuntimeError(f"{name} did not become healthy: " + self.log_path.read_text(errors="replace"))
 
     def command(self, cmd):
         """The final command line (subclasses append their flags)."""
         return cmd
+
+    @staticmethod
+    def _auth_headers(cmd, env):
+        """The Bearer header a keyed process (--api-key or $VLLM_API_KEY) wants on every
+        route, /health and /metrics included; {} when it has no key."""
+        key = cmd[cmd.index("--api-key") + 1] if "--api-key" in cmd else env.get("VLLM_API_KEY")
+        return {"Authorization": f"Bearer {key}"} if key else {}
 
     def log(self):
         self._log.flush()
@@ -89,7 +98,7 @@ class HttpProcess:
 
     def metric(self, name, **labels):
         """The value of the first series of `name` whose labels include `labels`."""
-        text = requests.get(self.url + "/metrics", timeout=10).text
+        text = requests.get(self.url + "/metrics", headers=self.auth, timeout=10).text
         for m in re.finditer(r"^" + re.escape(name) + r"\{([^}]*)\} (\S+)$", text, re.M):
             have = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
             if all(have.get(k) == v for k, v in labels.items()):
@@ -111,9 +120,9 @@ class HttpProcess:
 class Server(HttpProcess):
     """One `tandem serve` process on 127.0.0.1."""
 
-    def __init__(self, tandem_bin, model, args, tmp_path, name="serve", env=None):
+    def __init__(self, tandem_bin, model, args, tmp_path, name="serve", env=None, port=None):
         self._args = ["--kv-cache-memory", "256MiB", "--threads", "2", *args]
-        super().__init__([tandem_bin, "serve", str(model)], tmp_path, name, env=env)
+        super().__init__([tandem_bin, "serve", str(model)], tmp_path, name, env=env, port=port)
 
     def command(self, cmd):
         return [*cmd, *self._args]

@@ -31,13 +31,13 @@ def start_engine(tandem_bin, fixture_dir, tmp_path, role, name, extra=()):
 class Proxy(HttpProcess):
     """One `tandem proxy` process on 127.0.0.1."""
 
-    def __init__(self, tandem_bin, prefillers, decoders, tmp_path, extra=(), name="proxy"):
+    def __init__(self, tandem_bin, prefillers, decoders, tmp_path, extra=(), name="proxy", port=None):
         self._args = ["--prefiller-hosts", *[h for h, _ in prefillers],
                       "--prefiller-ports", *[str(p) for _, p in prefillers],
                       "--decoder-hosts", *[h for h, _ in decoders],
                       "--decoder-ports", *[str(p) for _, p in decoders],
                       "--health-check-interval", "0.2", *extra]
-        super().__init__([tandem_bin, "proxy"], tmp_path, name, timeout=30)
+        super().__init__([tandem_bin, "proxy"], tmp_path, name, timeout=30, port=port)
 
     def command(self, cmd):
         return [*cmd, *self._args]

@@ -5,13 +5,13 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
 #include <random>
 
 namespace tandem {
 
 KvArena::KvArena(int64_t num_blocks, int n_layers, int block_size, int kv_dim, int v_dim)
     : num_blocks_(num_blocks),
-      n_layers_(n_layers),
       block_size_(block_size),
       kv_dim_(kv_dim),
       v_dim_(v_dim),
@@ -41,6 +41,17 @@ StatusOr<std::unique_ptr<KvArena>> KvArena::Create(int64_t num_blocks, int n_lay
                          std::strerror(errno));
   }
   if (!shared) madvise(a->base_, a->map_size_, MADV_HUGEPAGE);
+  // Fault every page in now, as an accelerator reserves its KV memory at start-up: memory
+  // that is not there fails here with a clear error instead of later under load; the
+  // first use of a block does not pay for page faults (or for the pull that fills it);
+  // and the process's RSS is its steady-state size from the start (a soak test reads
+  // any growth as a leak).
+  if (madvise(a->base_, a->map_size_, MADV_POPULATE_WRITE) != 0) {
+    if (errno != EINVAL) {  // EINVAL: a kernel before 5.14; pages then come on first use
+      return ResourceExhaustedError("cannot reserve " + std::to_string(a->map_size_) +
+                                    " bytes of memory for the KV cache (--kv-cache-memory): " + std::strerror(errno));
+    }
+  }
   a->keys_ = static_cast<uint16_t*>(a->base_);
   a->values_ = reinterpret_cast<uint16_t*>(static_cast<char*>(a->base_) + k_bytes);
   a->arena_id_ = std::random_device{}() | (static_cast<uint64_t>(std::random_device{}()) << 32);

@@ -58,7 +58,6 @@ class KvArena {
   KvArena(int64_t num_blocks, int n_layers, int block_size, int kv_dim, int v_dim);
 
   int64_t num_blocks_;
-  int n_layers_;
   int block_size_;
   int kv_dim_;
   int v_dim_;

@@ -1,5 +1,6 @@
 #include "engine/pool_connector.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/logging.h"
@@ -8,7 +9,8 @@
 namespace tandem {
 namespace {
 
-constexpr size_t kMaxRemembered = 200000;
+// Slots of the "saved or loaded recently" table: 16 bytes each, allocated up front.
+constexpr size_t kRememberSlots = size_t{1} << 16;
 constexpr size_t kSaveBatch = 64;
 
 }  // namespace
@@ -16,7 +18,8 @@ constexpr size_t kSaveBatch = 64;
 PoolConnector::PoolConnector(PoolConnectorOptions options, std::string model_fingerprint, transfer::KvMemory arena)
     : options_(std::move(options)),
       prefix_(model_fingerprint + "@tp" + std::to_string(options_.tp_rank) + "@"),
-      arena_(arena) {
+      arena_(arena),
+      remembered_(kRememberSlots) {
   saver_ = std::thread([this] { SaveLoop(); });
 }
 
@@ -58,8 +61,7 @@ void PoolConnector::Failed(const Status& status) {
   {
     // The worker may have restarted empty: what we saved before may be gone.
     std::lock_guard<std::mutex> lock(remember_mu_);
-    remembered_.clear();
-    remembered_order_.clear();
+    std::fill(remembered_.begin(), remembered_.end(), kv::BlockHash{});
   }
   std::lock_guard<std::mutex> lock(client_mu_);
   // Drop the client (calls in flight keep their reference) and give the worker a break.
@@ -120,13 +122,12 @@ PoolLoadResult PoolConnector::Load(const std::vector<kv::BlockHash>& hashes, con
 }
 
 bool PoolConnector::Remember(const kv::BlockHash& hash) {
+  // Direct-mapped: a hash takes the slot its low bits name, replacing whatever was there.
+  // Forgetting early only costs a redundant put (the worker answers "exists").
   std::lock_guard<std::mutex> lock(remember_mu_);
-  if (!remembered_.insert(hash).second) return true;
-  remembered_order_.push_back(hash);
-  if (remembered_order_.size() > kMaxRemembered) {
-    remembered_.erase(remembered_order_.front());
-    remembered_order_.pop_front();
-  }
+  kv::BlockHash& slot = remembered_[hash.low & (kRememberSlots - 1)];
+  if (slot == hash) return true;
+  slot = hash;
   return false;
 }
 

@@ -29,7 +29,6 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <unordered_set>
 #include <vector>
 
 #include "common/status.h"
@@ -122,10 +121,10 @@ class PoolConnector {
   size_t pending_bytes_ = 0;            // guarded by save_mu_
   bool saving_ = false;                 // guarded by save_mu_ (a batch is in flight)
   bool stopping_ = false;               // guarded by save_mu_
-  // Hashes saved or loaded recently (FIFO-bounded): not sent again.
+  // Hashes saved or loaded recently: not sent again. A fixed direct-mapped table, so the
+  // connector's memory does not grow with the number of blocks it has seen.
   std::mutex remember_mu_;
-  std::unordered_set<kv::BlockHash, kv::BlockHashHasher> remembered_;  // guarded by remember_mu_
-  std::deque<kv::BlockHash> remembered_order_;                          // guarded by remember_mu_
+  std::vector<kv::BlockHash> remembered_;  // guarded by remember_mu_; all zero = empty
   PoolConnectorStats stats_;
   std::function<void(uint64_t, uint64_t, uint64_t)> observer_;
   std::thread saver_;

@@ -51,6 +51,7 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
   void StartPrefillLocked() {
     if (finished_) return;
     prefiller_ = ctx_->registry->Pick(Role::kPrefill, prompt_tokens_, p_tried_);
+    if (!prefiller_ && overload_status_ != 0) return FailLocked(overload_status_, overload_error_);
     if (!prefiller_) return FailLocked(503, "no prefill instance available");
     prefill_held_ = true;
     p_tried_.push_back(prefiller_);
@@ -90,6 +91,11 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
       return RetryPrefillLocked(
           status.code() == StatusCode::kDeadlineExceeded ? 504 : 502,
           "prefill instance " + prefiller_->address().Key() + " failed: " + status.message());
+    }
+    if (IsOverload(response.status)) {
+      // Busy, not broken: the instance stays up; another one may have room.
+      return RetryPrefillLocked(response.status, OverloadLocked(response.status, "prefill instance " +
+                                                                                 prefiller_->address().Key()));
     }
     if (response.status >= 500) {
       ctx_->registry->MarkDown(prefiller_);
@@ -146,6 +152,7 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
     decoder_ = ctx_->registry->Pick(Role::kDecode, decode_load_, d_tried_);
     if (!decoder_) {
       SendAbortLocked();
+      if (overload_status_ != 0) return FailLocked(overload_status_, overload_error_);
       return FailLocked(503, "no decode instance available");
     }
     decode_held_ = true;
@@ -199,6 +206,9 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
       ctx_->registry->MarkDown(decoder_);
       const int code = status.code() == StatusCode::kDeadlineExceeded ? 504 : 502;
       return RetryDecodeLocked(code, where + " failed: " + status.message());
+    }
+    if (IsOverload(d_status_)) {
+      return RetryDecodeLocked(d_status_, OverloadLocked(d_status_, where));
     }
     if (d_status_ >= 500) {
       ctx_->registry->MarkDown(decoder_);
@@ -342,6 +352,17 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
 
   // ---- helpers ----
 
+  // 503 (queue full) and 429 are an instance saying it is busy: it is not marked down,
+  // and when no other instance takes the request the client gets the same status.
+  static bool IsOverload(int status) { return status == 503 || status == 429; }
+
+  std::string OverloadLocked(int status, const std::string& where) {
+    overload_status_ = status;
+    overload_error_ = "every instance is overloaded (" + where + " answered " + std::to_string(status) +
+                      "); retry later";
+    return overload_error_;
+  }
+
   // Tells the prefiller that answered with kv_transfer_params to free its blocks.
   void SendAbortLocked() {
     if (kv_params_.empty() || remote_request_id_.empty() || abort_sent_ || !kv_owner_) return;
@@ -434,6 +455,8 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
   int d_attempts_ = 0;
   std::shared_ptr<net::HttpClientStream> d_call_;
   int d_status_ = 0;
+  int overload_status_ = 0;       // the last busy answer (503/429) of a backend, 0 if none
+  std::string overload_error_;
   std::string d_content_type_;
   std::string d_body_;  // non-streamed or error answers
   std::unique_ptr<DecodeOutputFilter> filter_;

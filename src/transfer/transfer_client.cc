@@ -159,7 +159,10 @@ StatusOr<std::shared_ptr<TransferClient::Mapping>> TransferClient::MapArena(int 
   auto it = mappings_.find(arena_id);
   if (it != mappings_.end() && it->second->size == size) return it->second;
   if (fd < 0) return DataLossError("kv transfer: SHM_MAP came without a file descriptor");
-  void* p = mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  // Populated once here (the producer's pages exist already; this only maps them): pulls
+  // then never fault, and this process's RSS takes its final size at the first pull
+  // instead of creeping up as blocks are read for the first time.
+  void* p = mmap(nullptr, size, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
   if (p == MAP_FAILED) {
     return UnavailableError(std::string("kv transfer: mmap of the producer arena: ") + std::strerror(errno));
   }
