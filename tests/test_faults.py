@@ -151,8 +151,8 @@ class Cluster:
     """etcd + pool worker + P (Mooncake producer + pool) + D (Mooncake consumer + pool) +
     proxy, all on 127.0.0.1. Any part can be killed and started again on its port."""
 
-    def __init__(self, tandem_bin, fixture_dir, tmp, d_args=()):
-        self.bin, self.model, self.tmp = tandem_bin, fixture_dir / "llama.gguf", tmp
+    def __init__(self, tandem_bin, model, tmp, d_args=()):
+        self.bin, self.model, self.tmp = tandem_bin, model, tmp
         self.d_args = list(d_args)
         self.kv_port = free_port()
         self.etcd = Etcd(tmp)
@@ -210,7 +210,14 @@ class Cluster:
 
 @pytest.fixture
 def cluster(request, tandem_bin, fixture_dir, tmp_path):
-    c = Cluster(tandem_bin, fixture_dir, tmp_path, d_args=getattr(request, "param", ()))
+    """The cluster on the llama fixture; a test parametrized with {"d_args": [...]} gives
+    D more flags, {"model": "default"} runs the real model (slow enough, ~20 tokens/s on
+    2 cores, that a fault reliably lands mid-stream)."""
+    param = getattr(request, "param", {})
+    model = fixture_dir / "llama.gguf"
+    if param.get("model") == "default":
+        model = request.getfixturevalue("default_model")
+    c = Cluster(tandem_bin, model, tmp_path, d_args=param.get("d_args", ()))
     try:
         yield c
     finally:
@@ -260,6 +267,7 @@ def test_kill9_prefiller(cluster):
     cluster.assert_clean()
 
 
+@pytest.mark.parametrize("cluster", [{"model": "default"}], indirect=True)
 def test_kill9_decoder_mid_stream(cluster):
     cluster.expect(prompt("d-before"), 8)
     job = Background(stream_events, cluster.proxy.url, prompt("victim", 10), 300)
@@ -275,6 +283,7 @@ def test_kill9_decoder_mid_stream(cluster):
     cluster.assert_clean()
 
 
+@pytest.mark.parametrize("cluster", [{"model": "default"}], indirect=True)
 def test_proxy_restart(cluster):
     cluster.expect(prompt("proxy-before"), 8)
     job = Background(stream_events, cluster.proxy.url, prompt("cut", 10), 300)
@@ -305,6 +314,7 @@ def test_etcd_stopped_and_restarted(cluster):
     cluster.assert_clean()
 
 
+@pytest.mark.parametrize("cluster", [{"model": "default"}], indirect=True)
 def test_hung_decoder_sigstop(cluster):
     cluster.expect(prompt("stop-before"), 8)
     job = Background(stream_events, cluster.proxy.url, prompt("frozen", 10), 300)
@@ -391,7 +401,8 @@ def test_slow_reader_does_not_stall_others(cluster):
     cluster.assert_clean()
 
 
-@pytest.mark.parametrize("cluster", [["--max-num-seqs", "2", "--max-waiting-requests", "2"]], indirect=True)
+@pytest.mark.parametrize("cluster", [{"d_args": ["--max-num-seqs", "2", "--max-waiting-requests", "2"]}],
+                         indirect=True)
 def test_overload_is_a_quick_503(cluster):
     """More requests than the decoder may queue: the excess gets 503 (an OpenAI error)
     at once, the rest are served, and nothing stays held."""
