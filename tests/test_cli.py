@@ -91,3 +91,20 @@ def test_unsupported_architecture_lists_supported(tandem_bin, fixture_dir, tmp_p
     assert r.returncode != 0
     assert "unsupported architecture 'mamba'" in r.stderr
     assert "gemma3" in r.stderr and "qwen3" in r.stderr
+
+
+def test_bench_model_json(tandem_bin, fixture_dir):
+    r = run([tandem_bin, "bench", "model", "--model", str(fixture_dir / "llama.gguf"), "--json", "--repeat", "1",
+             "--prompt-tokens", "64", "--gen-tokens", "8", "--batch", "2", "4", "--threads", "1"])
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    for key in ("prompt_tokens_per_s", "decode_tokens_per_s", "memory_bandwidth_gb_s",
+                "roofline_decode_tokens_per_s", "weight_bytes_per_token"):
+        assert out[key] > 0, key
+    assert set(out["batched_decode_tokens_per_s"]) == {"2", "4"}
+    assert all(v > 0 for v in out["batched_decode_tokens_per_s"].values())
+    # The roofline is the measured bandwidth over the bytes a token reads.
+    assert abs(out["roofline_decode_tokens_per_s"] * out["weight_bytes_per_token"]
+               - out["memory_bandwidth_gb_s"] * 1e9) < 0.01 * out["memory_bandwidth_gb_s"] * 1e9
+    bad = run([tandem_bin, "bench", "model", "--model", str(fixture_dir / "llama.gguf"), "--batch", "0"])
+    assert bad.returncode == 2 and "--batch" in bad.stderr

@@ -187,6 +187,7 @@ void RegisterBench(CLI::App& app, RunFn* run) {
   auto flags = std::make_shared<BenchFlags>();
   CLI::App* bench = app.add_subcommand("bench", "benchmarks");
   bench->require_subcommand(1);
+  RegisterBenchModel(*bench, run);
   CLI::App* cmd = bench->add_subcommand(
       "serve", "load an OpenAI-compatible server and report TTFT/TPOT/ITL/E2EL (vllm bench serve)");
   BenchFlags& f = *flags;

@@ -13,6 +13,7 @@ namespace tandem::cli {
 using RunFn = std::function<int()>;
 
 void RegisterBench(CLI::App& app, RunFn* run);
+void RegisterBenchModel(CLI::App& bench, RunFn* run);  // `tandem bench model`
 void RegisterGenerate(CLI::App& app, RunFn* run);
 void RegisterLaunch(CLI::App& app, RunFn* run);
 void RegisterPerplexity(CLI::App& app, RunFn* run);

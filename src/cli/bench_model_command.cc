@@ -1,0 +1,315 @@
+// `tandem bench model`: the engine's own throughput on one model, beside the machine's
+// measured memory bandwidth and the decode roofline that bandwidth allows.
+//
+//   prompt_tokens_per_s          a 512-token prompt (no prefix cache), best of --repeat
+//   decode_tokens_per_s          one stream, --gen tokens after a 16-token prompt
+//   batched_decode_tokens_per_s  {"B": tokens/s} for B streams decoding together: tokens
+//                                generated while all B were past their first token,
+//                                over that window
+//   memory_bandwidth_gb_s        read bandwidth of a buffer far larger than the caches,
+//                                with --threads threads, best of 5 passes
+//   weight_bytes_per_token       bytes of weight matrices read per decoded token (every
+//                                layer's matrices and the LM head)
+//   roofline_decode_tokens_per_s memory_bandwidth / weight_bytes_per_token
+//
+// Everything runs through the engine (scheduler, paged KV cache, sampler): the figures
+// are what a server gets, minus HTTP.
+#include <immintrin.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/common_flags.h"
+#include "common/logging.h"
+#include "engine/engine.h"
+#include "kernels/cpu_features.h"
+
+namespace tandem::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// 64-byte aligned storage for the bandwidth buffer (aligned 256-bit loads).
+template <typename T>
+struct AlignedAllocator {
+  using value_type = T;
+  AlignedAllocator() = default;
+  template <typename U>
+  AlignedAllocator(const AlignedAllocator<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
+  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t{64}); }
+  friend bool operator==(const AlignedAllocator&, const AlignedAllocator&) { return true; }
+};
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+struct BenchModelFlags {
+  ModelFlags model;
+  int prompt_tokens = 512;
+  int gen_tokens = 128;
+  std::vector<int> batches{4, 16};
+  int repeat = 3;
+  bool json = false;
+};
+
+// Bytes of weight matrices one decoded token reads.
+int64_t WeightBytesPerToken(const Model& model) {
+  const ModelWeights& w = model.weights();
+  auto bytes = [](const WeightMatrix& m) { return m.valid() ? m.rows * m.row_bytes : 0; };
+  int64_t total = bytes(w.output);
+  for (const LayerWeights& l : w.layers) {
+    total += bytes(l.wq) + bytes(l.wk) + bytes(l.wv) + bytes(l.wo) + bytes(l.ffn_gate) + bytes(l.ffn_up) +
+             bytes(l.ffn_down);
+  }
+  return total;
+}
+
+// Sums [lo, hi) with 256-bit loads (4 independent accumulators).
+__attribute__((target("avx2"))) uint64_t SumAvx2(const uint64_t* p, size_t lo, size_t hi) {
+  __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
+  size_t i = lo;
+  for (; i + 16 <= hi; i += 16) {
+    a = _mm256_add_epi64(a, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
+    b = _mm256_add_epi64(b, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 4)));
+    c = _mm256_add_epi64(c, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 8)));
+    d = _mm256_add_epi64(d, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 12)));
+  }
+  alignas(32) uint64_t lanes[4];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d)));
+  uint64_t s = lanes[0] + lanes[1] + lanes[2] + lanes[3];
+  for (; i < hi; ++i) s += p[i];
+  return s;
+}
+
+uint64_t SumScalar(const uint64_t* p, size_t lo, size_t hi) {
+  uint64_t a = 0, b = 0, c = 0, d = 0;
+  size_t i = lo;
+  for (; i + 4 <= hi; i += 4) {
+    a += p[i];
+    b += p[i + 1];
+    c += p[i + 2];
+    d += p[i + 3];
+  }
+  for (; i < hi; ++i) a += p[i];
+  return a + b + c + d;
+}
+
+// Read bandwidth in GB/s: `threads` threads each summing their slice of a 512 MiB buffer
+// (slices start on 64-byte boundaries).
+double MeasureBandwidth(int threads) {
+  const bool avx2 = GetCpuFeatures().avx2;
+  const size_t n = (size_t{512} << 20) / sizeof(uint64_t);
+  std::vector<uint64_t, AlignedAllocator<uint64_t>> buf(n);
+  for (size_t i = 0; i < n; ++i) buf[i] = i;  // faulted in before timing
+  std::atomic<uint64_t> sink{0};
+  double best = 0;
+  for (int pass = 0; pass < 5; ++pass) {
+    std::vector<std::thread> workers;
+    const auto start = Clock::now();
+    for (int t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] {
+        const size_t lo = n * t / threads / 8 * 8, hi = t + 1 == threads ? n : n * (t + 1) / threads / 8 * 8;
+        sink.fetch_add(avx2 ? SumAvx2(buf.data(), lo, hi) : SumScalar(buf.data(), lo, hi), std::memory_order_relaxed);
+      });
+    }
+    for (auto& w : workers) w.join();
+    best = std::max(best, static_cast<double>(n * sizeof(uint64_t)) / Seconds(Clock::now() - start) / 1e9);
+  }
+  if (sink.load() == 42) std::fprintf(stderr, " ");  // keeps the sums alive
+  return best;
+}
+
+// Runs `n` requests together and records when each produced its first and last token.
+struct BatchResult {
+  double prefill_seconds = 0;  // first request added -> every request has its first token
+  double window_seconds = 0;   // every request past its first token -> all finished
+  int64_t window_tokens = 0;   // tokens generated in that window
+};
+
+StatusOr<BatchResult> RunBatch(Engine& engine, const std::vector<std::vector<int32_t>>& prompts, int max_tokens,
+                               int tag) {
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    int started = 0, finished = 0;
+    std::vector<int> tokens;
+    std::vector<int> tokens_at_window;
+    Clock::time_point window_start, end;
+    Status error;
+  };
+  auto st = std::make_shared<State>();
+  const int n = static_cast<int>(prompts.size());
+  st->tokens.assign(n, 0);
+  const auto begin = Clock::now();
+  for (int i = 0; i < n; ++i) {
+    EngineRequest r;
+    r.request_id = "bench-" + std::to_string(tag) + "-" + std::to_string(i);
+    r.prompt_tokens = prompts[i];
+    r.params.max_tokens = max_tokens;
+    r.params.ignore_eos = true;
+    r.params.sampling.temperature = 0;
+    r.on_output = [st, i, n](const RequestOutput& out) {
+      std::lock_guard<std::mutex> lock(st->mu);
+      const bool first = st->tokens[i] == 0 && out.completion_tokens > 0;
+      st->tokens[i] = out.completion_tokens;
+      if (first && ++st->started == n) {
+        st->window_start = Clock::now();
+        st->tokens_at_window = st->tokens;
+      }
+      if (out.finished) {
+        if (out.finish_reason == "error" || out.finish_reason == "abort") st->error = out.error;
+        if (++st->finished == n) st->end = Clock::now();
+        st->cv.notify_all();
+      }
+    };
+    TANDEM_RETURN_IF_ERROR(engine.AddRequest(std::move(r)));
+  }
+  std::unique_lock<std::mutex> lock(st->mu);
+  st->cv.wait(lock, [&] { return st->finished == n; });
+  if (!st->error.ok()) return st->error;
+  if (st->started < n) return InternalError("a benchmark request produced no token");
+  BatchResult result;
+  result.prefill_seconds = Seconds(st->window_start - begin);
+  result.window_seconds = Seconds(st->end - st->window_start);
+  for (int i = 0; i < n; ++i) result.window_tokens += st->tokens[i] - st->tokens_at_window[i];
+  return result;
+}
+
+// Token ids for a prompt of exactly `n` tokens, different for each `salt` (so the prefix
+// cache never shortens the work): ids drawn from the middle of the vocabulary.
+std::vector<int32_t> SyntheticPrompt(const Model& model, int n, int salt) {
+  const int32_t vocab = static_cast<int32_t>(model.config().n_vocab);
+  std::vector<int32_t> ids;
+  uint64_t x = 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(salt + 1);
+  const std::vector<int32_t> bos = model.tokenizer().Encode("", /*add_special=*/true, /*parse_special=*/false);
+  ids.insert(ids.end(), bos.begin(), bos.end());
+  while (static_cast<int>(ids.size()) < n) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    ids.push_back(static_cast<int32_t>(vocab / 4 + x % static_cast<uint64_t>(vocab / 2)));
+  }
+  return ids;
+}
+
+int RunBenchModel(const BenchModelFlags& f) {
+  auto model = LoadModelFromFlags(f.model);
+  if (!model.ok()) return ReportError(model.status());
+  StatusOr<std::vector<int>> cpus = std::vector<int>{};
+  if (!f.model.cpu_affinity.empty()) cpus = ParseCpuList(f.model.cpu_affinity);
+  if (!cpus.ok()) return ReportError(cpus.status());
+  const int max_batch = *std::max_element(f.batches.begin(), f.batches.end());
+  EngineOptions o;
+  o.threads = f.model.threads;
+  o.cpu_ids = *cpus;
+  o.enable_prefix_caching = false;
+  o.max_num_seqs = std::max(max_batch, 1);
+  o.max_num_batched_tokens = std::max(f.prompt_tokens, 2048);
+  o.max_model_len = std::max(f.prompt_tokens + 8, 16 + f.gen_tokens + 8);
+  o.kv_cache_bytes = int64_t{1} << 30;
+  SetMinLogLevel(LogLevel::kWarning);  // not a line per benchmark request
+  auto engine = Engine::Create(**model, o, nullptr);
+  if (!engine.ok()) return ReportError(engine.status());
+  const int threads = f.model.threads > 0 ? f.model.threads
+                                          : static_cast<int>(cpus->empty() ? std::thread::hardware_concurrency()
+                                                                           : cpus->size());
+  int tag = 0;
+  // Warm-up: touches the weights and the code paths once.
+  if (auto w = RunBatch(**engine, {SyntheticPrompt(**model, 32, 999)}, 4, tag++); !w.ok()) {
+    return ReportError(w.status());
+  }
+  double pp = 0, tg = 0;
+  for (int r = 0; r < f.repeat; ++r) {
+    auto p = RunBatch(**engine, {SyntheticPrompt(**model, f.prompt_tokens, 100 + r)}, 1, tag++);
+    if (!p.ok()) return ReportError(p.status());
+    pp = std::max(pp, f.prompt_tokens / p->prefill_seconds);
+    auto g = RunBatch(**engine, {SyntheticPrompt(**model, 16, 200 + r)}, f.gen_tokens + 1, tag++);
+    if (!g.ok()) return ReportError(g.status());
+    tg = std::max(tg, g->window_tokens / g->window_seconds);
+  }
+  std::map<int, double> batched;
+  for (int b : f.batches) {
+    double best = 0;
+    for (int r = 0; r < f.repeat; ++r) {
+      std::vector<std::vector<int32_t>> prompts;
+      for (int i = 0; i < b; ++i) prompts.push_back(SyntheticPrompt(**model, 16, 1000 * (r + 1) + b * 37 + i));
+      auto res = RunBatch(**engine, prompts, f.gen_tokens / 2 + 1, tag++);
+      if (!res.ok()) return ReportError(res.status());
+      best = std::max(best, res->window_tokens / res->window_seconds);
+    }
+    batched[b] = best;
+  }
+  (*engine)->Shutdown();
+  const double bandwidth = MeasureBandwidth(threads);
+  const int64_t bytes = WeightBytesPerToken(**model);
+  const double roofline = bandwidth * 1e9 / static_cast<double>(bytes);
+
+  std::ostringstream out;
+  out.setf(std::ios::fixed);
+  out.precision(2);
+  if (f.json) {
+    out << "{\"model\": \"" << (*model)->name() << "\", \"threads\": " << threads
+        << ", \"prompt_tokens\": " << f.prompt_tokens << ", \"prompt_tokens_per_s\": " << pp
+        << ", \"decode_tokens\": " << f.gen_tokens << ", \"decode_tokens_per_s\": " << tg
+        << ", \"batched_decode_tokens_per_s\": {";
+    bool first = true;
+    for (auto [b, v] : batched) {
+      out << (first ? "" : ", ") << "\"" << b << "\": " << v;
+      first = false;
+    }
+    out << "}, \"memory_bandwidth_gb_s\": " << bandwidth << ", \"weight_bytes_per_token\": " << bytes
+        << ", \"roofline_decode_tokens_per_s\": " << roofline
+        << ", \"decode_roofline_fraction\": " << (roofline > 0 ? tg / roofline : 0) << "}\n";
+  } else {
+    out << "model " << (*model)->name() << ", " << threads << " thread(s)\n"
+        << "prompt (" << f.prompt_tokens << " tokens): " << pp << " tok/s\n"
+        << "decode (1 stream): " << tg << " tok/s\n";
+    for (auto [b, v] : batched) {
+      out << "decode (" << b << " streams): " << v << " tok/s total (" << (tg > 0 ? v / tg : 0) << "x one stream)\n";
+    }
+    out << "memory bandwidth: " << bandwidth << " GB/s; weights read per token: " << bytes / 1e6
+        << " MB; roofline " << roofline << " tok/s (decode at " << 100 * (roofline > 0 ? tg / roofline : 0)
+        << "%)\n";
+  }
+  std::fputs(out.str().c_str(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+void RegisterBenchModel(CLI::App& bench, RunFn* run) {
+  auto flags = std::make_shared<BenchModelFlags>();
+  CLI::App* cmd = bench.add_subcommand(
+      "model", "engine throughput on a model (prompt, decode, batched decode) beside the bandwidth roofline");
+  AddModelFlags(*cmd, &flags->model);
+  cmd->add_option("--prompt-tokens", flags->prompt_tokens, "prompt length for prompt_tokens_per_s")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  cmd->add_option("--gen-tokens", flags->gen_tokens, "tokens decoded for decode_tokens_per_s")
+      ->check(CLI::Range(2, 1 << 16))
+      ->capture_default_str();
+  cmd->add_option("--batch", flags->batches, "batch sizes for batched_decode_tokens_per_s")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd->add_option("--repeat", flags->repeat, "runs of each measurement (the best is reported)")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
+  cmd->add_flag("--json", flags->json, "print one JSON object");
+  cmd->callback([flags, run] {
+    *run = [flags]() -> int { return RunBenchModel(*flags); };
+  });
+}
+
+}  // namespace tandem::cli
