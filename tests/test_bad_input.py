@@ -155,7 +155,7 @@ def test_oversized_body_and_headers(targets, target):
 
 def test_everything_still_serves_afterwards(targets):
     for target, url in targets.items():
-        assert requests.get(url + "/health", timeout=10).status_code == 200, target
+        assert requests.get(url + "/health", headers=AUTH, timeout=10).status_code == 200, target
         r = requests.post(url + C, headers=AUTH, data=completion(), timeout=60)
         assert r.status_code == 200, (target, r.text)
         assert r.json()["usage"]["completion_tokens"] == 2

@@ -43,10 +43,10 @@ class Proxy(HttpProcess):
         return [*cmd, *self._args]
 
     def health(self):
-        return requests.get(self.url + "/health", timeout=10).json()
+        return requests.get(self.url + "/health", headers=self.auth, timeout=10).json()
 
     def metrics(self):
-        return requests.get(self.url + "/metrics", timeout=10).text
+        return requests.get(self.url + "/metrics", headers=self.auth, timeout=10).text
 
 
 def addr(server):
@@ -310,7 +310,8 @@ def test_api_key_is_enforced_and_forwarded(tandem_bin, fixture_dir, tmp_path):
         r = proxy.client(api_key="k3y").completions.create(model=MODEL_NAME, prompt="x", max_tokens=2)
         assert r.usage.completion_tokens == 2
         assert [m.id for m in proxy.client(api_key="k3y").models.list().data] == [MODEL_NAME]
-        assert requests.get(proxy.url + "/health", timeout=10).status_code == 200
+        assert requests.get(proxy.url + "/health", timeout=10).status_code == 401
+        assert requests.get(proxy.url + "/health", headers=proxy.auth, timeout=10).status_code == 200
     finally:
         proxy.stop()
         decoder.stop()

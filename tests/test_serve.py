@@ -218,8 +218,9 @@ def test_api_key(tandem_bin, fixture_dir, tmp_path):
         assert requests.get(server.url + "/v1/models", timeout=10).status_code == 401
         assert server.client("sekret").completions.create(model=str(fixture_dir / "llama.gguf"), prompt="x",
                                                           max_tokens=1).usage.completion_tokens == 1
-        assert requests.get(server.url + "/health", timeout=10).status_code == 200
-        assert requests.get(server.url + "/metrics", timeout=10).status_code == 200
+        # /health and /metrics need the key too (--no-auth-health-metrics opens them).
+        assert requests.get(server.url + "/health", timeout=10).status_code == 401
+        assert requests.get(server.url + "/metrics", headers=server.auth, timeout=10).status_code == 200
     finally:
         assert server.stop() == 0
 

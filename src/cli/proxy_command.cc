@@ -11,9 +11,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <memory>
+#include <tuple>
 
 #include "cli/commands.h"
 #include "cli/common_flags.h"
+#include "common/byte_size.h"
 #include "common/logging.h"
 #include "proxy/proxy_server.h"
 
@@ -26,6 +28,8 @@ struct ProxyFlags {
   std::vector<int> prefiller_ports{8001};
   std::vector<std::string> decoder_hosts{"localhost"};
   std::vector<int> decoder_ports{8002};
+  std::string max_body_bytes = "64MiB";
+  std::string max_header_bytes = "64KiB";
   double health_check_interval_s = 1.0;
   int workers = 1;
   std::string log_level = "INFO";
@@ -38,6 +42,12 @@ int RunProxy(ProxyFlags flags) {
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread starts
 
+  // The same variable as `tandem serve`'s, so one exported key guards a whole cluster
+  // (and stays off the command line, where `ps` shows it).
+  if (const char* env = std::getenv("VLLM_API_KEY");
+      flags.options.api_key.empty() && env != nullptr) {
+    flags.options.api_key = env;
+  }
   if (const char* env = std::getenv("OPENAI_API_KEY"); env != nullptr) {
     flags.options.backend_api_key = env;
   }
@@ -105,13 +115,32 @@ void RegisterProxy(CLI::App& app, RunFn* run) {
           CLI::IsMember({"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}, CLI::ignore_case))
       ->capture_default_str();
   cmd->add_option("--api-key", o.api_key,
-                  "require 'Authorization: Bearer KEY' from clients; sent to the backends");
+                  "require 'Authorization: Bearer KEY' from clients on every route; sent to the "
+                  "backends (default: $VLLM_API_KEY)");
+  cmd->add_flag("--no-auth-health-metrics", o.no_auth_health_metrics,
+                "with --api-key: leave /health, /healthcheck and /metrics open");
+  cmd->add_option("--max-body-bytes", f.max_body_bytes,
+                  "request bodies over this get 413 (e.g. 64MiB)")
+      ->capture_default_str();
+  cmd->add_option("--max-header-bytes", f.max_header_bytes,
+                  "request line and headers over this get 431 (e.g. 64KiB)")
+      ->capture_default_str();
+  cmd->add_option("--max-connections", o.max_connections, "open client connections; more get 503")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
   cmd->callback([flags, run] {
     ProxyFlags& f = *flags;
     auto prefillers = proxy::PairAddresses("prefiller", f.prefiller_hosts, f.prefiller_ports);
     if (!prefillers.ok()) throw CLI::ValidationError("proxy", prefillers.status().message());
     auto decoders = proxy::PairAddresses("decoder", f.decoder_hosts, f.decoder_ports);
     if (!decoders.ok()) throw CLI::ValidationError("proxy", decoders.status().message());
+    for (auto [flag, text, bytes] :
+         {std::tuple{"--max-body-bytes", &f.max_body_bytes, &f.options.max_body_bytes},
+          std::tuple{"--max-header-bytes", &f.max_header_bytes, &f.options.max_header_bytes}}) {
+      StatusOr<int64_t> size = ParseByteSize(*text);
+      if (!size.ok()) throw CLI::ValidationError(flag, size.status().message());
+      *bytes = static_cast<size_t>(*size);
+    }
     f.options.prefillers = std::move(*prefillers);
     f.options.decoders = std::move(*decoders);
     f.options.health_check_interval = std::chrono::milliseconds(

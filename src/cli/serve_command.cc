@@ -143,6 +143,7 @@ int RunServe(ServeConfig config, const std::vector<CLI::Option*>& ignored) {
     }
     config.kv_lease_cap_s = v;
   }
+  if (auto http = server::MakeHttpOptions(config); !http.ok()) return ReportError(http.status());
   auto engine_options = server::MakeEngineOptions(config, cpu_ids);
   if (!engine_options.ok()) return ReportError(engine_options.status());
   KvTransferOptions& kv = engine_options->kv_transfer;
@@ -179,9 +180,9 @@ int RunServe(ServeConfig config, const std::vector<CLI::Option*>& ignored) {
                      << (config.enable_expert_parallel ? "on" : "off") << " run as one CPU shard";
   }
   if (!config.kv_transfer_config.empty())
-    TANDEM_LOG(INFO) << "kv-transfer-config: " << config.kv_transfer_config;
+    TANDEM_LOG(INFO) << "kv-transfer-config: " << server::RedactSecrets(config.kv_transfer_config);
   if (!config.speculative_config.empty())
-    TANDEM_LOG(INFO) << "speculative-config: " << config.speculative_config;
+    TANDEM_LOG(INFO) << "speculative-config: " << server::RedactSecrets(config.speculative_config);
   // Unknown parser names fail here, at start-up, rather than on every request.
   if (auto check = parsers::ChatOutputParser::Create(
           {config.tool_call_parser, config.reasoning_parser, true, ""});
@@ -205,13 +206,14 @@ int RunServe(ServeConfig config, const std::vector<CLI::Option*>& ignored) {
                    << (*engine)->options().max_model_len;
 
   server::ServerOptions options;
-  options.http.host = config.host;
-  options.http.port = static_cast<uint16_t>(config.port);
-  options.http.io_threads = 2;
+  auto http = server::MakeHttpOptions(config);
+  if (!http.ok()) return ReportError(http.status());
+  options.http = *http;
   options.served_model_names = config.served_model_names;
   options.model_path = config.model;
   options.max_model_len = (*engine)->options().max_model_len;
   options.api_key = config.api_key;
+  options.no_auth_health_metrics = config.no_auth_health_metrics;
   options.enable_prompt_tokens_details = config.enable_prompt_tokens_details;
   options.seed = config.seed;
   options.enable_auto_tool_choice = config.enable_auto_tool_choice;
@@ -245,7 +247,8 @@ void RegisterServe(CLI::App& app, RunFn* run) {
   ServeConfig& c = *config;
   cmd->add_option("model,--model", c.model,
                   "GGUF model (default: $TANDEM_MODEL, then the default model)");
-  cmd->add_option("--host", c.host, "bind address")->capture_default_str();
+  cmd->add_option("--host", c.host, "bind address (0.0.0.0: every interface)")
+      ->capture_default_str();
   cmd->add_option("--port", c.port, "port")->check(CLI::Range(0, 65535))->capture_default_str();
   cmd->add_option("--served-model-name", c.served_model_names,
                   "model name(s) in the API (default: the model path)");
@@ -265,7 +268,18 @@ void RegisterServe(CLI::App& app, RunFn* run) {
   auto seed = std::make_shared<uint64_t>(0);
   CLI::Option* seed_opt = cmd->add_option("--seed", *seed, "seed for requests that bring none");
   cmd->add_option("--api-key", c.api_key,
-                  "require 'Authorization: Bearer KEY' (default: $VLLM_API_KEY)");
+                  "require 'Authorization: Bearer KEY' on every route (default: $VLLM_API_KEY)");
+  cmd->add_flag("--no-auth-health-metrics", c.no_auth_health_metrics,
+                "with --api-key: leave /health, /metrics and /version open");
+  cmd->add_option("--max-body-bytes", c.max_body_bytes,
+                  "request bodies over this get 413 (e.g. 32MiB)")
+      ->capture_default_str();
+  cmd->add_option("--max-header-bytes", c.max_header_bytes,
+                  "request line and headers over this get 431 (e.g. 64KiB)")
+      ->capture_default_str();
+  cmd->add_option("--max-connections", c.max_connections, "open HTTP connections; more get 503")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
   cmd->add_flag("--enable-prompt-tokens-details", c.enable_prompt_tokens_details,
                 "report usage.prompt_tokens_details.cached_tokens");
   cmd->add_option("--gpu-memory-utilization", c.gpu_memory_utilization,

@@ -31,7 +31,7 @@ struct KvTransferOptions {
   bool producer = false;           // park do_remote_decode requests' blocks; serve them to D
   bool consumer = false;           // pull do_remote_prefill requests' blocks from P
   std::string engine_id;           // remote_engine_id in the answers
-  std::string bind_host = "0.0.0.0";
+  std::string bind_host = "127.0.0.1";       // `tandem serve` passes --host
   std::string advertise_host = "127.0.0.1";  // remote_host in the answers
   int port = 0;                    // the producer's transfer port (0 = any free port)
   bool recompute_on_failure = true;  // kv_load_failure_policy: recompute | fail

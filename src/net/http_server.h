@@ -40,7 +40,7 @@
 namespace tandem::net {
 
 struct HttpServerOptions {
-  std::string host = "0.0.0.0";  // bind address (IPv4 or IPv6 literal, or a hostname)
+  std::string host = "127.0.0.1";  // bind address (IPv4 or IPv6 literal, or a hostname)
   uint16_t port = 0;              // 0 = an ephemeral port; see HttpServer::port()
   int io_threads = 1;             // threads running the io_context (>= 1)
   size_t max_body_bytes = 32u << 20;    // larger request bodies get 413

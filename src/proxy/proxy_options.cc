@@ -39,6 +39,10 @@ Status ValidateProxyOptions(const ProxyOptions& o) {
   if (o.health_check_interval.count() <= 0)
     return InvalidArgumentError("the health-check interval must be positive");
   if (o.io_threads < 1) return InvalidArgumentError("at least one I/O thread is needed");
+  if (o.max_body_bytes < 1) return InvalidArgumentError("--max-body-bytes must be positive");
+  if (o.max_header_bytes < 1024)
+    return InvalidArgumentError("--max-header-bytes must be at least 1KiB");
+  if (o.max_connections < 1) return InvalidArgumentError("--max-connections must be positive");
   return Status::Ok();
 }
 

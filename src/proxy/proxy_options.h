@@ -15,7 +15,7 @@
 namespace tandem::proxy {
 
 struct ProxyOptions {
-  std::string host = "localhost";  // bind address
+  std::string host = "127.0.0.1";  // bind address (loopback unless told otherwise)
   uint16_t port = 8000;
   std::vector<BackendAddress> prefillers;
   std::vector<BackendAddress> decoders;
@@ -32,13 +32,17 @@ struct ProxyOptions {
   std::chrono::milliseconds probe_timeout{2000};
   // Longest silence of a backend while the proxy waits for or reads its answer.
   std::chrono::milliseconds backend_idle_timeout{600'000};
-  // Clients must send "Authorization: Bearer <api_key>" when set; backends get it too.
+  // Clients must send "Authorization: Bearer <api_key>" when set (on every route unless
+  // no_auth_health_metrics opens /health, /healthcheck and /metrics); backends get it too.
   std::string api_key;
+  bool no_auth_health_metrics = false;
   // Sent to backends as Bearer when api_key is empty (the Python proxy's
   // $OPENAI_API_KEY); when both are empty the client's Authorization is forwarded.
   std::string backend_api_key;
   int io_threads = 2;  // server and client I/O threads each
-  size_t max_body_bytes = 64u << 20;
+  size_t max_body_bytes = 64u << 20;    // larger request bodies get 413
+  size_t max_header_bytes = 64u << 10;  // request line + headers; larger get 431
+  size_t max_connections = 10000;       // open client connections; more get 503
 };
 
 // Pairs `hosts[i]` with `ports[i]`. InvalidArgument naming `what` ("prefiller",

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "common/logging.h"
+#include "net/api_key.h"
 #include "net/http_server.h"
 #include "net/openai_error.h"
 #include "proxy/backend_io.h"
@@ -19,23 +20,6 @@ namespace tandem::proxy {
 namespace {
 
 using WriterPtr = std::shared_ptr<net::HttpResponseWriter>;
-
-// Compares without an early exit, so the key cannot be found byte by byte from timings.
-bool SameSecret(std::string_view given, std::string_view key) {
-  if (given.size() != key.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < key.size(); ++i) diff |= static_cast<unsigned char>(given[i] ^ key[i]);
-  return diff == 0;
-}
-
-bool Authorized(const net::HttpRequest& request, const std::string& key) {
-  if (key.empty()) return true;
-  std::string_view auth = request.headers.Get("Authorization").value_or("");
-  constexpr std::string_view kBearer = "Bearer ";
-  return auth.size() > kBearer.size() &&
-         net::EqualsIgnoreCase(auth.substr(0, kBearer.size()), kBearer) &&
-         SameSecret(auth.substr(kBearer.size()), key);
-}
 
 // A random UUID (version 4), as the Python proxy's request ids.
 std::string NewRequestId() {
@@ -88,6 +72,8 @@ ProxyServer::ProxyServer(ProxyOptions options) : options_(std::move(options)) {
   http.port = options_.port;
   http.io_threads = options_.io_threads;
   http.max_body_bytes = options_.max_body_bytes;
+  http.max_header_bytes = options_.max_header_bytes;
+  http.max_connections = options_.max_connections;
   http_ = std::make_unique<net::HttpServer>(http);
   AddRoutes();
 }
@@ -116,7 +102,7 @@ void ProxyServer::AddRoutes() {
   // Wraps a handler with the API-key check.
   auto guarded = [this](auto handler) {
     return [this, handler](net::HttpRequest request, WriterPtr writer) {
-      if (!Authorized(request, options_.api_key)) {
+      if (!net::HasApiKey(request, options_.api_key)) {
         net::SendError(*writer, 401, "Unauthorized");
         return;
       }
@@ -210,12 +196,17 @@ void ProxyServer::AddRoutes() {
               {"request_num", metrics_->in_flight()}};
     net::SendJson(*writer, 200, DumpJson(body));
   };
-  http_->Route("GET", "/health", health);
-  http_->Route("GET", "/healthcheck", health);
+  // --no-auth-health-metrics opens these to scrapers and load balancers without the key.
+  auto health_or_metrics = [this, guarded](auto handler) -> net::HttpHandler {
+    if (options_.no_auth_health_metrics) return handler;
+    return guarded(handler);
+  };
+  http_->Route("GET", "/health", health_or_metrics(health));
+  http_->Route("GET", "/healthcheck", health_or_metrics(health));
 
   // Its own series, then every up backend's engine series (scraped now, 2 s budget; a
   // backend that does not answer in time is left out), relabelled per engine.
-  http_->Route("GET", "/metrics", [this](net::HttpRequest, WriterPtr writer) {
+  auto metrics = [this](net::HttpRequest client_request, WriterPtr writer) {
     struct Gather {
       std::mutex mu;
       size_t pending = 0;
@@ -235,6 +226,10 @@ void ProxyServer::AddRoutes() {
       if (b.state == Backend::State::kUp) backends.push_back(b);
     }
     if (backends.empty()) return g->Done();
+    // Keyed backends need the key for /metrics too: ours, else the client's.
+    const std::string authorization = !backend_authorization_.empty()
+                                          ? backend_authorization_
+                                          : client_request.headers.GetOr("Authorization", "");
     g->scraped.resize(backends.size());
     g->pending = backends.size();
     for (size_t i = 0; i < backends.size(); ++i) {
@@ -244,14 +239,17 @@ void ProxyServer::AddRoutes() {
       request.port = backends[i].address.port;
       request.target = "/metrics";
       request.timeout = std::chrono::milliseconds(2000);
+      if (!authorization.empty()) request.headers.Set("Authorization", authorization);
       auto finish = [g, i](StatusOr<net::HttpResponse> response) {
         std::lock_guard<std::mutex> lock(g->mu);
         if (response.ok() && response->status == 200) g->scraped[i].text = std::move(response->body);
         if (--g->pending == 0) g->Done();
       };
-      if (!io_->Fetch(std::move(request), finish)) finish(CancelledError("the proxy is shutting down"));
+      if (!io_->Fetch(std::move(request), finish))
+        finish(CancelledError("the proxy is shutting down"));
     }
-  });
+  };
+  http_->Route("GET", "/metrics", health_or_metrics(metrics));
 
   for (bool add : {true, false}) {
     http_->Route(

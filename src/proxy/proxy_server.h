@@ -10,8 +10,10 @@
 //   GET  /metrics                               Prometheus text, tandem_proxy_*
 //   POST /instances/add, /instances/remove      {"type":"prefill"|"decode",
 //                                               "instances":["host:port",...]|"host:port"}
-// With ProxyOptions::api_key set, /v1/* and /instances/* require
-// "Authorization: Bearer <key>" (401 otherwise); /health and /metrics stay open.
+// With ProxyOptions::api_key set every route requires "Authorization: Bearer <key>"
+// (401 otherwise), except /health, /healthcheck and /metrics when
+// no_auth_health_metrics is set. The key goes to the backends with every request,
+// health probe and /metrics scrape.
 //
 // Everything is asynchronous (net::HttpServer and net::HttpClient on Asio coroutines):
 // no thread per connection or per request.

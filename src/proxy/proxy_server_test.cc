@@ -72,8 +72,14 @@ class FakeEngine {
         Completion(std::move(r), std::move(w));
       });
     }
-    server_->Route("GET", "/health", [this](net::HttpRequest, WriterPtr w) {
+    server_->Route("GET", "/health", [this](net::HttpRequest r, WriterPtr w) {
+      Record(&health_authorizations_, r);
       w->SendResponse(healthy_ ? 200 : 503, {{"Content-Type", "text/plain"}}, "");
+    });
+    server_->Route("GET", "/metrics", [this](net::HttpRequest r, WriterPtr w) {
+      Record(&metrics_authorizations_, r);
+      w->SendResponse(200, {{"Content-Type", "text/plain"}},
+                      "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0\n");
     });
     server_->Route("GET", "/v1/models", [](net::HttpRequest, WriterPtr w) {
       net::SendJson(*w, 200, R"({"object":"list","data":[{"id":"fake"}]})");
@@ -107,6 +113,15 @@ class FakeEngine {
     std::lock_guard<std::mutex> lock(mu_);
     return authorizations_;
   }
+  // The Authorization headers of the /health and /metrics requests that reached it.
+  std::vector<std::string> health_authorizations() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return health_authorizations_;
+  }
+  std::vector<std::string> metrics_authorizations() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return metrics_authorizations_;
+  }
   std::vector<std::string> aborts() {
     std::lock_guard<std::mutex> lock(mu_);
     return aborts_;
@@ -118,6 +133,11 @@ class FakeEngine {
   int closed_streams() const { return closed_streams_; }
 
  private:
+  void Record(std::vector<std::string>* list, const net::HttpRequest& r) {
+    std::lock_guard<std::mutex> lock(mu_);
+    list->push_back(std::string(r.headers.Get("Authorization").value_or("")));
+  }
+
   void Completion(net::HttpRequest r, WriterPtr w) {
     json body = json::parse(r.body);
     int n = 0;
@@ -223,12 +243,14 @@ class FakeEngine {
   std::vector<std::string> authorizations_;
   std::vector<std::string> aborts_;
   std::vector<WriterPtr> parked_;
+  std::vector<std::string> health_authorizations_;   // guarded by mu_
+  std::vector<std::string> metrics_authorizations_;  // guarded by mu_
 };
 
 class ProxyServerTest : public ::testing::Test {
  protected:
   void StartProxy(std::vector<BackendAddress> prefillers, std::vector<BackendAddress> decoders,
-                  std::string api_key = "") {
+                  std::string api_key = "", bool no_auth_health_metrics = false) {
     ProxyOptions o;
     o.host = "127.0.0.1";
     o.port = 0;
@@ -239,6 +261,7 @@ class ProxyServerTest : public ::testing::Test {
     o.waiting_retry_interval_s = 0.05;
     o.max_waiting_retries = 2;
     o.api_key = std::move(api_key);
+    o.no_auth_health_metrics = no_auth_health_metrics;
     auto proxy = ProxyServer::Create(o);
     ASSERT_TRUE(proxy.ok()) << proxy.status().ToString();
     proxy_ = std::move(*proxy);
@@ -259,8 +282,8 @@ class ProxyServerTest : public ::testing::Test {
     return r.ok() ? *r : net::HttpResponse{};
   }
 
-  net::HttpResponse Get(const std::string& path) {
-    auto r = client_.Fetch("GET", Url(path), {}, "", 10s);
+  net::HttpResponse Get(const std::string& path, net::HttpHeaders headers = {}) {
+    auto r = client_.Fetch("GET", Url(path), headers, "", 10s);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? *r : net::HttpResponse{};
   }
@@ -503,8 +526,45 @@ TEST_F(ProxyServerTest, ApiKeyIsRequiredAndForwarded) {
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(p1_.authorizations()[0], "Bearer sekret");
   EXPECT_EQ(d1_.authorizations()[0], "Bearer sekret");
-  EXPECT_EQ(Get("/health").status, 200);  // open, as vLLM's
   EXPECT_EQ(Get("/v1/models").status, 401);
+  // Health and metrics need the key as well (no --no-auth-health-metrics here).
+  for (const char* path : {"/health", "/healthcheck", "/metrics"}) {
+    r = Get(path);
+    EXPECT_EQ(r.status, 401) << path;
+    EXPECT_EQ(json::parse(r.body)["error"]["code"], 401) << path;
+    EXPECT_EQ(Get(path, {{"Authorization", "Bearer sekret"}}).status, 200) << path;
+  }
+  // The /metrics merge scraped the backends with the key.
+  std::string merged = Get("/metrics", {{"Authorization", "Bearer sekret"}}).body;
+  EXPECT_NE(merged.find("vllm:num_requests_running{engine=\"decode@" + d1_.address().Key()),
+            std::string::npos)
+      << merged;
+  for (FakeEngine* e : {&p1_, &d1_}) {
+    ASSERT_FALSE(e->metrics_authorizations().empty());
+    for (const std::string& a : e->metrics_authorizations()) EXPECT_EQ(a, "Bearer sekret");
+  }
+}
+
+TEST_F(ProxyServerTest, NoAuthHealthMetricsOpensOnlyThose) {
+  StartProxy({p1_.address()}, {d1_.address()}, "sekret", /*no_auth_health_metrics=*/true);
+  for (const char* path : {"/health", "/healthcheck", "/metrics"})
+    EXPECT_EQ(Get(path).status, 200) << path;
+  EXPECT_EQ(Get("/v1/models").status, 401);
+  EXPECT_EQ(Post("/v1/completions", R"({"prompt":"x"})").status, 401);
+  EXPECT_EQ(Post("/instances/add", R"({"type":"prefill","instances":["127.0.0.1:1"]})").status,
+            401);
+  // An unauthenticated scrape still reaches keyed backends with the proxy's key.
+  EXPECT_NE(Get("/metrics").body.find("engine=\"prefill@"), std::string::npos);
+  for (const std::string& a : p1_.metrics_authorizations()) EXPECT_EQ(a, "Bearer sekret");
+}
+
+TEST_F(ProxyServerTest, HealthProbesOfADownBackendCarryTheKey) {
+  StartProxy({p1_.address()}, {d1_.address(), d2_.address()}, "sekret");
+  d1_.set_mode(FakeEngine::Mode::kFail500);
+  net::HttpHeaders auth{{"Authorization", "Bearer sekret"}};
+  for (int i = 0; i < 4; ++i) Post("/v1/completions", R"({"prompt":"x"})", auth);
+  ASSERT_TRUE(Eventually([&] { return !d1_.health_authorizations().empty(); }));
+  for (const std::string& a : d1_.health_authorizations()) EXPECT_EQ(a, "Bearer sekret");
 }
 
 TEST_F(ProxyServerTest, BadRequestsGetOpenAiErrors) {

@@ -150,6 +150,12 @@ Status ReadSampling(JsonFields& fields, SamplingRequest* request) {
       p.logit_bias.emplace_back(static_cast<int32_t>(id), it->get<float>());
     }
   }
+  // vLLM's per-tenant prefix-cache isolation. Not built here: a client that sends it
+  // expects isolation, so refusing is safer than ignoring it (docs/SECURITY.md).
+  if (const Json* salt = fields.Raw("cache_salt"); salt != nullptr && !salt->is_null()) {
+    return UnimplementedError(
+        "cache_salt is not supported: the prefix cache is shared by every request of this server");
+  }
   // Known OpenAI/vLLM fields that need no action here (not "ignored" in the log sense).
   for (const char* known :
        {"response_format", "include_stop_str_in_output", "request_id", "priority",

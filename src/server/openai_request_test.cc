@@ -97,6 +97,17 @@ TEST(ParseCompletion, RejectsMalformedAndWrongTypes) {
   EXPECT_TRUE(CompletionStatus(R"({"prompt":"x","max_tokens":16.0})").ok());
 }
 
+// A client that sends cache_salt expects its prefix cache isolated; that is not built,
+// so the request is refused rather than served from the shared cache.
+TEST(ParseCompletion, RefusesCacheSalt) {
+  ExpectBadRequest(R"({"prompt":"x","cache_salt":"tenant-a"})", "cache_salt");
+  EXPECT_TRUE(CompletionStatus(R"({"prompt":"x","cache_salt":null})").ok());
+  EXPECT_EQ(HttpStatusFor(ParseChatRequest(
+                              R"({"messages":[{"role":"user","content":"hi"}],"cache_salt":"t"})")
+                              .status()),
+            400);
+}
+
 TEST(ParseCompletion, RejectsOutOfRangeValuesWithVllmMessages) {
   ExpectBadRequest(R"({"prompt":"x","temperature":-1})",
                    "temperature must be non-negative, got -1.0.");
@@ -213,14 +224,7 @@ TEST(HttpStatusFor, MapsCodes) {
   EXPECT_EQ(HttpStatusFor(InternalError("x")), 500);
 }
 
-TEST(ServeConfig, ByteSizesAndJsonFlags) {
-  EXPECT_EQ(*ParseByteSize("4GiB"), int64_t{4} << 30);
-  EXPECT_EQ(*ParseByteSize("512MiB"), int64_t{512} << 20);
-  EXPECT_EQ(*ParseByteSize("1.5 KiB"), 1536);
-  EXPECT_EQ(*ParseByteSize("2G"), 2000000000);
-  EXPECT_EQ(*ParseByteSize("1000"), 1000);
-  for (const char* bad : {"", "GiB", "4XB", "-1", "4GiBs", "0"})
-    EXPECT_FALSE(ParseByteSize(bad).ok()) << bad;
+TEST(ServeConfig, JsonFlags) {
   EXPECT_TRUE(ValidateJsonObjectFlag("--kv-transfer-config", R"({"kv_connector":"X"})").ok());
   EXPECT_TRUE(ValidateJsonObjectFlag("--kv-transfer-config", "").ok());
   Status s = ValidateJsonObjectFlag("--speculative-config", "{bad");

@@ -2,6 +2,7 @@
 
 #include "common/logging.h"
 #include "model/model.h"
+#include "net/api_key.h"
 #include "net/http_server.h"
 #include "server/handlers.h"
 #include "server/json_fields.h"
@@ -11,17 +12,6 @@
 #endif
 
 namespace tandem::server {
-namespace {
-
-// Compares without an early exit, so the key cannot be found byte by byte from timings.
-bool SameSecret(std::string_view given, std::string_view key) {
-  if (given.size() != key.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < key.size(); ++i) diff |= static_cast<unsigned char>(given[i] ^ key[i]);
-  return diff == 0;
-}
-
-}  // namespace
 
 StatusOr<std::unique_ptr<OpenAiServer>> OpenAiServer::Create(ServerOptions options,
                                                              const Model& model, Engine& engine,
@@ -43,43 +33,31 @@ OpenAiServer::~OpenAiServer() { Stop(); }
 void OpenAiServer::AddRoutes() {
   ServingContext* ctx = context_.get();
   using Handler = void (*)(ServingContext&, const net::HttpRequest&, const WriterPtr&);
-  // Wraps a handler with the API-key check; `open` routes skip it (as vLLM's /health).
-  auto route = [this, ctx](const char* method, const char* path, Handler handler, bool open) {
+  // Wraps a handler with the API-key check; with --no-auth-health-metrics the health
+  // and metrics routes skip it (vLLM leaves them open always; docs/SECURITY.md).
+  auto route = [this, ctx](const char* method, const char* path, Handler handler) {
+    const bool open = ctx->options().no_auth_health_metrics && net::HealthOrMetricsPath(path);
     http_->Route(method, path, [ctx, handler, open](net::HttpRequest request, WriterPtr writer) {
-      const std::string& key = ctx->options().api_key;
-      if (!open && !key.empty()) {
-        std::string_view auth = request.headers.Get("Authorization").value_or("");
-        constexpr std::string_view kBearer = "Bearer ";
-        bool ok = auth.size() > kBearer.size() &&
-                  net::EqualsIgnoreCase(auth.substr(0, kBearer.size()), kBearer) &&
-                  SameSecret(auth.substr(kBearer.size()), key);
-        if (!ok) {
-          net::SendError(*writer, 401, "Unauthorized");
-          return;
-        }
+      if (!open && !net::HasApiKey(request, ctx->options().api_key)) {
+        net::SendError(*writer, 401, "Unauthorized");
+        return;
       }
       handler(*ctx, request, writer);
     });
   };
-  route("POST", "/v1/completions", HandleCompletion, false);
-  route("POST", "/v1/chat/completions", HandleChatCompletion, false);
-  route("GET", "/v1/models", HandleModels, false);
-  route("POST", "/tokenize", HandleTokenize, false);
-  route("POST", "/detokenize", HandleDetokenize, false);
-  route("POST", "/kv_transfer/abort", HandleKvTransferAbort, false);
-  route("GET", "/metrics", HandleMetrics, true);
-  route(
-      "GET", "/health",
-      [](ServingContext&, const net::HttpRequest&, const WriterPtr& writer) {
-        writer->SendResponse(200, {{"Content-Type", "text/plain"}}, "");
-      },
-      true);
-  route(
-      "GET", "/version",
-      [](ServingContext&, const net::HttpRequest&, const WriterPtr& writer) {
-        net::SendJson(*writer, 200, DumpJson(Json{{"version", TANDEM_VERSION}}));
-      },
-      true);
+  route("POST", "/v1/completions", HandleCompletion);
+  route("POST", "/v1/chat/completions", HandleChatCompletion);
+  route("GET", "/v1/models", HandleModels);
+  route("POST", "/tokenize", HandleTokenize);
+  route("POST", "/detokenize", HandleDetokenize);
+  route("POST", "/kv_transfer/abort", HandleKvTransferAbort);
+  route("GET", "/metrics", HandleMetrics);
+  route("GET", "/health", [](ServingContext&, const net::HttpRequest&, const WriterPtr& writer) {
+    writer->SendResponse(200, {{"Content-Type", "text/plain"}}, "");
+  });
+  route("GET", "/version", [](ServingContext&, const net::HttpRequest&, const WriterPtr& writer) {
+    net::SendJson(*writer, 200, DumpJson(Json{{"version", TANDEM_VERSION}}));
+  });
 }
 
 Status OpenAiServer::Start() {

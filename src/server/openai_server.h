@@ -2,8 +2,9 @@
 //
 // Routes (vLLM's): POST /v1/completions, POST /v1/chat/completions (both with SSE
 // streaming), GET /v1/models, GET /health, GET /metrics, POST /tokenize,
-// POST /detokenize, GET /version. With an API key, every route but /health, /metrics
-// and /version needs "Authorization: Bearer <key>" (401 otherwise). Errors are OpenAI
+// POST /detokenize, GET /version. With an API key every route needs
+// "Authorization: Bearer <key>" (401 otherwise), except /health, /metrics and /version
+// when no_auth_health_metrics is set (net/api_key.h). Errors are OpenAI
 // error JSON with vLLM's status codes; unknown routes are 404, oversized bodies 413
 // (HttpServer), a full engine queue 503.
 //

@@ -118,6 +118,7 @@ class OpenAiServerTest : public ::testing::Test {
     options.model_path = "/models/x.gguf";
     options.max_model_len = 200;
     options.api_key = api_key_;
+    options.no_auth_health_metrics = no_auth_health_metrics_;
     options.enable_prompt_tokens_details = true;
     auto server = OpenAiServer::Create(options, *model_, engine_, &metrics_);
     ASSERT_TRUE(server.ok()) << server.status().message();
@@ -137,6 +138,7 @@ class OpenAiServerTest : public ::testing::Test {
   }
 
   std::string api_key_;
+  bool no_auth_health_metrics_ = false;
   std::unique_ptr<Model> model_;
   FakeEngine engine_;
   MetricsRegistry metrics_;
@@ -247,8 +249,30 @@ TEST_F(OpenAiServerAuthTest, ApiKey) {
   EXPECT_EQ(Call("GET", "/v1/models").status, 401);
   EXPECT_EQ(Call("GET", "/v1/models", "", {{"Authorization", "Bearer wrong!"}}).status, 401);
   EXPECT_EQ(Call("GET", "/v1/models", "", {{"Authorization", "Bearer sekret"}}).status, 200);
-  EXPECT_EQ(Call("GET", "/health").status, 200);
-  EXPECT_EQ(Call("GET", "/metrics").status, 200);
+  // Health, metrics and version need the key too unless the operator opens them.
+  for (const char* path : {"/health", "/metrics", "/version"}) {
+    net::HttpResponse r = Call("GET", path);
+    EXPECT_EQ(r.status, 401) << path;
+    EXPECT_EQ(json::parse(r.body)["error"]["code"], 401) << path;
+    EXPECT_EQ(Call("GET", path, "", {{"Authorization", "Bearer sekret"}}).status, 200) << path;
+  }
+}
+
+class OpenAiServerOpenHealthTest : public OpenAiServerTest {
+ protected:
+  void SetUp() override {
+    api_key_ = "sekret";
+    no_auth_health_metrics_ = true;
+    OpenAiServerTest::SetUp();
+  }
+};
+
+TEST_F(OpenAiServerOpenHealthTest, HealthAndMetricsAreOpenTheRestIsNot) {
+  for (const char* path : {"/health", "/metrics", "/version"})
+    EXPECT_EQ(Call("GET", path).status, 200) << path;
+  EXPECT_EQ(Call("GET", "/v1/models").status, 401);
+  EXPECT_EQ(Call("POST", "/tokenize", R"({"prompt":"x"})").status, 401);
+  EXPECT_EQ(Call("POST", "/kv_transfer/abort", R"({"remote_request_id":"x"})").status, 401);
 }
 
 }  // namespace

@@ -5,58 +5,11 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "common/byte_size.h"
 #include "server/json_fields.h"
 #include "transfer/kv_transfer_config.h"
 
 namespace tandem::server {
-
-StatusOr<int64_t> ParseByteSize(std::string_view text) {
-  const std::string original(text);
-  auto bad = [&] {
-    return InvalidArgumentError("bad size '" + original +
-                                "' (expected e.g. 4GiB, 512MiB or a byte count)");
-  };
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())))
-    text.remove_suffix(1);
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())))
-    text.remove_prefix(1);
-  size_t digits = 0;
-  while (digits < text.size() &&
-         (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.')) {
-    ++digits;
-  }
-  if (digits == 0) return bad();
-  const std::string number(text.substr(0, digits));
-  char* end = nullptr;
-  double value = std::strtod(number.c_str(), &end);
-  if (end != number.c_str() + number.size() || !std::isfinite(value)) return bad();
-  std::string unit;
-  for (char c : text.substr(digits)) {
-    if (!std::isspace(static_cast<unsigned char>(c)))
-      unit += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
-  double scale = 1;
-  if (unit.empty() || unit == "b") {
-    scale = 1;
-  } else {
-    const std::string prefixes = "kmgt";
-    size_t power = prefixes.find(unit[0]);
-    if (power == std::string::npos) return bad();
-    std::string rest = unit.substr(1);
-    double base;
-    if (rest == "ib") {
-      base = 1024;
-    } else if (rest.empty() || rest == "b") {
-      base = 1000;
-    } else {
-      return bad();
-    }
-    scale = std::pow(base, static_cast<double>(power + 1));
-  }
-  double bytes = value * scale;
-  if (bytes < 1 || bytes > 9.0e18) return bad();
-  return static_cast<int64_t>(bytes);
-}
 
 Status ValidateJsonObjectFlag(std::string_view flag, const std::string& value) {
   if (value.empty()) return Status();
@@ -68,6 +21,36 @@ Status ValidateJsonObjectFlag(std::string_view flag, const std::string& value) {
   return Status();
 }
 
+namespace {
+
+void RedactInPlace(Json& value) {
+  if (value.is_object()) {
+    for (auto it = value.begin(); it != value.end(); ++it) {
+      std::string key = it.key();
+      std::transform(key.begin(), key.end(), key.begin(),
+                     [](unsigned char c) { return std::tolower(c); });
+      const bool secret = key == "auth_token" || key == "api_key" || key == "password" ||
+                          key == "secret" || key == "token";
+      if (secret && !it.value().is_null()) {
+        it.value() = "***";
+      } else {
+        RedactInPlace(it.value());
+      }
+    }
+  } else if (value.is_array()) {
+    for (Json& item : value) RedactInPlace(item);
+  }
+}
+
+}  // namespace
+
+std::string RedactSecrets(const std::string& json_text) {
+  Json parsed = Json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) return "<not JSON>";
+  RedactInPlace(parsed);
+  return parsed.dump();
+}
+
 std::vector<std::string> JsonObjectKeys(const std::string& value) {
   std::vector<std::string> keys;
   Json parsed = Json::parse(value, nullptr, /*allow_exceptions=*/false);
@@ -75,6 +58,24 @@ std::vector<std::string> JsonObjectKeys(const std::string& value) {
     for (auto it = parsed.begin(); it != parsed.end(); ++it) keys.push_back(it.key());
   }
   return keys;
+}
+
+StatusOr<net::HttpServerOptions> MakeHttpOptions(const ServeConfig& config) {
+  net::HttpServerOptions http;
+  http.host = config.host;
+  http.port = static_cast<uint16_t>(config.port);
+  http.io_threads = 2;
+  auto body = ParseByteSize(config.max_body_bytes);
+  if (!body.ok()) return InvalidArgumentError("--max-body-bytes: " + body.status().message());
+  auto header = ParseByteSize(config.max_header_bytes);
+  if (!header.ok()) return InvalidArgumentError("--max-header-bytes: " + header.status().message());
+  // Beast needs room for at least a request line and a few headers.
+  if (*header < 1024) return InvalidArgumentError("--max-header-bytes must be at least 1KiB");
+  if (config.max_connections < 1) return InvalidArgumentError("--max-connections must be positive");
+  http.max_body_bytes = static_cast<size_t>(*body);
+  http.max_header_bytes = static_cast<size_t>(*header);
+  http.max_connections = static_cast<size_t>(config.max_connections);
+  return http;
 }
 
 StatusOr<EngineOptions> MakeEngineOptions(const ServeConfig& config,

@@ -13,12 +13,13 @@
 
 #include "common/status.h"
 #include "engine/engine.h"
+#include "net/http_server.h"
 
 namespace tandem::server {
 
 struct ServeConfig {
   std::string model;  // positional or --model
-  std::string host = "0.0.0.0";
+  std::string host = "127.0.0.1";  // loopback unless told otherwise (docs/SECURITY.md)
   int port = 8000;
   std::vector<std::string> served_model_names;  // default: the model path (as vLLM)
   int max_model_len = 0;                        // 0 = the model's context length
@@ -30,6 +31,10 @@ struct ServeConfig {
   int block_size = 16;
   std::optional<uint64_t> seed;
   std::string api_key;
+  bool no_auth_health_metrics = false;     // /health, /metrics, /version without the api key
+  std::string max_body_bytes = "32MiB";    // request bodies over this get 413
+  std::string max_header_bytes = "64KiB";  // request line + headers over this get 431
+  int max_connections = 10000;             // open connections; more get 503
   bool enable_prompt_tokens_details = false;
   double gpu_memory_utilization = 0.9;   // fraction of kv_cache_memory used for KV blocks
   std::string kv_cache_memory = "1GiB";  // the KV budget on CPU
@@ -53,15 +58,20 @@ struct ServeConfig {
   std::vector<std::string> ignored_flags;  // accepted for vLLM compatibility, no effect
 };
 
-// "4GiB", "512MiB", "1.5GiB", "2G", "1000000": bytes. Suffixes with "i" are binary
-// (KiB, MiB, GiB, TiB); K/M/G/T with or without "B" are decimal. InvalidArgument else.
-StatusOr<int64_t> ParseByteSize(std::string_view text);
-
 // InvalidArgument naming `flag` unless `value` is empty or a JSON object.
 Status ValidateJsonObjectFlag(std::string_view flag, const std::string& value);
 
+// `json_text` with the values of secret-looking keys ("auth_token", "api_key",
+// "password", "secret", "token", at any depth) replaced by "***", for logs. Text that is
+// not JSON comes back as "<not JSON>".
+std::string RedactSecrets(const std::string& json_text);
+
 // The top-level keys of a JSON object flag (for "ignored keys" logs); empty if not one.
 std::vector<std::string> JsonObjectKeys(const std::string& value);
+
+// The HTTP listener's options (--host, --port and the request limits). InvalidArgument
+// naming the flag for a bad size or count.
+StatusOr<net::HttpServerOptions> MakeHttpOptions(const ServeConfig& config);
 
 // Engine options from the flags. InvalidArgument naming the flag (or, for
 // --kv-transfer-config, the JSON field path) for bad values. With a transfer connector,

@@ -40,6 +40,7 @@ struct ServerOptions {
   std::string model_path;                       // "root" in /v1/models
   int max_model_len = 0;                      // > 0: the context limit requests are checked against
   std::string api_key;                        // empty = no authentication
+  bool no_auth_health_metrics = false;        // /health, /metrics, /version skip the api_key
   bool enable_prompt_tokens_details = false;  // usage.prompt_tokens_details.cached_tokens
   std::optional<uint64_t> seed;               // --seed: seeds for requests that bring none
   bool enable_auto_tool_choice = false;       // --enable-auto-tool-choice

@@ -1,0 +1,80 @@
+// The security-relevant defaults and limits of `tandem serve` (docs/SECURITY.md).
+#include "server/serve_config.h"
+
+#include <gtest/gtest.h>
+
+namespace tandem::server {
+namespace {
+
+TEST(ServeConfigSecurity, BindsLoopbackUnlessTold) {
+  ServeConfig c;
+  c.served_model_names = {"m"};
+  EXPECT_EQ(c.host, "127.0.0.1");
+  auto http = MakeHttpOptions(c);
+  ASSERT_TRUE(http.ok());
+  EXPECT_EQ(http->host, "127.0.0.1");
+  // The transfer server follows --host.
+  c.kv_transfer_config =
+      R"({"kv_connector":"MooncakeConnectorV1","kv_role":"kv_producer","kv_port":"30000"})";
+  auto engine = MakeEngineOptions(c, {});
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  EXPECT_EQ(engine->kv_transfer.bind_host, "127.0.0.1");
+  EXPECT_EQ(engine->kv_transfer.advertise_host, "127.0.0.1");
+  c.host = "0.0.0.0";
+  engine = MakeEngineOptions(c, {});
+  ASSERT_TRUE(engine.ok());
+  EXPECT_EQ(engine->kv_transfer.bind_host, "0.0.0.0");
+  EXPECT_EQ(engine->kv_transfer.advertise_host, "");  // the CLI finds the machine's address
+  EXPECT_EQ(KvTransferOptions().bind_host, "127.0.0.1");
+}
+
+TEST(ServeConfigSecurity, RequestLimits) {
+  ServeConfig c;
+  auto http = MakeHttpOptions(c);
+  ASSERT_TRUE(http.ok());
+  EXPECT_EQ(http->max_body_bytes, size_t{32} << 20);
+  EXPECT_EQ(http->max_header_bytes, size_t{64} << 10);
+  EXPECT_EQ(http->max_connections, 10000u);
+  c.max_body_bytes = "1MiB";
+  c.max_header_bytes = "8KiB";
+  c.max_connections = 3;
+  c.port = 9000;
+  http = MakeHttpOptions(c);
+  ASSERT_TRUE(http.ok());
+  EXPECT_EQ(http->max_body_bytes, size_t{1} << 20);
+  EXPECT_EQ(http->max_header_bytes, size_t{8} << 10);
+  EXPECT_EQ(http->max_connections, 3u);
+  EXPECT_EQ(http->port, 9000);
+
+  auto bad = [](ServeConfig config, const std::string& flag) {
+    auto r = MakeHttpOptions(config);
+    ASSERT_FALSE(r.ok()) << flag;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(flag), std::string::npos) << r.status().message();
+  };
+  ServeConfig b = c;
+  b.max_body_bytes = "lots";
+  bad(b, "--max-body-bytes");
+  b = c;
+  b.max_header_bytes = "100";
+  bad(b, "--max-header-bytes");
+  b = c;
+  b.max_connections = 0;
+  bad(b, "--max-connections");
+}
+
+TEST(ServeConfigSecurity, LogsCarryNoSecrets) {
+  const std::string config =
+      R"({"kv_connector":"MultiConnector","kv_connector_extra_config":{"connectors":[)"
+      R"({"kv_connector":"MooncakeConnectorV1","kv_connector_extra_config":{"auth_token":"s3cret"}},)"
+      R"({"kv_connector":"AscendStoreConnector","Api_Key":"k3y","token":null}]}})";
+  const std::string logged = RedactSecrets(config);
+  EXPECT_EQ(logged.find("s3cret"), std::string::npos) << logged;
+  EXPECT_EQ(logged.find("k3y"), std::string::npos) << logged;
+  EXPECT_NE(logged.find("MooncakeConnectorV1"), std::string::npos) << logged;
+  EXPECT_NE(logged.find(R"("auth_token":"***")"), std::string::npos) << logged;
+  EXPECT_EQ(RedactSecrets("{bad"), "<not JSON>");
+}
+
+}  // namespace
+}  // namespace tandem::server
