@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -71,7 +72,9 @@ void AddWorkerFlags(CLI::App* cmd, PoolFlags* f) {
   add("liveness_check_path", &c.liveness_check_path,
       "file rewritten with 'liveness check success'");
   add("enable_huge_tlb", &f->enable_huge_tlb, "true: back the arena with huge pages (falls back)");
-  add("auth_token", &c.auth_token, "shared secret required on every worker and client connection");
+  add("auth_token", &c.auth_token,
+      "shared secret required on every worker and client connection "
+      "(default: $TANDEM_POOL_AUTH_TOKEN)");
   add("metrics_port", &c.metrics_port, "HTTP port of /metrics (-1 = worker port + 1, 0 = off)");
   add("log_dir", &f->log_dir, "directory of the daemon's log file (default: the run dir)");
   for (const char* name : kIgnoredFlags) {
@@ -106,6 +109,11 @@ Status ApplyConfigFile(PoolFlags* f) {
 
 Status Finalize(PoolFlags* f) {
   TANDEM_RETURN_IF_ERROR(ApplyConfigFile(f));
+  // The engines' pool client reads the same variable; it keeps the token out of `ps`.
+  if (const char* token = std::getenv("TANDEM_POOL_AUTH_TOKEN");
+      f->config.auth_token.empty() && token != nullptr) {
+    f->config.auth_token = token;
+  }
   TANDEM_ASSIGN_OR_RETURN(f->config.enable_huge_tlb,
                           ParseBool("--enable_huge_tlb", f->enable_huge_tlb));
   for (CLI::Option* opt : f->ignored) {

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "common/logging.h"
+#include "common/peer_credentials.h"
 #include "pool/worker_impl.h"
 
 namespace tandem::pool {
@@ -32,6 +33,7 @@ void DrainBeforeClose(int fd) {
 }
 
 constexpr auto kPeerIdleTimeout = std::chrono::minutes(5);
+constexpr auto kHelloTimeout = std::chrono::seconds(10);
 constexpr auto kRemoteGetBudget = std::chrono::seconds(6);
 constexpr auto kWriteTimeout = std::chrono::seconds(10);
 
@@ -47,9 +49,9 @@ struct PoolWorker::Impl::Session {
 void PoolWorker::Impl::ServeConnection(int fd, bool is_unix) {
   Session s;
   s.is_unix = is_unix;
-  // Peers reconnect on demand, so an idle TCP connection is closed after a while; local
-  // clients may idle for as long as they like.
-  SetIoTimeout(fd, is_unix ? std::chrono::milliseconds(0) : kPeerIdleTimeout).ok();
+  // Until HELLO, a short timeout: an unauthenticated connection must not hold one of
+  // the max_connections slots (and a thread) for long.
+  SetIoTimeout(fd, kHelloTimeout).ok();
   timeval tv{static_cast<time_t>(kWriteTimeout.count()), 0};
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 
@@ -82,6 +84,14 @@ void PoolWorker::Impl::ServeConnection(int fd, bool is_unix) {
       TANDEM_LOG(WARNING) << "connection refused: bad auth token";
       return refuse(UnauthenticatedError("bad auth token"));
     }
+    // The answer carries the arena's memfd (every tenant's blocks), and abstract
+    // sockets have no file permissions: only this user (or root) gets it.
+    if (is_unix) {
+      if (Status peer = CheckUnixPeerIsOwner(fd); !peer.ok()) {
+        TANDEM_LOG(WARNING) << "connection refused: " << peer.message();
+        return refuse(peer);
+      }
+    }
     if (role > 1) return refuse(InvalidArgumentError("unknown role"));
     s.role = static_cast<Role>(role);
     if ((s.role == Role::kClient) != is_unix) {
@@ -94,6 +104,10 @@ void PoolWorker::Impl::ServeConnection(int fd, bool is_unix) {
     FrameHeader ok{MsgType::kHello, 0, 0, h.request_id};
     if (!SendFrame(fd, ok, w.data(), is_unix ? arena_->fd() : -1).ok()) return;
   }
+  // Peers reconnect on demand, so an idle TCP connection is closed after a while; local
+  // clients may idle for as long as they like.
+  SetIoTimeout(fd, is_unix ? std::chrono::milliseconds(0) : kPeerIdleTimeout).ok();
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 
   while (true) {
     st = RecvFrame(fd, &h, &body, nullptr, kMaxRequestBytes);

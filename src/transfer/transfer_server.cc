@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "common/logging.h"
+#include "common/peer_credentials.h"
 #include "transfer/wire.h"
 
 namespace tandem::transfer {
@@ -153,7 +154,16 @@ void TransferServer::AcceptLoop(int listen_fd, bool unix_socket) {
       }
       return;
     }
-    if (!unix_socket) {
+    if (unix_socket) {
+      // Abstract sockets have no file permissions; the memfd it hands out is the whole
+      // KV arena, so only this user (or root) may have it (common/peer_credentials.h).
+      if (Status peer = CheckUnixPeerIsOwner(fd); !peer.ok()) {
+        stats_.errors.fetch_add(1);
+        TANDEM_LOG(WARNING) << "kv transfer: refusing a same-host peer: " << peer.message();
+        close(fd);
+        continue;
+      }
+    } else {
       const int one = 1;
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
       const int buf = 4 << 20;

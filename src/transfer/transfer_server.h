@@ -4,6 +4,9 @@
 //
 // One thread accepts per listener; each connection gets a thread (at most
 // max_connections; more are refused). Reads blocks only under a pinned lease.
+// Security (docs/SECURITY.md): with an auth_token every connection must open with
+// HELLO(token); the Unix socket (which hands out the arena's memfd) also refuses peers
+// that run as another user than this process (root excepted), token or not.
 // Ownership: borrows the KvMemory's arena and the LeaseTable, which outlive it.
 // Thread safety: Start/Stop from one owner thread.
 #pragma once
@@ -25,7 +28,7 @@
 namespace tandem::transfer {
 
 struct TransferServerOptions {
-  std::string bind_host = "0.0.0.0";
+  std::string bind_host = "127.0.0.1";
   int port = 0;                 // 0 = any free port (tests); see port() after Start
   bool enable_unix_socket = true;  // needs a shared (memfd) arena
   int max_connections = 64;
