@@ -120,6 +120,7 @@ int RunBenchServe(BenchFlags f) {
        f.metrics_urls.empty() ? std::vector<std::string>{base_url} : f.metrics_urls) {
     auto endpoint = ops::ParseMetricsEndpoint(m);
     if (!endpoint.ok()) return ReportError(endpoint.status().WithContext("--metrics-url"));
+    endpoint->api_key = o.target.api_key;  // keyed engines guard /metrics too
     metrics.push_back(*endpoint);
   }
   net::HttpClient scrape_client;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -61,8 +62,12 @@ void PrintReady(const cluster::NodePlan& plan, const cluster::ClusterState& stat
   }
   std::cout << "  logs in " << state.logs_dir << "\n";
   if (!state.proxy_url.empty()) {
+    // The variable's name, not its value: the line is safe to paste and to log.
+    const char* key = std::getenv("VLLM_API_KEY");
+    const bool keyed = key != nullptr && *key != '\0';
     std::cout << "\nTry:\n  curl " << state.proxy_url
               << "/v1/chat/completions -H 'Content-Type: application/json' \\\n"
+              << (keyed ? "    -H \"Authorization: Bearer $VLLM_API_KEY\" \\\n" : "")
               << "    -d '{\"model\": \"" << plan.served_model_name
               << "\", \"messages\": [{\"role\": \"user\", \"content\": \"Write a haiku about "
                  "caches.\"}], "

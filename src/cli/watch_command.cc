@@ -1,6 +1,7 @@
 // `tandem watch -u URL -i SECONDS [-o FILE]`: prefix-cache hit rates (local, pool,
 // effective) per engine and in total, every interval (ops/cache_watch.h).
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <iostream>
@@ -22,6 +23,7 @@ struct WatchFlags {
   std::string output;
   int count = 0;  // reports to print; 0 = until stopped
   double timeout_s = 5;
+  std::string api_key;
 };
 
 std::string UtcNow() {
@@ -33,12 +35,15 @@ std::string UtcNow() {
   return buf;
 }
 
-int RunWatch(const WatchFlags& f) {
+int RunWatch(WatchFlags f) {
+  if (const char* env = std::getenv("VLLM_API_KEY"); f.api_key.empty() && env != nullptr)
+    f.api_key = env;
   std::vector<ops::MetricsEndpoint> endpoints;
   std::vector<std::string> names;
   for (const std::string& url : f.urls) {
     auto endpoint = ops::ParseMetricsEndpoint(url);
     if (!endpoint.ok()) return ReportError(endpoint.status().WithContext("-u " + url));
+    endpoint->api_key = f.api_key;
     names.push_back(endpoint->name);
     endpoints.push_back(*endpoint);
   }
@@ -89,6 +94,8 @@ void RegisterWatch(CLI::App& app, RunFn* run) {
   cmd->add_option("--timeout", flags->timeout_s, "scrape timeout, seconds")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd->add_option("--api-key", flags->api_key,
+                  "bearer token for keyed engines and proxies (default: $VLLM_API_KEY)");
   cmd->callback([flags, run] { *run = [flags] { return RunWatch(*flags); }; });
 }
 

@@ -163,6 +163,7 @@ std::vector<ServicePlan> PlanEngines(const ClusterSpec& spec, const NodeSpec& no
     s.bind_host = e.host;
     s.ports = {{"http", port}, {"kv", e.kv_port + dp_rank * e.tensor_parallel_size}};
     s.ready = HttpCheck(e.host, port, "/health", "", e.ready_timeout_s);
+    s.ready.api_key_env = "VLLM_API_KEY";
     s.log_path = logs_dir + "/" + s.name + ".log";
     out.push_back(std::move(s));
   }
@@ -199,6 +200,7 @@ ServicePlan PlanProxy(const ClusterSpec& spec, const std::string& tandem) {
   s.bind_host = p.host;
   s.ports = {{"http", p.port}};
   s.ready = HttpCheck(p.host, p.port, "/health", "\"ok\"", p.ready_timeout_s);
+  s.ready.api_key_env = "VLLM_API_KEY";
   return s;
 }
 

@@ -35,6 +35,10 @@ struct ReadinessCheck {
   int port = 0;
   std::string path = "/health";
   std::string body_contains;
+  // When this variable is set in `tandem up`'s environment, the GET carries
+  // "Authorization: Bearer $VAR" (engines and the proxy inherit VLLM_API_KEY and then
+  // guard /health with it). The key itself never enters the plan or the state file.
+  std::string api_key_env;
   // kLivenessFile: the pool worker's liveness file says "liveness check success".
   std::string file;
   int timeout_s = 30;  // give up (and stop the node) after this long

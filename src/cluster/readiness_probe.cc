@@ -1,6 +1,7 @@
 #include "cluster/readiness_probe.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 
 #include "ops/health_probe.h"
@@ -19,6 +20,11 @@ Status ProbeOnce(const ReadinessCheck& check, net::HttpClient& http) {
   request.port = static_cast<uint16_t>(check.port);
   request.target = check.path;
   request.timeout = std::chrono::seconds(2);
+  if (!check.api_key_env.empty()) {
+    if (const char* key = std::getenv(check.api_key_env.c_str()); key != nullptr && *key != '\0') {
+      request.headers.Set("Authorization", std::string("Bearer ") + key);
+    }
+  }
   StatusOr<net::HttpResponse> response = http.Fetch(std::move(request));
   if (!response.ok()) return UnavailableError(response.status().message());
   if (response->status != 200)

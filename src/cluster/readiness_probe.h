@@ -10,7 +10,8 @@
 
 namespace tandem::cluster {
 
-// OK when ready; Unavailable with the reason ("connection refused", "status 503",
+// OK when ready (an HTTP check sends the Bearer key of check.api_key_env when that
+// variable is set); Unavailable with the reason ("connection refused", "status 503",
 // "body lacks \"ok\"", "no liveness file ...") otherwise.
 Status ProbeOnce(const ReadinessCheck& check, net::HttpClient& http);
 

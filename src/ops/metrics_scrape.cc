@@ -8,12 +8,14 @@ StatusOr<MetricsEndpoint> ParseMetricsEndpoint(const std::string& text) {
   StatusOr<net::HttpUrl> url = net::ParseHttpUrl(text);
   if (!url.ok()) return url.status();
   if (url->target == "/") url->target = "/metrics";
-  return MetricsEndpoint{"http://" + url->HostPort() + url->target, url->HostPort()};
+  return MetricsEndpoint{"http://" + url->HostPort() + url->target, url->HostPort(), ""};
 }
 
 StatusOr<std::string> FetchMetricsText(net::HttpClient& client, const MetricsEndpoint& endpoint,
                                        std::chrono::milliseconds timeout) {
-  StatusOr<net::HttpResponse> response = client.Fetch("GET", endpoint.url, {}, {}, timeout);
+  net::HttpHeaders headers;
+  if (!endpoint.api_key.empty()) headers.Set("Authorization", "Bearer " + endpoint.api_key);
+  StatusOr<net::HttpResponse> response = client.Fetch("GET", endpoint.url, headers, {}, timeout);
   if (!response.ok()) return response.status();
   if (response->status != 200) {
     return UnavailableError(endpoint.url + " answered HTTP " + std::to_string(response->status));

@@ -16,6 +16,7 @@ namespace tandem::ops {
 struct MetricsEndpoint {
   std::string url;   // "http://host:port/metrics"
   std::string name;  // "host:port", how reports name it
+  std::string api_key;  // sent as "Authorization: Bearer KEY" when set (keyed engines, proxy)
 };
 
 // "host:port", "http://host:port" or a URL with a path: a URL without a path (or with
