@@ -12,12 +12,11 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-#include <boost/beast/http/error.hpp>
 #include <boost/beast/http/read.hpp>
-#include <boost/beast/http/string_body.hpp>
 
 #include "common/logging.h"
 #include "net/openai_error.h"
+#include "net/request_reader.h"
 #include "net/response_state.h"
 
 namespace tandem::net::internal {
@@ -199,13 +198,11 @@ asio::awaitable<void> ServerConnection::Serve() {
 asio::awaitable<bool> ServerConnection::ReadRequest(HttpRequest* request, bool* keep_alive,
                                                     int* error_status,
                                                     std::string* error_message) {
-  http::request_parser<http::string_body> parser;
-  parser.header_limit(static_cast<uint32_t>(options_.max_header_bytes));
-  parser.body_limit(options_.max_body_bytes);
+  RequestParser parser;
+  ApplyRequestLimits(options_, &parser);
   auto [ec, n] = co_await http::async_read_header(socket_, buffer_, parser, kAwait);
   if (!ec && !parser.is_done()) {
-    auto expect = parser.get().find(http::field::expect);
-    if (expect != parser.get().end() && EqualsIgnoreCase(expect->value(), "100-continue")) {
+    if (WantsContinue(parser)) {
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
       auto [wec, wn] = co_await asio::async_write(socket_, asio::buffer(kContinue), kAwait);
       ec = wec;
@@ -213,31 +210,13 @@ asio::awaitable<bool> ServerConnection::ReadRequest(HttpRequest* request, bool* 
     if (!ec) std::tie(ec, n) = co_await http::async_read(socket_, buffer_, parser, kAwait);
   }
   if (ec) {
-    if (ec == http::error::body_limit) {
-      *error_status = 413;
-      *error_message = "request body exceeds the limit of " +
-                       std::to_string(options_.max_body_bytes) + " bytes";
-    } else if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
-      *error_status = 431;
-      *error_message = "request headers exceed the limit of " +
-                       std::to_string(options_.max_header_bytes) + " bytes";
-    } else if (ec.category() == error_code(http::error::end_of_stream).category() &&
-               ec != http::error::end_of_stream && ec != http::error::partial_message) {
-      *error_status = 400;
-      *error_message = "malformed HTTP request: " + ec.message();
-    }
+    ReadFailure failure = ClassifyReadError(ec, options_);
+    *error_status = failure.status;
+    *error_message = std::move(failure.message);
     co_return false;
   }
-  auto message = parser.release();
-  request->method = std::string(message.method_string());
-  request->target = std::string(message.target());
-  request->version = message.version();
-  for (const auto& field : message) {
-    request->headers.Add(std::string(field.name_string()), std::string(field.value()));
-  }
-  request->body = std::move(message.body());
+  *request = TakeRequest(parser, keep_alive);
   request->remote_address = remote_address_;
-  *keep_alive = message.keep_alive();
   co_return true;
 }
 
