@@ -21,10 +21,13 @@ size_t ContentBytes(const Json& content) {
   return n;
 }
 
-// Shrinks an integer bound by `used`, keeping it at least `floor`.
+// Shrinks an integer bound by `used` (>= 0), keeping it at least `floor`. The client's
+// value may be anything an int64 holds: it is compared before subtracting, so no value
+// overflows.
 void Shrink(Json& body, const char* field, int64_t used, int64_t floor) {
   if (!body.contains(field) || !body[field].is_number_integer()) return;
-  body[field] = std::max(floor, body[field].get<int64_t>() - used);
+  const int64_t value = body[field].get<int64_t>();
+  body[field] = value <= floor || value - floor <= used ? floor : value - used;
 }
 
 }  // namespace
@@ -111,7 +114,7 @@ int64_t EstimatePromptTokens(const Json& body) {
 int64_t MaxNewTokens(const Json& body, int64_t fallback) {
   for (const char* field : {"max_tokens", "max_completion_tokens"}) {
     if (auto it = body.find(field); it != body.end() && it->is_number_integer()) {
-      return std::max<int64_t>(1, it->get<int64_t>());
+      return std::clamp<int64_t>(it->get<int64_t>(), 1, kMaxNewTokensEstimate);
     }
   }
   return fallback;
@@ -143,6 +146,7 @@ std::optional<Json> ContinuationBody(const Json& body, bool chat, std::string_vi
     prompt = prompt.get<std::string>() + std::string(generated_text);
     next.erase("echo");  // the continuation's echo would repeat the generated text
   }
+  generated_tokens = std::max<int64_t>(0, generated_tokens);
   Shrink(next, "max_tokens", generated_tokens, 1);
   Shrink(next, "max_completion_tokens", generated_tokens, 1);
   Shrink(next, "min_tokens", generated_tokens, 0);

@@ -47,7 +47,11 @@ std::string DecodeBody(std::string_view raw_body, const Json& client_body,
 // bytes (rounded up), chat messages by their text content. At least 1.
 int64_t EstimatePromptTokens(const Json& body);
 
-// The requested new-token bound (max_tokens, else max_completion_tokens), or `fallback`.
+// The requested new-token bound (max_tokens, else max_completion_tokens), clamped to
+// [1, kMaxNewTokensEstimate], or `fallback`. A load estimate: engines refuse bounds past
+// their context anyway, and the clamp keeps prompt + new tokens (and the sums of them the
+// load balancer keeps) far from overflowing whatever a client sends.
+inline constexpr int64_t kMaxNewTokensEstimate = int64_t{1} << 31;
 int64_t MaxNewTokens(const Json& body, int64_t fallback);
 
 // The body that continues `body` after `generated_tokens` tokens spelling

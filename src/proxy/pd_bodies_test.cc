@@ -102,6 +102,23 @@ TEST(PdBodiesTest, ContinuesAChat) {
   EXPECT_EQ((*again)["messages"][1]["content"], "Hello there");
 }
 
+// Found by fuzz/http_fuzz.cc: the bounds are the client's int64s, and shrinking
+// INT64_MIN (or adding INT64_MAX to a prompt estimate) overflowed.
+TEST(PdBodiesTest, ExtremeTokenBoundsDoNotOverflow) {
+  auto next = ContinuationBody(
+      Parse(R"({"prompt":"x","max_tokens":-9223372036854775808,)"
+            R"("max_completion_tokens":9223372036854775807,"min_tokens":-9223372036854775808})"),
+      false, "abc", 3);
+  ASSERT_TRUE(next);
+  EXPECT_EQ((*next)["max_tokens"], 1);
+  EXPECT_EQ((*next)["max_completion_tokens"], 9223372036854775804);
+  EXPECT_EQ((*next)["min_tokens"], 0);
+  EXPECT_EQ(MaxNewTokens(Parse(R"({"max_tokens":9223372036854775807})"), 16),
+            kMaxNewTokensEstimate);
+  EXPECT_EQ(MaxNewTokens(Parse(R"({"max_tokens":-9223372036854775808})"), 16), 1);
+  EXPECT_EQ(MaxNewTokens(Parse(R"({"max_tokens":18446744073709551615})"), 16), 1);
+}
+
 TEST(PdBodiesTest, ParseClientBodyRejectsNonObjects) {
   EXPECT_EQ(ParseClientBody("{bad").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseClientBody("[1]").status().code(), StatusCode::kInvalidArgument);
