@@ -413,7 +413,9 @@ Status ResolveMaxTokens(int prompt_tokens, int max_model_len, std::optional<int>
                    " input tokens. Please reduce the length of the input messages.");
   }
   int64_t resolved = max_tokens.value_or(max_model_len - prompt_tokens);
-  if (prompt_tokens + resolved > max_model_len) {
+  // Compared this way round: `resolved` is the client's int64 (up to INT64_MAX), and
+  // prompt_tokens + resolved could overflow; max_model_len - prompt_tokens cannot.
+  if (resolved > max_model_len - prompt_tokens) {
     const std::string m = std::to_string(resolved);
     const std::string p = std::to_string(prompt_tokens);
     return Invalid("'max_tokens' or 'max_completion_tokens' is too large: " + m + ". " + limit +

@@ -186,6 +186,20 @@ TEST(ParseTokenize, PromptOrMessages) {
   EXPECT_FALSE(ParseDetokenizeRequest(R"({"tokens":"ab"})", kVocab).ok());
 }
 
+// Found by fuzz/http_fuzz.cc: max_tokens near INT64_MAX overflowed prompt + max_tokens.
+TEST(ResolveMaxTokens, HugeMaxTokensIsTooLargeNotAnOverflow) {
+  auto parsed = ParseCompletionRequest(R"({"prompt":"x","max_tokens":9223372036854775807})", 100);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  Status s = ResolveMaxTokens(3, 100, 16, &parsed->sampling);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("is too large: 9223372036854775807"), std::string::npos)
+      << s.message();
+  auto chat = ParseChatRequest(
+      R"({"messages":[{"role":"user","content":"x"}],"max_completion_tokens":9223372036854775807})");
+  ASSERT_TRUE(chat.ok()) << chat.status().message();
+  EXPECT_FALSE(ResolveMaxTokens(29, 4096, std::nullopt, &chat->sampling).ok());
+}
+
 TEST(ResolveMaxTokens, FitsAndVllmMessages) {
   SamplingRequest r;
   ASSERT_TRUE(ResolveMaxTokens(10, 100, 16, &r).ok());
