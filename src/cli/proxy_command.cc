@@ -31,6 +31,7 @@ struct ProxyFlags {
   std::string max_body_bytes = "64MiB";
   std::string max_header_bytes = "64KiB";
   double health_check_interval_s = 1.0;
+  double backend_idle_timeout_s = 600;
   int workers = 1;
   std::string log_level = "INFO";
 };
@@ -106,6 +107,11 @@ void RegisterProxy(CLI::App& app, RunFn* run) {
                   "seconds between GET /health probes of a down instance")
       ->check(CLI::Range(0.01, 3600.0))
       ->capture_default_str();
+  cmd->add_option("--backend-idle-timeout", f.backend_idle_timeout_s,
+                  "seconds a backend may stay silent (no byte of its answer) before the request "
+                  "fails over or ends with an error")
+      ->check(CLI::Range(0.1, 86400.0))
+      ->capture_default_str();
   cmd->add_option("--workers", f.workers,
                   "accepted for compatibility: I/O threads (one process serves everything)")
       ->check(CLI::Range(1, 256))
@@ -145,6 +151,7 @@ void RegisterProxy(CLI::App& app, RunFn* run) {
     f.options.decoders = std::move(*decoders);
     f.options.health_check_interval = std::chrono::milliseconds(
         std::max<int64_t>(10, std::llround(f.health_check_interval_s * 1000)));
+    f.options.backend_idle_timeout = std::chrono::milliseconds(std::llround(f.backend_idle_timeout_s * 1000));
     f.options.io_threads = std::max(2, f.workers);
     std::string level = f.log_level;
     std::transform(level.begin(), level.end(), level.begin(),
