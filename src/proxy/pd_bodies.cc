@@ -40,7 +40,8 @@ StatusOr<Json> ParseClientBody(std::string_view body) {
   Json json;
   try {
     json = Json::parse(body);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {
+    // Not only parse_error: a number out of double's range ("1e999") is out_of_range.
     return InvalidArgumentError(std::string("JSON decode error: ") + e.what());
   }
   if (!json.is_object()) return InvalidArgumentError("the request body must be a JSON object");
@@ -126,9 +127,13 @@ std::optional<Json> ContinuationBody(const Json& body, bool chat, std::string_vi
   if (chat) {
     if (!next.contains("messages") || !next["messages"].is_array()) return std::nullopt;
     Json& messages = next["messages"];
+    // Typed checks, not Json::value(key, default): that throws for a value of another
+    // type, and the body is the client's.
+    auto continue_final = next.find("continue_final_message");
     const bool continuing =
-        next.value("continue_final_message", false) && !messages.empty() &&
-        messages.back().is_object() && messages.back().value("role", "") == "assistant" &&
+        continue_final != next.end() && continue_final->is_boolean() &&
+        continue_final->get<bool>() && !messages.empty() && messages.back().is_object() &&
+        messages.back().contains("role") && messages.back()["role"] == "assistant" &&
         messages.back().contains("content") && messages.back()["content"].is_string();
     if (continuing) {
       messages.back()["content"] =

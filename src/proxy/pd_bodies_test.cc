@@ -119,8 +119,23 @@ TEST(PdBodiesTest, ExtremeTokenBoundsDoNotOverflow) {
   EXPECT_EQ(MaxNewTokens(Parse(R"({"max_tokens":18446744073709551615})"), 16), 1);
 }
 
+// Json::value(key, default) throws for a value of another type: the client's
+// continue_final_message and role may be anything.
+TEST(PdBodiesTest, ContinuationOfOddlyTypedChatFields) {
+  auto next = ContinuationBody(
+      Parse(R"({"messages":[{"role":5,"content":"a"}],"continue_final_message":"yes"})"), true,
+      "b", 1);
+  ASSERT_TRUE(next);
+  ASSERT_EQ((*next)["messages"].size(), 2u);
+  EXPECT_EQ((*next)["messages"][1]["content"], "b");
+}
+
 TEST(PdBodiesTest, ParseClientBodyRejectsNonObjects) {
   EXPECT_EQ(ParseClientBody("{bad").status().code(), StatusCode::kInvalidArgument);
+  // Found by fuzz/http_fuzz.cc: a number past double's range threw out_of_range, which
+  // escaped the parse_error handler (the client got a 500 for a malformed body).
+  EXPECT_EQ(ParseClientBody(R"({"prompt":[11e308]})").status().code(),
+            StatusCode::kInvalidArgument);
   EXPECT_EQ(ParseClientBody("[1]").status().code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(ParseClientBody(R"({"a":1})").ok());
 }
