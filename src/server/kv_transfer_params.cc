@@ -25,6 +25,13 @@ bool ReadInt(const Json& j, const char* key, int64_t lo, int64_t hi, int64_t* ou
   return *out >= lo && *out <= hi;
 }
 
+// Whether `key` is the boolean true. (Json::value(key, false) would throw for a value
+// of another type, and these come from the client.)
+bool IsTrue(const Json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_boolean() && it->get<bool>();
+}
+
 }  // namespace
 
 RequestKvTransfer ParseRequestKvTransfer(const std::string& json) {
@@ -32,8 +39,8 @@ RequestKvTransfer ParseRequestKvTransfer(const std::string& json) {
   if (json.empty()) return out;
   Json j = Json::parse(json, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return out;
-  out.do_remote_decode = j.value("do_remote_decode", false) == true;
-  if (j.value("do_remote_prefill", false) != true) return out;
+  out.do_remote_decode = IsTrue(j, "do_remote_decode");
+  if (!IsTrue(j, "do_remote_prefill")) return out;
   KvTransferParams p;
   auto str = [&](const char* key, std::string* v) {
     auto it = j.find(key);
