@@ -182,7 +182,7 @@ StatusOr<KvTransferConfig> ParseKvTransferConfig(const std::string& text) {
   Json j;
   try {
     j = Json::parse(text);
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {  // parse_error, or out_of_range for "1e999"
     return InvalidArgumentError(std::string("--kv-transfer-config: invalid JSON: ") + e.what());
   }
   const std::string path = "kv_transfer_config";

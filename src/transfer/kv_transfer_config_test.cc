@@ -98,6 +98,9 @@ TEST(KvTransferConfigTest, ErrorsNameTheFieldPath) {
       {R"({"kv_connector": "MultiConnector"})", "kv_connector_extra_config.connectors: missing"},
       {R"({"kv_connector": "MooncakeConnectorV1", "kv_connector_extra_config": 5})",
        "kv_transfer_config.kv_connector_extra_config: expected an object"},
+      // A number past double's range is nlohmann's out_of_range, not parse_error: it
+      // escaped the handler (and ended the process) before.
+      {R"({"kv_connector": "MooncakeConnectorV1", "kv_port": 1e999})", "invalid JSON"},
   };
   for (const Case& c : cases) {
     StatusOr<KvTransferConfig> r = ParseKvTransferConfig(c.json);
