@@ -136,6 +136,26 @@ def test_abort_frees_the_producer_and_decoder_recomputes(cluster):
     assert d.metric("tandem_kv_transfer_pulls_total", result="failed") == failed_before + 1
 
 
+def test_cache_salt_over_pd(cluster):
+    """A salted prompt pulled from P is cached on D under the salt only."""
+    p, d, colo = cluster["p"], cluster["d"], cluster["colocated"]
+    body = {"model": "fixture", "prompt": "tenant prompt " + " ".join(f"t{i}" for i in range(50)), "max_tokens": 4,
+            "temperature": 0, "ignore_eos": True, "cache_salt": "tenant-a"}
+    kv = prefill(p, body)["kv_transfer_params"]
+    got = decode(d, body, kv)
+    assert got["choices"][0]["text"] == colo.post("/v1/completions", body).json()["choices"][0]["text"]
+
+    def cached_on_d(**extra):
+        r = d.post("/v1/completions", dict(body, **extra))
+        assert r.status_code == 200, r.text
+        return r.json()["usage"]["prompt_tokens_details"]["cached_tokens"]
+    unsalted = {k: v for k, v in body.items() if k != "cache_salt"}
+    r = d.post("/v1/completions", unsalted)
+    assert r.json()["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+    assert cached_on_d(cache_salt="tenant-b") == 0
+    assert cached_on_d() > 0  # tenant-a's pulled blocks serve tenant-a
+
+
 def test_bad_kv_transfer_config_is_exit_2(tandem_bin, fixture_dir):
     cases = [
         ('{"kv_connector": "NixlConnector", "kv_role": "kv_producer"}', "kv_transfer_config.kv_connector"),

@@ -178,6 +178,24 @@ def test_models_health_version(fx):
     assert "version" in requests.get(fx.url + "/version", timeout=10).json()
 
 
+def test_cache_salt_isolates_the_prefix_cache(fx):
+    """Only requests with the same cache_salt share cached blocks (vLLM's per-tenant salt)."""
+    prompt = "salted " + " ".join(f"s{i}" for i in range(60))
+
+    def cached(**extra):
+        r = fx.post("/v1/completions", {"model": "fixture", "prompt": prompt, "max_tokens": 1, **extra})
+        assert r.status_code == 200, r.text
+        return r.json()["usage"]["prompt_tokens_details"]["cached_tokens"]
+    assert cached(cache_salt="tenant-a") == 0
+    assert cached(cache_salt="tenant-a") > 0      # same tenant: hit
+    assert cached(cache_salt="tenant-b") == 0     # another tenant: no hit on a's blocks
+    assert cached() == 0                          # no salt: the shared cache has none of them
+    assert cached() > 0
+    assert cached(cache_salt="tenant-c") == 0     # ... and a salted request none of the shared ones
+    r = fx.post("/v1/completions", {"model": "fixture", "prompt": "x", "cache_salt": ""})
+    assert r.status_code == 400 and "cache_salt" in r.json()["error"]["message"]
+
+
 def test_tokenize_detokenize(fx):
     t = fx.post("/tokenize", {"prompt": "hello world"}).json()
     assert t["count"] == len(t["tokens"]) > 0 and t["max_model_len"] == 256

@@ -94,6 +94,9 @@ struct GenerationParams {
   std::vector<std::pair<int32_t, float>> logit_bias;  // added to the token's logit, [-100, 100]
   int logprobs = -1;                     // -1 = none; else top-N alternatives per token (0..20)
   bool skip_special_tokens = true;
+  // Goes into every KV block hash of the request: only requests with the same salt share
+  // prefix-cache blocks (vLLM's cache_salt; empty = the shared cache).
+  std::string cache_salt;
   // Test-only: when non-empty, these tokens are emitted in order instead of sampled
   // (the model still runs), and the request then stops with finish_reason "stop". Lets
   // tests drive the output parsers with exact model output on any model.

@@ -86,7 +86,7 @@ SchedulerOutput Scheduler::Schedule() {
          static_cast<int>(running_.size() + pulling_.size()) < max_num_seqs_) {
     Request* r = waiting_.front();
     kv::ComputedBlocks hit;
-    if (r->num_computed_tokens == 0) hit = kv_->GetComputedBlocks(r->id, r->tokens);
+    if (r->num_computed_tokens == 0) hit = kv_->GetComputedBlocks(r->id, r->tokens, r->params.cache_salt);
     const int computed = hit.num_computed_tokens;
     if (r->remote_prefill) {
       // Slots for the whole prompt; the blocks beyond the local hit come from the producer.

@@ -150,11 +150,14 @@ Status ReadSampling(JsonFields& fields, SamplingRequest* request) {
       p.logit_bias.emplace_back(static_cast<int32_t>(id), it->get<float>());
     }
   }
-  // vLLM's per-tenant prefix-cache isolation. Not built here: a client that sends it
-  // expects isolation, so refusing is safer than ignoring it (docs/SECURITY.md).
-  if (const Json* salt = fields.Raw("cache_salt"); salt != nullptr && !salt->is_null()) {
-    return UnimplementedError(
-        "cache_salt is not supported: the prefix cache is shared by every request of this server");
+  // vLLM's per-tenant prefix-cache isolation: the salt goes into every block hash of the
+  // request, so only requests with the same salt share cached blocks (locally, over PD
+  // and in the KV pool, whose keys are those hashes).
+  std::optional<std::string> salt;
+  TANDEM_RETURN_IF_ERROR(fields.String("cache_salt", &salt));
+  if (salt.has_value()) {
+    if (salt->empty()) return Invalid("Parameter 'cache_salt' must be a non-empty string if provided.");
+    p.cache_salt = std::move(*salt);
   }
   // Known OpenAI/vLLM fields that need no action here (not "ignored" in the log sense).
   for (const char* known :

@@ -97,15 +97,16 @@ TEST(ParseCompletion, RejectsMalformedAndWrongTypes) {
   EXPECT_TRUE(CompletionStatus(R"({"prompt":"x","max_tokens":16.0})").ok());
 }
 
-// A client that sends cache_salt expects its prefix cache isolated; that is not built,
-// so the request is refused rather than served from the shared cache.
-TEST(ParseCompletion, RefusesCacheSalt) {
-  ExpectBadRequest(R"({"prompt":"x","cache_salt":"tenant-a"})", "cache_salt");
+TEST(ParseCompletion, CacheSalt) {
+  auto r = ParseCompletionRequest(R"({"prompt":"x","cache_salt":"tenant-a"})", 1000);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->sampling.params.cache_salt, "tenant-a");
+  ExpectBadRequest(R"({"prompt":"x","cache_salt":""})", "cache_salt");
+  ExpectBadRequest(R"({"prompt":"x","cache_salt":7})", "cache_salt");
   EXPECT_TRUE(CompletionStatus(R"({"prompt":"x","cache_salt":null})").ok());
-  EXPECT_EQ(HttpStatusFor(ParseChatRequest(
-                              R"({"messages":[{"role":"user","content":"hi"}],"cache_salt":"t"})")
-                              .status()),
-            400);
+  auto chat = ParseChatRequest(R"({"messages":[{"role":"user","content":"hi"}],"cache_salt":"t"})");
+  ASSERT_TRUE(chat.ok());
+  EXPECT_EQ(chat->sampling.params.cache_salt, "t");
 }
 
 TEST(ParseCompletion, RejectsOutOfRangeValuesWithVllmMessages) {
