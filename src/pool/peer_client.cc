@@ -1,15 +1,16 @@
 #include "pool/peer_client.h"
 
+#include "pool/messages.h"
+
 namespace tandem::pool {
 
 StatusOr<UniqueFd> PeerClient::Connect(const std::string& peer) {
   TANDEM_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(peer));
   TANDEM_ASSIGN_OR_RETURN(UniqueFd fd, ConnectTcp(hp, options_.connect_timeout));
   TANDEM_RETURN_IF_ERROR(SetIoTimeout(fd.get(), options_.io_timeout));
-  BodyWriter hello;
-  hello.String(options_.auth_token);
-  hello.U8(static_cast<uint8_t>(Role::kPeer));
-  TANDEM_RETURN_IF_ERROR(SendFrame(fd.get(), {MsgType::kHello, 0, 0, 0}, hello.data()));
+  std::string hello =
+      EncodeHelloRequest({options_.auth_token, static_cast<uint8_t>(Role::kPeer)});
+  TANDEM_RETURN_IF_ERROR(SendFrame(fd.get(), {MsgType::kHello, 0, 0, 0}, hello));
   FrameHeader h;
   std::string body;
   TANDEM_RETURN_IF_ERROR(RecvFrame(fd.get(), &h, &body));
@@ -83,51 +84,28 @@ StatusOr<std::string> PeerClient::Call(const std::string& peer, MsgType type, st
 
 Status PeerClient::DirPut(const std::string& peer, const std::string& holder,
                           const std::vector<std::string>& keys) {
-  BodyWriter w;
-  w.String(holder);
-  w.Keys(keys);
-  return Call(peer, MsgType::kDirPut, std::move(w.data())).status();
+  return Call(peer, MsgType::kDirPut, EncodeDirUpdateRequest({holder, keys})).status();
 }
 
 Status PeerClient::DirDel(const std::string& peer, const std::string& holder,
                           const std::vector<std::string>& keys) {
-  BodyWriter w;
-  w.String(holder);
-  w.Keys(keys);
-  return Call(peer, MsgType::kDirDel, std::move(w.data())).status();
+  return Call(peer, MsgType::kDirDel, EncodeDirUpdateRequest({holder, keys})).status();
 }
 
 StatusOr<std::vector<std::string>> PeerClient::DirLookup(const std::string& peer,
                                                          const std::vector<std::string>& keys) {
-  BodyWriter w;
-  w.Keys(keys);
-  TANDEM_ASSIGN_OR_RETURN(std::string reply, Call(peer, MsgType::kDirLookup, std::move(w.data())));
-  BodyReader r(reply);
-  std::vector<std::string> holders(keys.size());
-  for (auto& h : holders) TANDEM_RETURN_IF_ERROR(r.String(&h, 256));
-  TANDEM_RETURN_IF_ERROR(r.Finish());
+  TANDEM_ASSIGN_OR_RETURN(std::string reply, Call(peer, MsgType::kDirLookup, EncodeKeys(keys)));
+  std::vector<std::string> holders;
+  TANDEM_RETURN_IF_ERROR(DecodeDirLookupResponse(reply, keys.size(), &holders));
   return holders;
 }
 
 StatusOr<PeerClient::Fetched> PeerClient::Fetch(const std::string& peer,
                                                 const std::vector<std::string>& keys) {
   if (keys.size() > kMaxFetchKeys) return InvalidArgumentError("too many keys in one fetch");
-  BodyWriter w;
-  w.Keys(keys);
   Fetched out;
-  TANDEM_ASSIGN_OR_RETURN(out.buffer, Call(peer, MsgType::kFetch, std::move(w.data())));
-  BodyReader r(out.buffer);
-  out.objects.resize(keys.size());
-  for (auto& item : out.objects) {
-    uint8_t found = 0;
-    TANDEM_RETURN_IF_ERROR(r.U8(&found));
-    if (found) {
-      std::string_view data;
-      TANDEM_RETURN_IF_ERROR(r.StringView(&data, kMaxObjectBytes));
-      item = data;
-    }
-  }
-  TANDEM_RETURN_IF_ERROR(r.Finish());
+  TANDEM_ASSIGN_OR_RETURN(out.buffer, Call(peer, MsgType::kFetch, EncodeKeys(keys)));
+  TANDEM_RETURN_IF_ERROR(DecodeFetchResponse(out.buffer, keys.size(), &out.objects));
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "pool/messages.h"
 #include "pool/socket_io.h"
 #include "pool/wire.h"
 
@@ -79,29 +80,24 @@ class Channel {
     ++generation;
     TANDEM_ASSIGN_OR_RETURN(fd, ConnectUnix(UnixSocketName(o.worker_address), o.connect_timeout));
     TANDEM_RETURN_IF_ERROR(SetIoTimeout(fd.get(), o.request_timeout));
-    BodyWriter hello;
-    hello.String(o.auth_token);
-    hello.U8(static_cast<uint8_t>(Role::kClient));
+    std::string hello = EncodeHelloRequest({o.auth_token, static_cast<uint8_t>(Role::kClient)});
     UniqueFd arena_fd;
     FrameHeader h;
     std::string body;
-    Status s = SendFrame(fd.get(), {MsgType::kHello, 0, 0, 0}, hello.data());
+    Status s = SendFrame(fd.get(), {MsgType::kHello, 0, 0, 0}, hello);
     if (s.ok()) s = RecvFrame(fd.get(), &h, &body, &arena_fd);
     if (s.ok()) s = StatusFromResponse(h, body);
     if (!s.ok()) {
       fd.Reset();
       return s.WithContext("pool worker " + o.worker_address);
     }
-    BodyReader r(body);
-    uint64_t arena_bytes = 0;
-    std::string address;
-    s = r.U64(&arena_bytes);
-    if (s.ok()) s = r.String(&address, 256);
-    if (!s.ok() || !arena_fd.valid() || arena_bytes == 0) {
+    HelloResponse answer;
+    s = DecodeHelloResponse(body, &answer);
+    if (!s.ok() || !arena_fd.valid() || answer.arena_bytes == 0) {
       fd.Reset();
       return DataLossError("pool worker " + o.worker_address + ": bad HELLO answer (no arena)");
     }
-    auto m = maps_->Get(arena_fd.get(), arena_bytes);
+    auto m = maps_->Get(arena_fd.get(), answer.arena_bytes);
     if (!m.ok()) {
       fd.Reset();
       return m.status();
@@ -211,9 +207,9 @@ void PinnedObjects::Release() {
   // A reconnected channel means the old connection (and its pins) is gone already.
   if (channel_->generation == channel_generation_ && channel_->fd.valid()) {
     for (size_t i = 0; i < pinned_keys_.size(); i += kMaxKeysPerFrame) {
-      BodyWriter w;
-      w.Keys(Slice(pinned_keys_, i, std::min(pinned_keys_.size(), i + kMaxKeysPerFrame)));
-      if (!channel_->Call(MsgType::kRelease, w.data()).ok()) break;  // closed: pins dropped
+      std::string body =
+          EncodeKeys(Slice(pinned_keys_, i, std::min(pinned_keys_.size(), i + kMaxKeysPerFrame)));
+      if (!channel_->Call(MsgType::kRelease, body).ok()) break;  // closed: pins dropped
     }
   }
   channel_.reset();
@@ -298,9 +294,8 @@ StatusOr<std::vector<bool>> PoolClient::Exist(const std::vector<std::string>& ke
     out.reserve(keys.size());
     for (size_t i = 0; i < keys.size(); i += options_.max_keys_per_request) {
       size_t end = std::min(keys.size(), i + options_.max_keys_per_request);
-      BodyWriter w;
-      w.Keys(Slice(keys, i, end));
-      TANDEM_ASSIGN_OR_RETURN(std::string reply, c.Call(MsgType::kExist, w.data()));
+      TANDEM_ASSIGN_OR_RETURN(std::string reply,
+                              c.Call(MsgType::kExist, EncodeKeys(Slice(keys, i, end))));
       if (reply.size() != end - i) return DataLossError("EXIST answer of the wrong size");
       for (char code : reply) out.push_back(static_cast<uint8_t>(code) != 0);
     }
@@ -314,9 +309,8 @@ StatusOr<size_t> PoolClient::ExistPrefix(const std::vector<std::string>& keys) {
     size_t n = 0;
     for (size_t i = 0; i < keys.size(); i += options_.max_keys_per_request) {
       size_t end = std::min(keys.size(), i + options_.max_keys_per_request);
-      BodyWriter w;
-      w.Keys(Slice(keys, i, end));
-      TANDEM_ASSIGN_OR_RETURN(std::string reply, c.Call(MsgType::kExist, w.data()));
+      TANDEM_ASSIGN_OR_RETURN(std::string reply,
+                              c.Call(MsgType::kExist, EncodeKeys(Slice(keys, i, end))));
       if (reply.size() != end - i) return DataLossError("EXIST answer of the wrong size");
       for (char code : reply) {
         if (code == 0) return n;
@@ -338,25 +332,22 @@ StatusOr<std::vector<PutOutcome>> PoolClient::Put(
       size_t end = std::min(keys.size(), i + options_.max_keys_per_request);
       // Values that cannot be stored never reach the worker.
       std::vector<size_t> idx;
-      BodyWriter alloc;
+      std::vector<PutAllocItem> alloc;
       for (size_t k = i; k < end; ++k) {
-        if (!values[k].empty() && values[k].size() <= kMaxObjectBytes) idx.push_back(k);
+        if (!values[k].empty() && values[k].size() <= kMaxObjectBytes) {
+          idx.push_back(k);
+          alloc.push_back({keys[k], values[k].size()});
+        }
       }
       if (idx.empty()) continue;
-      alloc.U32(static_cast<uint32_t>(idx.size()));
-      for (size_t k : idx) {
-        alloc.String(keys[k]);
-        alloc.U64(values[k].size());
-      }
-      TANDEM_ASSIGN_OR_RETURN(std::string reply, c.Call(MsgType::kPutAlloc, alloc.data()));
-      BodyReader r(reply);
-      BodyWriter seal;
-      uint32_t num_seal = 0;
-      for (size_t k : idx) {
-        uint8_t code = 0;
-        uint64_t offset = 0;
-        TANDEM_RETURN_IF_ERROR(r.U8(&code));
-        TANDEM_RETURN_IF_ERROR(r.U64(&offset));
+      TANDEM_ASSIGN_OR_RETURN(std::string reply,
+                              c.Call(MsgType::kPutAlloc, EncodePutAllocRequest(alloc)));
+      std::vector<PutAllocAnswer> answers;
+      TANDEM_RETURN_IF_ERROR(DecodePutAllocResponse(reply, idx.size(), &answers));
+      std::vector<PutSealItem> seal;
+      for (size_t j = 0; j < idx.size(); ++j) {
+        const size_t k = idx[j];
+        const auto [code, offset] = answers[j];
         if (code > 3) return DataLossError("PUT_ALLOC: unknown answer code");
         out[k] = static_cast<PutOutcome>(code);
         if (code != static_cast<uint8_t>(AllocCode::kAllocated)) continue;
@@ -365,16 +356,10 @@ StatusOr<std::vector<PutOutcome>> PoolClient::Put(
           std::memcpy(c.mapping->base + offset, values[k].data(), values[k].size());
         else
           out[k] = PutOutcome::kInvalid;
-        seal.String(keys[k]);
-        seal.U8(inside ? 1 : 0);  // abort what we could not write
-        ++num_seal;
+        seal.push_back({keys[k], inside});  // abort what we could not write
       }
-      TANDEM_RETURN_IF_ERROR(r.Finish());
-      if (num_seal == 0) continue;
-      BodyWriter sealed;
-      sealed.U32(num_seal);
-      sealed.data() += seal.data();
-      TANDEM_RETURN_IF_ERROR(c.Call(MsgType::kPutSeal, sealed.data()).status());
+      if (seal.empty()) continue;
+      TANDEM_RETURN_IF_ERROR(c.Call(MsgType::kPutSeal, EncodePutSealRequest(seal)).status());
     }
     return out;
   });
@@ -390,16 +375,12 @@ StatusOr<std::unique_ptr<PinnedObjects>> PoolClient::Get(const std::vector<std::
                pinned->pinned_keys_.clear();
                for (size_t i = 0; i < keys.size(); i += options_.max_keys_per_request) {
                  size_t end = std::min(keys.size(), i + options_.max_keys_per_request);
-                 BodyWriter w;
-                 w.Keys(Slice(keys, i, end));
-                 TANDEM_ASSIGN_OR_RETURN(std::string reply, c.Call(MsgType::kGet, w.data()));
-                 BodyReader r(reply);
+                 TANDEM_ASSIGN_OR_RETURN(std::string reply,
+                                         c.Call(MsgType::kGet, EncodeKeys(Slice(keys, i, end))));
+                 std::vector<GetAnswer> answers;
+                 TANDEM_RETURN_IF_ERROR(DecodeGetResponse(reply, end - i, &answers));
                  for (size_t k = i; k < end; ++k) {
-                   uint8_t code = 0;
-                   uint64_t offset = 0, size = 0;
-                   TANDEM_RETURN_IF_ERROR(r.U8(&code));
-                   TANDEM_RETURN_IF_ERROR(r.U64(&offset));
-                   TANDEM_RETURN_IF_ERROR(r.U64(&size));
+                   const auto [code, offset, size] = answers[k - i];
                    if (code == static_cast<uint8_t>(GetCode::kMiss)) continue;
                    pinned->pinned_keys_.push_back(keys[k]);
                    if (code > 2 || !c.InArena(offset, size))
@@ -409,7 +390,6 @@ StatusOr<std::unique_ptr<PinnedObjects>> PoolClient::Get(const std::vector<std::
                    item.remote = code == static_cast<uint8_t>(GetCode::kRemoteHit);
                    item.data = std::span<const uint8_t>(c.mapping->base + offset, size);
                  }
-                 TANDEM_RETURN_IF_ERROR(r.Finish());
                }
                pinned->mapping_ = c.mapping;
                pinned->channel_generation_ = c.generation;

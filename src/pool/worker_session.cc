@@ -8,6 +8,7 @@
 
 #include "common/logging.h"
 #include "common/peer_credentials.h"
+#include "pool/messages.h"
 #include "pool/worker_impl.h"
 
 namespace tandem::pool {
@@ -73,14 +74,10 @@ void PoolWorker::Impl::ServeConnection(int fd, bool is_unix) {
   if (h.type != MsgType::kHello)
     return refuse(UnauthenticatedError("the first frame must be HELLO"));
   {
-    BodyReader r(body);
-    std::string token;
-    uint8_t role = 0;
-    Status parsed = r.String(&token, 4096);
-    if (parsed.ok()) parsed = r.U8(&role);
-    if (parsed.ok()) parsed = r.Finish();
+    HelloRequest hello;
+    Status parsed = DecodeHelloRequest(body, &hello);
     if (!parsed.ok()) return refuse(parsed);
-    if (!config_.auth_token.empty() && !TokenEquals(token, config_.auth_token)) {
+    if (!config_.auth_token.empty() && !TokenEquals(hello.auth_token, config_.auth_token)) {
       TANDEM_LOG(WARNING) << "connection refused: bad auth token";
       return refuse(UnauthenticatedError("bad auth token"));
     }
@@ -92,17 +89,15 @@ void PoolWorker::Impl::ServeConnection(int fd, bool is_unix) {
         return refuse(peer);
       }
     }
-    if (role > 1) return refuse(InvalidArgumentError("unknown role"));
-    s.role = static_cast<Role>(role);
+    if (hello.role > 1) return refuse(InvalidArgumentError("unknown role"));
+    s.role = static_cast<Role>(hello.role);
     if ((s.role == Role::kClient) != is_unix) {
       return refuse(PermissionDeniedError(is_unix ? "peers connect over TCP"
                                                   : "clients connect over the local Unix socket"));
     }
-    BodyWriter w;
-    w.U64(arena_->size_bytes());
-    w.String(self_);
+    std::string answer = EncodeHelloResponse({arena_->size_bytes(), self_});
     FrameHeader ok{MsgType::kHello, 0, 0, h.request_id};
-    if (!SendFrame(fd, ok, w.data(), is_unix ? arena_->fd() : -1).ok()) return;
+    if (!SendFrame(fd, ok, answer, is_unix ? arena_->fd() : -1).ok()) return;
   }
   // Peers reconnect on demand, so an idle TCP connection is closed after a while; local
   // clients may idle for as long as they like.
@@ -222,16 +217,14 @@ std::vector<std::string> PoolWorker::Impl::FindRemoteHolders(const std::vector<s
 }
 
 StatusOr<std::string> PoolWorker::Impl::HandleExist(std::string_view body) {
-  BodyReader r(body);
   std::vector<std::string> keys;
-  TANDEM_RETURN_IF_ERROR(r.Keys(&keys));
-  TANDEM_RETURN_IF_ERROR(r.Finish());
-  std::vector<ExistCode> codes(keys.size(), ExistCode::kAbsent);
+  TANDEM_RETURN_IF_ERROR(DecodeKeys(body, &keys));
+  std::vector<uint8_t> codes(keys.size(), static_cast<uint8_t>(ExistCode::kAbsent));
   std::vector<std::string> missing;
   std::vector<size_t> missing_index;
   for (size_t i = 0; i < keys.size(); ++i) {
     if (table_->Exists(keys[i])) {
-      codes[i] = ExistCode::kLocal;
+      codes[i] = static_cast<uint8_t>(ExistCode::kLocal);
     } else {
       missing.push_back(keys[i]);
       missing_index.push_back(i);
@@ -240,52 +233,36 @@ StatusOr<std::string> PoolWorker::Impl::HandleExist(std::string_view body) {
   if (!missing.empty()) {
     auto holders = FindRemoteHolders(missing);
     for (size_t j = 0; j < missing.size(); ++j) {
-      if (!holders[j].empty()) codes[missing_index[j]] = ExistCode::kRemote;
+      if (!holders[j].empty()) codes[missing_index[j]] = static_cast<uint8_t>(ExistCode::kRemote);
     }
   }
-  BodyWriter w;
-  for (ExistCode c : codes) w.U8(static_cast<uint8_t>(c));
-  return std::move(w.data());
+  return EncodeCodes(codes);
 }
 
 StatusOr<std::string> PoolWorker::Impl::HandlePutAlloc(Session& s, std::string_view body) {
-  BodyReader r(body);
-  uint32_t n = 0;
-  TANDEM_RETURN_IF_ERROR(r.Count(&n));
-  std::vector<std::pair<std::string, uint64_t>> items(n);
-  for (auto& [key, size] : items) {
-    TANDEM_RETURN_IF_ERROR(r.Key(&key));
-    TANDEM_RETURN_IF_ERROR(r.U64(&size));
-  }
-  TANDEM_RETURN_IF_ERROR(r.Finish());
-  BodyWriter w;
+  std::vector<PutAllocItem> items;
+  TANDEM_RETURN_IF_ERROR(DecodePutAllocRequest(body, &items));
+  std::vector<PutAllocAnswer> answers(items.size());
   std::vector<std::string> evicted;
-  for (auto& [key, size] : items) {
-    uint64_t offset = 0;
-    AllocCode code = table_->Allocate(key, size, /*primary=*/true, &offset, &evicted);
-    if (code == AllocCode::kAllocated) s.unsealed.insert(key);
-    w.U8(static_cast<uint8_t>(code));
-    w.U64(offset);
+  for (size_t i = 0; i < items.size(); ++i) {
+    AllocCode code = table_->Allocate(items[i].key, items[i].size_bytes, /*primary=*/true,
+                                      &answers[i].offset, &evicted);
+    if (code == AllocCode::kAllocated) s.unsealed.insert(items[i].key);
+    answers[i].code = static_cast<uint8_t>(code);
   }
   QueueDirOps(false, evicted);
-  return std::move(w.data());
+  return EncodePutAllocResponse(answers);
 }
 
 StatusOr<std::string> PoolWorker::Impl::HandlePutSeal(Session& s, std::string_view body) {
-  BodyReader r(body);
-  uint32_t n = 0;
-  TANDEM_RETURN_IF_ERROR(r.Count(&n));
-  std::vector<std::pair<std::string, uint8_t>> items(n);
-  for (auto& [key, commit] : items) {
-    TANDEM_RETURN_IF_ERROR(r.Key(&key));
-    TANDEM_RETURN_IF_ERROR(r.U8(&commit));
-  }
-  TANDEM_RETURN_IF_ERROR(r.Finish());
-  BodyWriter w;
+  std::vector<PutSealItem> items;
+  TANDEM_RETURN_IF_ERROR(DecodePutSealRequest(body, &items));
+  std::vector<uint8_t> codes;
+  codes.reserve(items.size());
   std::vector<std::string> sealed;
-  for (auto& [key, commit] : items) {
+  for (const auto& [key, commit] : items) {
     if (s.unsealed.erase(key) == 0) {
-      w.U8(1);
+      codes.push_back(1);  // not allocated by this connection (or sealed already)
       continue;
     }
     if (commit) {
@@ -294,11 +271,11 @@ StatusOr<std::string> PoolWorker::Impl::HandlePutSeal(Session& s, std::string_vi
     } else {
       table_->Abort(key);
     }
-    w.U8(0);
+    codes.push_back(0);
   }
   metrics_->puts->Add(static_cast<double>(sealed.size()));
   QueueDirOps(true, sealed);
-  return std::move(w.data());
+  return EncodeCodes(codes);
 }
 
 std::vector<bool> PoolWorker::Impl::FetchReplicas(const std::string& holder,
@@ -335,10 +312,8 @@ std::vector<bool> PoolWorker::Impl::FetchReplicas(const std::string& holder,
 }
 
 StatusOr<std::string> PoolWorker::Impl::HandleGet(Session& s, std::string_view body) {
-  BodyReader r(body);
   std::vector<std::string> keys;
-  TANDEM_RETURN_IF_ERROR(r.Keys(&keys));
-  TANDEM_RETURN_IF_ERROR(r.Finish());
+  TANDEM_RETURN_IF_ERROR(DecodeKeys(body, &keys));
   std::vector<GetCode> codes(keys.size(), GetCode::kMiss);
   std::vector<std::optional<ObjectLocation>> locs(keys.size());
   std::vector<std::string> missing;
@@ -378,25 +353,23 @@ StatusOr<std::string> PoolWorker::Impl::HandleGet(Session& s, std::string_view b
       }
     }
   }
-  BodyWriter w;
+  std::vector<GetAnswer> answers(keys.size());
   double local = 0, remote = 0, miss = 0;
   for (size_t i = 0; i < keys.size(); ++i) {
-    w.U8(static_cast<uint8_t>(codes[i]));
-    w.U64(locs[i] ? locs[i]->offset : 0);
-    w.U64(locs[i] ? locs[i]->size : 0);
+    answers[i].code = static_cast<uint8_t>(codes[i]);
+    answers[i].offset = locs[i] ? locs[i]->offset : 0;
+    answers[i].size_bytes = locs[i] ? locs[i]->size : 0;
     (codes[i] == GetCode::kLocalHit ? local : codes[i] == GetCode::kRemoteHit ? remote : miss) += 1;
   }
   metrics_->hits_local->Add(local);
   metrics_->hits_remote->Add(remote);
   metrics_->misses->Add(miss);
-  return std::move(w.data());
+  return EncodeGetResponse(answers);
 }
 
 StatusOr<std::string> PoolWorker::Impl::HandleRelease(Session& s, std::string_view body) {
-  BodyReader r(body);
   std::vector<std::string> keys;
-  TANDEM_RETURN_IF_ERROR(r.Keys(&keys));
-  TANDEM_RETURN_IF_ERROR(r.Finish());
+  TANDEM_RETURN_IF_ERROR(DecodeKeys(body, &keys));
   for (const auto& key : keys) {
     auto it = s.pins.find(key);
     if (it == s.pins.end()) continue;  // not pinned by this connection: ignored
@@ -407,10 +380,8 @@ StatusOr<std::string> PoolWorker::Impl::HandleRelease(Session& s, std::string_vi
 }
 
 Status PoolWorker::Impl::ServeFetch(int fd, uint64_t request_id, std::string_view body) {
-  BodyReader r(body);
   std::vector<std::string> keys;
-  TANDEM_RETURN_IF_ERROR(r.Keys(&keys, kMaxFetchKeys));
-  TANDEM_RETURN_IF_ERROR(r.Finish());
+  TANDEM_RETURN_IF_ERROR(DecodeKeys(body, &keys, kMaxFetchKeys));
   // Layout per key: u8 found, then (found) u32 length + the bytes, viewed in the arena.
   std::vector<std::string> heads(keys.size());
   std::vector<std::string_view> parts;
@@ -418,19 +389,16 @@ Status PoolWorker::Impl::ServeFetch(int fd, uint64_t request_id, std::string_vie
   uint64_t total = 0;
   for (size_t i = 0; i < keys.size(); ++i) {
     auto loc = table_->LookupAndPin(keys[i]);
-    BodyWriter w;
     // Keep the response under the frame limit; what does not fit is reported missing.
     if (loc && total + 5 + loc->size <= kMaxBodyBytes - 5 * keys.size()) {
-      w.U8(1);
-      w.U32(static_cast<uint32_t>(loc->size));
-      heads[i] = std::move(w.data());
+      heads[i] = EncodeFetchHead(static_cast<uint32_t>(loc->size));
       parts.push_back(heads[i]);
       parts.emplace_back(reinterpret_cast<const char*>(arena_->base() + loc->offset), loc->size);
       pinned.push_back(&keys[i]);
       total += 5 + loc->size;
     } else {
       if (loc) table_->Unpin(keys[i]);
-      heads[i] = std::string(1, '\0');
+      heads[i] = EncodeFetchHead(std::nullopt);
       parts.push_back(heads[i]);
       total += 1;
     }
@@ -441,25 +409,20 @@ Status PoolWorker::Impl::ServeFetch(int fd, uint64_t request_id, std::string_vie
 }
 
 StatusOr<std::string> PoolWorker::Impl::HandleDirPut(std::string_view body, bool put) {
-  BodyReader r(body);
-  std::string holder;
-  std::vector<std::string> keys;
-  TANDEM_RETURN_IF_ERROR(r.String(&holder, 256));
-  TANDEM_RETURN_IF_ERROR(ParseHostPort(holder).status());
-  TANDEM_RETURN_IF_ERROR(r.Keys(&keys));
-  TANDEM_RETURN_IF_ERROR(r.Finish());
-  put ? directory_.Put(holder, keys) : directory_.Del(holder, keys);
+  DirUpdateRequest request;
+  TANDEM_RETURN_IF_ERROR(DecodeDirUpdateRequest(body, &request));
+  TANDEM_RETURN_IF_ERROR(ParseHostPort(request.holder).status());
+  put ? directory_.Put(request.holder, request.keys) : directory_.Del(request.holder, request.keys);
   return std::string();
 }
 
 StatusOr<std::string> PoolWorker::Impl::HandleDirLookup(std::string_view body) {
-  BodyReader r(body);
   std::vector<std::string> keys;
-  TANDEM_RETURN_IF_ERROR(r.Keys(&keys));
-  TANDEM_RETURN_IF_ERROR(r.Finish());
-  BodyWriter w;
+  TANDEM_RETURN_IF_ERROR(DecodeKeys(body, &keys));
+  std::vector<std::string> holders;
+  holders.reserve(keys.size());
   for (const auto& key : keys) {
-    std::string found;
+    std::string& found = holders.emplace_back();
     if (table_->Exists(key)) {
       found = self_;  // the owner holds it itself
     } else {
@@ -470,9 +433,8 @@ StatusOr<std::string> PoolWorker::Impl::HandleDirLookup(std::string_view body) {
         }
       }
     }
-    w.String(found);
   }
-  return std::move(w.data());
+  return EncodeDirLookupResponse(holders);
 }
 
 }  // namespace tandem::pool
