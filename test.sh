@@ -85,7 +85,8 @@ if [ "$MODE" != "--quick" ]; then
   echo "== fuzzing (bounded)"
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DTANDEM_FUZZ=ON -DTANDEM_BUILD_TESTS=OFF >/dev/null &&
-    cmake --build build-fuzz -j"$JOBS" --target gguf_fuzz transfer_fuzz || record fuzz-build 0 1
+    cmake --build build-fuzz -j"$JOBS" --target gguf_fuzz transfer_fuzz http_fuzz chat_template_fuzz \
+      pool_wire_fuzz || record fuzz-build 0 1
   for fuzzer in build-fuzz/fuzz/*_fuzz; do
     [ -x "$fuzzer" ] || continue
     name=$(basename "$fuzzer")
@@ -94,8 +95,10 @@ if [ "$MODE" != "--quick" ]; then
     mkdir -p "$work"
     # Seed with the small fixture files (the generator's valid GGUFs).
     [ "$name" = gguf_fuzz ] && find build/fixtures -name '*.gguf' -size -256k -exec cp {} "$work/" \;
-    if "$fuzzer" -max_total_time="${TANDEM_FUZZ_SECONDS:-20}" -rss_limit_mb=2048 -max_len=262144 \
-         "$work" "$corpus" >"build-fuzz/$name.log" 2>&1; then
+    dict=()
+    [ -f "fuzz/${name%_fuzz}.dict" ] && dict=("-dict=fuzz/${name%_fuzz}.dict")
+    if "$fuzzer" "${dict[@]}" -max_total_time="${TANDEM_FUZZ_SECONDS:-20}" -rss_limit_mb=2048 -max_len=262144 \
+         -artifact_prefix="build-fuzz/$name-" "$work" "$corpus" >"build-fuzz/$name.log" 2>&1; then
       echo "$name: no finding"
       record "$name" 1 0
     else
