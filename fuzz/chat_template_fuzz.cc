@@ -95,9 +95,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   input.eos_token = "</s>";
   input.add_generation_prompt = (flags & 1) != 0;
   switch ((flags >> 1) & 3) {
-    case 1: input.content_format = tandem::ChatContentFormat::kString; break;
-    case 2: input.content_format = tandem::ChatContentFormat::kOpenAI; break;
-    default: input.content_format = tandem::ChatContentFormat::kAuto; break;
+    case 1:
+      input.content_format = tandem::ChatContentFormat::kString;
+      break;
+    case 2:
+      input.content_format = tandem::ChatContentFormat::kOpenAI;
+      break;
+    default:
+      input.content_format = tandem::ChatContentFormat::kAuto;
+      break;
   }
   input.parse_tool_call_arguments = (flags & 8) == 0;
   input.now_unix_seconds = 1700000000;

@@ -3,8 +3,8 @@
 // and error mapping, net/request_reader.h), header lookups, the OpenAI body parsers of
 // `tandem serve` (/v1/completions, /v1/chat/completions, /tokenize, /detokenize) and its
 // kv_transfer_params, the chat prompt (built-in template + tokenizer) a valid chat body
-// is rendered into, and the proxy's PD body rewriting. Any input must give an answer or a Status, never a crash,
-// a hang or a leak.
+// is rendered into, and the proxy's PD body rewriting. Any input must give an answer or a Status,
+// never a crash, a hang or a leak.
 //
 // Input: byte 0 holds flags, the rest is the request.
 //   bits 0-2  socket read size: 0 = all bytes at once, k = 4^k bytes per read

@@ -153,7 +153,8 @@ void FuzzBody(const FrameHeader& header, std::string_view body, size_t n) {
   FuzzResponse(header.type, body, n);
   // The count a well-formed answer of this size would have, so the decoders also see
   // bodies whose count matches.
-  for (size_t answer_bytes : {1, 9, 17}) FuzzResponse(header.type, body, body.size() / answer_bytes);
+  for (size_t answer_bytes : {1, 9, 17})
+    FuzzResponse(header.type, body, body.size() / answer_bytes);
 }
 
 void FuzzFrameStream(std::string_view stream, size_t n) {

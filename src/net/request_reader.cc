@@ -1,13 +1,12 @@
 #include "net/request_reader.h"
 
 #include <algorithm>
-#include <cstdint>
-#include <limits>
-#include <utility>
-
 #include <boost/asio/buffer.hpp>
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/field.hpp>
+#include <cstdint>
+#include <limits>
+#include <utility>
 
 namespace tandem::net::internal {
 
@@ -17,8 +16,7 @@ void ApplyRequestLimits(const HttpServerOptions& options, RequestParser* parser)
   // Beast takes a 32-bit header limit; larger configured values mean "as large as Beast
   // allows" rather than a silently wrapped small one.
   constexpr size_t kMaxHeaderLimit = std::numeric_limits<uint32_t>::max();
-  parser->header_limit(
-      static_cast<uint32_t>(std::min(options.max_header_bytes, kMaxHeaderLimit)));
+  parser->header_limit(static_cast<uint32_t>(std::min(options.max_header_bytes, kMaxHeaderLimit)));
   parser->body_limit(options.max_body_bytes);
 }
 
@@ -34,8 +32,8 @@ ReadFailure ClassifyReadError(const boost::system::error_code& ec,
                      " bytes"};
   }
   if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
-    return {431, "request headers exceed the limit of " +
-                     std::to_string(options.max_header_bytes) + " bytes"};
+    return {431, "request headers exceed the limit of " + std::to_string(options.max_header_bytes) +
+                     " bytes"};
   }
   // Any other parse error is a malformed request; the end of the stream before or inside
   // a request is the client going away, which gets no answer (nor do socket errors).

@@ -8,13 +8,12 @@
 // Thread safety: free functions; a parser belongs to one request on one thread.
 #pragma once
 
-#include <cstddef>
-#include <string>
-#include <string_view>
-
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/system/error_code.hpp>
+#include <cstddef>
+#include <string>
+#include <string_view>
 
 #include "net/http_request.h"
 #include "net/http_server.h"
@@ -47,11 +46,11 @@ HttpRequest TakeRequest(RequestParser& parser, bool* keep_alive);
 // One request read from a byte string, as a connection would read it if the peer sent
 // exactly `bytes` and then closed its side (tests and the fuzz target).
 struct BytesRead {
-  bool ok = false;         // a whole request was parsed
-  ReadFailure failure;     // when !ok
-  HttpRequest request;     // when ok
+  bool ok = false;          // a whole request was parsed
+  ReadFailure failure;      // when !ok
+  HttpRequest request;      // when ok
   bool keep_alive = false;  // when ok
-  size_t consumed = 0;     // bytes of `bytes` the request took (when ok)
+  size_t consumed = 0;      // bytes of `bytes` the request took (when ok)
 };
 // `chunk_bytes` > 0 hands the bytes to the parser at most that many at a time, as socket
 // reads of that size would; 0 hands over everything at once.

@@ -2,9 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include <string>
-
 #include <boost/asio/buffer.hpp>
+#include <string>
 
 namespace tandem::net::internal {
 namespace {
@@ -61,8 +60,8 @@ TEST(RequestReaderTest, LimitsAndMalformedRequestsGetTheirStatus) {
       SmallLimits(), 4);
   EXPECT_EQ(read.failure.status, 413);
 
-  read = ReadRequestFromBytes(
-      "GET / HTTP/1.1\r\nX-Big: " + std::string(300, 'a') + "\r\n\r\n", SmallLimits(), 7);
+  read = ReadRequestFromBytes("GET / HTTP/1.1\r\nX-Big: " + std::string(300, 'a') + "\r\n\r\n",
+                              SmallLimits(), 7);
   EXPECT_EQ(read.failure.status, 431);
 
   for (const char* malformed :

@@ -7,8 +7,8 @@ namespace {
 // allocation, so a hostile `n`-sized reservation cannot come from a short body.
 Status CheckFixedSize(std::string_view body, size_t n, size_t answer_bytes) {
   if (n > kMaxBodyBytes / answer_bytes || body.size() != n * answer_bytes) {
-    return InvalidArgumentError("response body of " + std::to_string(body.size()) +
-                                " bytes for " + std::to_string(n) + " answers");
+    return InvalidArgumentError("response body of " + std::to_string(body.size()) + " bytes for " +
+                                std::to_string(n) + " answers");
   }
   return Status::Ok();
 }

@@ -56,7 +56,7 @@ Status DecodePutAllocRequest(std::string_view body, std::vector<PutAllocItem>* o
 
 // PUT_ALLOC response: one answer per item.
 struct PutAllocAnswer {
-  uint8_t code = 0;  // AllocCode; values over 3 are a peer error the caller reports
+  uint8_t code = 0;     // AllocCode; values over 3 are a peer error the caller reports
   uint64_t offset = 0;  // into the arena, when code is kAllocated
 };
 std::string EncodePutAllocResponse(const std::vector<PutAllocAnswer>& answers);

@@ -71,7 +71,7 @@ TEST(MessagesTest, MalformedBodiesAreInvalidArgument) {
   EXPECT_EQ(DecodeHelloRequest(EncodeHelloRequest({"t", 0}) + "x", &hello).code(),
             StatusCode::kInvalidArgument);  // trailing byte
   std::vector<std::string> keys;
-  EXPECT_FALSE(DecodeKeys(EncodeKeys({""}), &keys).ok());  // empty key
+  EXPECT_FALSE(DecodeKeys(EncodeKeys({""}), &keys).ok());           // empty key
   EXPECT_FALSE(DecodeKeys(EncodeKeys({"a", "b"}), &keys, 1).ok());  // over the count limit
   std::vector<PutAllocItem> alloc;
   std::string body = EncodePutAllocRequest({{"k", 1}});
