@@ -124,7 +124,12 @@ TEST(EngineTest, AbortFreesBlocks) {
   Harness h(*model, EngineOptions{});
   auto prompts = Prompts(*model);
   h.Submit("long", prompts[1], Greedy(100000));
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Wait for the first step to take blocks (a fixed sleep was too short under TSan).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (h.engine().Snapshot().kv_cache_usage == 0.0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   EXPECT_GT(h.engine().Snapshot().kv_cache_usage, 0.0);
   h.engine().AbortRequest("long");
   auto r = h.Wait()["long"];
