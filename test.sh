@@ -7,7 +7,10 @@
 #                      model, kv, engine, parsers), and each libFuzzer target for a
 #                      bounded time (TANDEM_FUZZ_SECONDS, default 20).
 #   ./test.sh --full   the same, with the networking and server unit tests also under
-#                      ASan+UBSan (Beast makes that build long on 2 cores).
+#                      ASan+UBSan (Beast makes that build long on 2 cores), plus a
+#                      ThreadSanitizer build (build-tsan): all unit tests, then the
+#                      serve, PD, proxy and pool integration tests against the TSan
+#                      `tandem` binary (a race report fails them).
 #   ./test.sh --quick  release unit + integration tests only (no sanitizer, no fuzzing).
 set -uo pipefail
 cd "$(dirname "$0")"
@@ -61,16 +64,23 @@ export TANDEM_FIXTURE_DIR=$ROOT/build/fixtures
 echo "== unit tests (release)"
 run_ctest unit build
 
+# pytest summary "N passed, F failed, E errors" -> record.
+run_pytest() {  # run_pytest NAME LOG [pytest args...]
+  local name=$1 log=$2
+  shift 2
+  python3 -m pytest -q -p no:cacheprovider "$@" 2>&1 | tee "$log" | tail -n 30
+  local summary p f
+  summary=$(grep -E "^(=+ )?[0-9]+ (passed|failed|error)" "$log" | tail -n 1)
+  p=$(echo "$summary" | grep -oE "[0-9]+ passed" | grep -oE "[0-9]+" || echo 0)
+  f=$(echo "$summary" | grep -oE "[0-9]+ (failed|error|errors)" | grep -oE "[0-9]+" | paste -sd+ | bc 2>/dev/null || echo 0)
+  [ -z "$p" ] && p=0
+  [ -z "$f" ] && f=0
+  if [ -z "$summary" ]; then f=1; fi
+  record "$name" "$p" "$f"
+}
+
 echo "== integration tests (pytest)"
-PYTEST_LOG=build/pytest.log
-TANDEM_BIN=$ROOT/build/src/cli/tandem python3 -m pytest -q -p no:cacheprovider tests 2>&1 | tee "$PYTEST_LOG" | tail -n 30
-summary=$(grep -E "^(=+ )?[0-9]+ (passed|failed|error)" "$PYTEST_LOG" | tail -n 1)
-p=$(echo "$summary" | grep -oE "[0-9]+ passed" | grep -oE "[0-9]+" || echo 0)
-f=$(echo "$summary" | grep -oE "[0-9]+ (failed|error|errors)" | grep -oE "[0-9]+" | paste -sd+ | bc 2>/dev/null || echo 0)
-[ -z "$p" ] && p=0
-[ -z "$f" ] && f=0
-if [ -z "$summary" ]; then f=1; fi
-record pytest "$p" "$f"
+TANDEM_BIN=$ROOT/build/src/cli/tandem run_pytest pytest build/pytest.log tests
 
 if [ "$MODE" != "--quick" ]; then
   echo "== unit tests under ASan+UBSan"
@@ -107,6 +117,24 @@ if [ "$MODE" != "--quick" ]; then
       record "$name" 0 1
     fi
   done
+fi
+
+if [ "$MODE" = "--full" ]; then
+  echo "== unit tests under TSan"
+  # scripts/tsan.supp holds only third-party false positives (each with its reason).
+  export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 suppressions=$ROOT/scripts/tsan.supp"
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_TSAN=ON >/dev/null &&
+    cmake --build build-tsan -j"$JOBS" || record tsan-build 0 1
+  # As under ASan, the real-model tests are left out (slow, same code as the fixtures).
+  run_ctest tsan build-tsan -E "RealModel|NOT_BUILT"
+
+  echo "== integration tests under TSan (serve, PD, proxy, pool)"
+  # A race report ends the TSan binary at once (halt_on_error, exit code 66), which these
+  # tests see as a failed or crashed server.
+  TANDEM_BIN=$ROOT/build-tsan/src/cli/tandem run_pytest pytest-tsan build-tsan/pytest.log \
+    tests/test_serve.py tests/test_pd.py tests/test_proxy.py tests/test_pool.py \
+    tests/test_pool_connector.py
+  unset TSAN_OPTIONS
 fi
 
 finish
