@@ -156,11 +156,16 @@ class Cluster:
         self.d_args = list(d_args)
         self.kv_port = free_port()
         self.etcd = Etcd(tmp)
-        self.worker = Worker(tandem_bin, tmp, self.etcd, name="w", shm_mb=64)
-        self.p = self.start_p()
-        self.d = self.start_d()
-        self.proxy = self.start_proxy()
+        self.worker = self.p = self.d = self.proxy = None
         self.want = {}
+        try:
+            self.worker = Worker(tandem_bin, tmp, self.etcd, name="w", shm_mb=64)
+            self.p = self.start_p()
+            self.d = self.start_d()
+            self.proxy = self.start_proxy()
+        except Exception:
+            self.stop()  # the daemonized pool worker would outlive the test
+            raise
 
     def engine_env(self):
         return {"DS_WORKER_ADDR": self.worker.address}
@@ -202,8 +207,9 @@ class Cluster:
 
     def stop(self):
         for part in (self.proxy, self.d, self.p):
-            part.stop()
-        if self.worker.alive():
+            if part is not None:
+                part.stop()
+        if self.worker is not None and self.worker.alive():
             os.kill(self.worker.pid, signal.SIGKILL)
         self.etcd.stop(signal.SIGKILL)
 
@@ -222,7 +228,7 @@ def cluster(request, tandem_bin, fixture_dir, tmp_path):
         yield c
     finally:
         for part in (c.p, c.d):  # a SIGSTOPped process cannot take SIGTERM
-            if part.proc.poll() is None:
+            if part is not None and part.proc.poll() is None:
                 os.kill(part.proc.pid, signal.SIGCONT)
         c.stop()
 
