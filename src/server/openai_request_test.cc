@@ -187,7 +187,8 @@ TEST(ParseTokenize, PromptOrMessages) {
   EXPECT_FALSE(ParseDetokenizeRequest(R"({"tokens":"ab"})", kVocab).ok());
 }
 
-// Found by fuzz/http_fuzz.cc: max_tokens near INT64_MAX overflowed prompt + max_tokens.
+// Found with fuzz/http_fuzz.cc (a hand-made INT64_MAX max_tokens run through it under
+// UBSan): prompt + max_tokens overflowed.
 TEST(ResolveMaxTokens, HugeMaxTokensIsTooLargeNotAnOverflow) {
   auto parsed = ParseCompletionRequest(R"({"prompt":"x","max_tokens":9223372036854775807})", 100);
   ASSERT_TRUE(parsed.ok()) << parsed.status().message();
