@@ -137,12 +137,14 @@ int ServeWorker(const pool::WorkerConfig& config, const pool::ReadyFn& ready) {
   Status s = pool::WritePidFile(config.worker_address);
   pool::PoolWorker worker(config);
   if (s.ok()) s = worker.Start();
-  ready(s);
   if (!s.ok()) {
+    // Cleaned up before `start` hears of the failure: it returns as soon as it does.
     TANDEM_LOG(ERROR) << s.ToString();
     pool::RemovePidFile(config.worker_address);
+    ready(s);
     return s.code() == StatusCode::kInvalidArgument ? 2 : 1;
   }
+  ready(s);
   int sig = 0;
   sigwait(&set, &sig);
   TANDEM_LOG(INFO) << "signal " << sig << ": shutting down";
