@@ -7,7 +7,9 @@
 #                      model, kv, engine, parsers), and each libFuzzer target for a
 #                      bounded time (TANDEM_FUZZ_SECONDS, default 20).
 #   ./test.sh --full   the same, with the networking and server unit tests also under
-#                      ASan+UBSan (Beast makes that build long on 2 cores), plus a
+#                      ASan+UBSan (Beast makes that build long on 2 cores) and the serve,
+#                      PD, proxy and bad-input integration tests against an ASan+UBSan
+#                      `tandem`, plus a
 #                      ThreadSanitizer build (build-tsan): all unit tests, then the
 #                      serve, PD, proxy and pool integration tests against the TSan
 #                      `tandem` binary (a race report fails them).
@@ -91,6 +93,17 @@ if [ "$MODE" != "--quick" ]; then
   # The real-model tests are slow under ASan and exercise the same code as the fixtures;
   # binaries left out of this build show up as *_NOT_BUILT.
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_ctest asan build-asan -E "RealModel|NOT_BUILT"
+
+  if [ "$MODE" = "--full" ]; then
+    echo "== integration tests under ASan+UBSan (serve, PD, proxy, bad input)"
+    # The ASan `tandem` (built with the targets above): a memory error ends a server at
+    # once, and LeakSanitizer turns a leak at shutdown into a non-zero exit, which these
+    # tests check (a clean SIGTERM shutdown must exit 0).
+    cmake --build build-asan -j"$JOBS" --target tandem || record asan-tandem-build 0 1
+    ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+      TANDEM_BIN=$ROOT/build-asan/src/cli/tandem run_pytest pytest-asan build-asan/pytest.log \
+      tests/test_serve.py tests/test_pd.py tests/test_proxy.py tests/test_bad_input.py
+  fi
 
   echo "== fuzzing (bounded)"
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
