@@ -214,6 +214,13 @@ class Cluster:
         self.etcd.stop(signal.SIGKILL)
 
 
+def stream_on_decoder(cluster, tag):
+    """A long streamed request through the proxy, returned once D is generating it."""
+    job = Background(stream_events, cluster.proxy.url, prompt(tag, 10), 300)
+    assert wait_for(lambda: gauge(cluster.d, "vllm:num_requests_running") == 1, 20, 0.02)
+    return job
+
+
 @pytest.fixture
 def cluster(request, tandem_bin, fixture_dir, tmp_path):
     """The cluster on the llama fixture; a test parametrized with {"d_args": [...]} gives
@@ -276,8 +283,7 @@ def test_kill9_prefiller(cluster):
 @pytest.mark.parametrize("cluster", [{"model": "default"}], indirect=True)
 def test_kill9_decoder_mid_stream(cluster):
     cluster.expect(prompt("d-before"), 8)
-    job = Background(stream_events, cluster.proxy.url, prompt("victim", 10), 300)
-    assert wait_for(lambda: gauge(cluster.d, "vllm:num_requests_running") == 1, 20, 0.02)
+    job = stream_on_decoder(cluster, "victim")
     cluster.d.proc.send_signal(signal.SIGKILL)
     cluster.d.proc.wait()
     outcome, text, seconds = job.result(15)
@@ -292,8 +298,7 @@ def test_kill9_decoder_mid_stream(cluster):
 @pytest.mark.parametrize("cluster", [{"model": "default"}], indirect=True)
 def test_proxy_restart(cluster):
     cluster.expect(prompt("proxy-before"), 8)
-    job = Background(stream_events, cluster.proxy.url, prompt("cut", 10), 300)
-    assert wait_for(lambda: gauge(cluster.d, "vllm:num_requests_running") == 1, 20, 0.02)
+    job = stream_on_decoder(cluster, "cut")
     cluster.proxy.proc.send_signal(signal.SIGKILL)
     cluster.proxy.proc.wait()
     outcome, _, _ = job.result(10)
@@ -323,8 +328,7 @@ def test_etcd_stopped_and_restarted(cluster):
 @pytest.mark.parametrize("cluster", [{"model": "default"}], indirect=True)
 def test_hung_decoder_sigstop(cluster):
     cluster.expect(prompt("stop-before"), 8)
-    job = Background(stream_events, cluster.proxy.url, prompt("frozen", 10), 300)
-    assert wait_for(lambda: gauge(cluster.d, "vllm:num_requests_running") == 1, 20, 0.02)
+    job = stream_on_decoder(cluster, "frozen")
     os.kill(cluster.d.proc.pid, signal.SIGSTOP)
     try:
         # The proxy gives up on the silent decoder after --backend-idle-timeout.
