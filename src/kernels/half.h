@@ -1,8 +1,8 @@
 // Half-precision conversions: IEEE fp16 (binary16) and bfloat16 <-> fp32.
 //
-// All conversions are bit-exact, portable scalar code (no tables, no intrinsics), so
-// they give the same bits on every machine and serve as the reference that vectorized
-// kernels are tested against:
+// The single-value conversions are bit-exact, portable scalar code (no tables, no
+// intrinsics), so they give the same bits on every machine and serve as the reference
+// that vectorized kernels are tested against:
 //   - fp16 -> fp32 and bf16 -> fp32 are exact (every half value is an fp32 value),
 //     including subnormals, signed zeros and infinities. NaNs keep their sign and
 //     payload (shifted into the top of the fp32 mantissa); they are not quietened.
@@ -27,7 +27,9 @@ Fp16Bits Fp32ToFp16(float f);
 float Bf16ToFp32(Bf16Bits h);
 Bf16Bits Fp32ToBf16(float f);
 
-// Row conversions. Preconditions: src and dst hold n_elems values each and do not overlap.
+// Row conversions: F16C where the CPU has it, the same bits as the scalar functions
+// (except that a signalling NaN may come back quiet).
+// Preconditions: src and dst hold n_elems values each and do not overlap.
 void Fp16ToFp32Row(const Fp16Bits* src, float* dst, int64_t n_elems);
 void Fp32ToFp16Row(const float* src, Fp16Bits* dst, int64_t n_elems);
 void Bf16ToFp32Row(const Bf16Bits* src, float* dst, int64_t n_elems);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <vector>
 
 namespace tandem {
 namespace {
@@ -129,6 +130,44 @@ TEST(HalfTest, RowConversionsMatchScalar) {
     EXPECT_EQ(b[i], Fp32ToBf16(src[i]));
     EXPECT_EQ(Bits(back_h[i]), Bits(Fp16ToFp32(h[i])));
     EXPECT_EQ(Bits(back_b[i]), Bits(Bf16ToFp32(b[i])));
+  }
+}
+
+// The row functions take the F16C path where the CPU has it (the machines we run on):
+// every fp16 value, and a sweep of fp32 bit patterns covering every exponent, must
+// convert exactly as the scalar reference does. NaNs only need to stay NaNs of the same
+// sign (F16C quietens a signalling NaN; the scalar fp16 -> fp32 keeps it as it is).
+TEST(HalfTest, RowConversionsMatchScalarEverywhere) {
+  std::vector<uint16_t> all(0x10000);
+  for (uint32_t h = 0; h < 0x10000; ++h) all[h] = static_cast<uint16_t>(h);
+  std::vector<float> wide(all.size());
+  Fp16ToFp32Row(all.data(), wide.data(), static_cast<int64_t>(all.size()));
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const float want = Fp16ToFp32(all[h]);
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(wide[h])) << h;
+      ASSERT_EQ(std::signbit(wide[h]), std::signbit(want)) << h;
+    } else {
+      ASSERT_EQ(Bits(wide[h]), Bits(want)) << h;
+    }
+  }
+  std::vector<float> sweep;
+  for (uint64_t b = 0; b <= 0xffffffffu; b += 4093) sweep.push_back(std::bit_cast<float>(static_cast<uint32_t>(b)));
+  for (uint32_t special : {0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u, 0x477fefffu, 0x477ff000u,
+                           0x33000000u, 0x33000001u, 0x387fc000u}) {
+    sweep.push_back(std::bit_cast<float>(special));
+  }
+  std::vector<uint16_t> narrow(sweep.size());
+  Fp32ToFp16Row(sweep.data(), narrow.data(), static_cast<int64_t>(sweep.size()));
+  for (size_t i = 0; i < sweep.size(); ++i) {
+    const uint16_t want = Fp32ToFp16(sweep[i]);
+    if (std::isnan(sweep[i])) {
+      ASSERT_EQ(narrow[i] & 0x7c00, 0x7c00) << i;
+      ASSERT_NE(narrow[i] & 0x3ff, 0) << i;
+      ASSERT_EQ(narrow[i] & 0x8000, want & 0x8000) << i;
+    } else {
+      ASSERT_EQ(narrow[i], want) << "fp32 bits " << Bits(sweep[i]);
+    }
   }
 }
 

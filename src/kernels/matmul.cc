@@ -66,36 +66,40 @@ void MatMulRowsQ8(const WeightMatrix& w, const uint8_t* xq, int64_t a_row_bytes,
   }
 }
 
-// Prefill path for Q8_0 / Q5_0 / Q4_0 weights and many tokens: each tile of 4 weight
-// rows is unpacked to int8 once and multiplied with every token, 4 rows x 2 tokens per
-// inner loop (register tiling), instead of re-decoding each block per token.
-void MatMulRowsInt8Tiled(const WeightMatrix& w, const uint8_t* xq, int64_t a_row_bytes, int64_t n_tokens,
-                         float* y, int64_t r0, int64_t r1) {
-  const int64_t cols = w.cols, nb = cols / 32;
-  thread_local std::vector<int8_t> a_q, w_q;
-  thread_local std::vector<float> a_d, w_d;
-  a_q.resize(static_cast<size_t>(n_tokens * cols));
-  a_d.resize(static_cast<size_t>(n_tokens * nb));
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    UnpackRowToInt8(TensorType::kQ8_0, xq + t * a_row_bytes, cols, a_q.data() + t * cols, a_d.data() + t * nb);
-  }
+// Prefill path for Q8_0 / Q5_0 / Q4_0 weights and many tokens (see DotInt8Tile4x2 in
+// quant_dot.h): each tile of 4 weight rows is decoded once and multiplied with every
+// token, 4 rows x 2 tokens per inner loop, against activations prepared once per call.
+struct TileActivations {
+  const int8_t* q;
+  const float* d_lanes;
+  const int32_t* corr;
+  int64_t cols;
+};
+
+void MatMulRowsInt8Tiled(const WeightMatrix& w, const TileActivations& a, int64_t n_tokens, float* y,
+                         int64_t r0, int64_t r1) {
+  const int64_t cols = w.cols, n_lanes = cols / 8;
+  const int offset = Int8TileOffset(w.type);
+  thread_local std::vector<uint8_t> w_q;
+  thread_local std::vector<float> w_d;
   w_q.resize(static_cast<size_t>(4 * cols));
-  w_d.resize(static_cast<size_t>(4 * nb));
+  w_d.resize(static_cast<size_t>(4 * n_lanes));
+  auto token = [&](int64_t t) {
+    return TileOperand{a.q + t * cols, a.d_lanes + t * n_lanes, a.corr + t * n_lanes};
+  };
   for (int64_t rb = r0; rb < r1; rb += 4) {
     const int64_t nr = std::min<int64_t>(4, r1 - rb);
-    const int8_t* wq[4];
-    const float* wd[4];
+    TileOperand wt[4];
     for (int r = 0; r < 4; ++r) {
       const int64_t row = rb + std::min<int64_t>(r, nr - 1);  // pad a short tile with its last row
-      UnpackRowToInt8(w.type, w.data + row * w.row_bytes, cols, w_q.data() + r * cols, w_d.data() + r * nb);
-      wq[r] = w_q.data() + r * cols;
-      wd[r] = w_d.data() + r * nb;
+      if (r < nr) PrepareTileWeightRow(w.type, w.data + row * w.row_bytes, cols, w_q.data() + r * cols, w_d.data() + r * n_lanes);
+      const int64_t slot = std::min<int64_t>(r, nr - 1);
+      wt[r] = TileOperand{w_q.data() + slot * cols, w_d.data() + slot * n_lanes, nullptr};
     }
     for (int64_t t = 0; t < n_tokens; t += 2) {
       const int64_t t1 = std::min(t + 1, n_tokens - 1);
       float out[4][2];
-      DotInt8Tile4x2(wq, wd, a_q.data() + t * cols, a_d.data() + t * nb, a_q.data() + t1 * cols,
-                     a_d.data() + t1 * nb, nb, out);
+      DotInt8Tile4x2(offset, wt, token(t), token(t1), cols / 64, out);
       for (int64_t r = 0; r < nr; ++r) {
         y[t * w.rows + rb + r] = out[r][0];
         if (t1 != t) y[t1 * w.rows + rb + r] = out[r][1];
@@ -111,6 +115,42 @@ constexpr int64_t kMinTokensForTiling = 4;
 
 void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {
   TANDEM_CHECK(w.valid());
+  auto for_rows = [&](const auto& rows) {
+    if (pool == nullptr || pool->num_threads() == 1) {
+      rows(0, w.rows);
+    } else {
+      pool->ParallelFor(w.rows, kTileRows, [&](int, int64_t begin, int64_t end) { rows(begin, end); });
+    }
+  };
+  if (HasInt8Tile(w.type) && w.cols % 64 == 0) {
+    // Activations quantized once, by the calling thread, in the tile's layout; the
+    // tile for many tokens, one row at a time (same bits) for a few.
+    thread_local std::vector<int8_t> a_q;
+    thread_local std::vector<float> a_d;
+    thread_local std::vector<int32_t> a_c;
+    const int64_t n_lanes = w.cols / 8;
+    a_q.resize(static_cast<size_t>(n_tokens * w.cols));
+    a_d.resize(static_cast<size_t>(n_tokens * n_lanes));
+    a_c.resize(static_cast<size_t>(n_tokens * n_lanes));
+    const int offset = Int8TileOffset(w.type);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      PrepareTileActivationRow(x + t * w.cols, w.cols, offset, a_q.data() + t * w.cols, a_d.data() + t * n_lanes,
+                               a_c.data() + t * n_lanes);
+    }
+    const TileActivations a{a_q.data(), a_d.data(), a_c.data(), w.cols};
+    if (n_tokens >= kMinTokensForTiling) {
+      for_rows([&](int64_t begin, int64_t end) { MatMulRowsInt8Tiled(w, a, n_tokens, y, begin, end); });
+    } else {
+      for_rows([&](int64_t begin, int64_t end) {
+        for (int64_t t = 0; t < n_tokens; ++t) {
+          const TileOperand at{a.q + t * w.cols, a.d_lanes + t * n_lanes, a.corr + t * n_lanes};
+          float* yt = y + t * w.rows;
+          for (int64_t r = begin; r < end; ++r) yt[r] = DotTileRow(w.type, w.data + r * w.row_bytes, at, w.cols / 64);
+        }
+      });
+    }
+    return;
+  }
   // Activations in the weight type's partner format (see quant_dot.h), once per call.
   const ActivationFormat format = ActivationFormatFor(w.type);
   thread_local std::vector<uint8_t> xq;
@@ -125,30 +165,10 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
   if (HasQ8Dot(w.type)) {
     const int64_t a_row_bytes = ActivationRowBytes(format, w.cols);
     const uint8_t* xq_data = xq.data();
-    const bool tiled = HasInt8Unpack(w.type) && n_tokens >= kMinTokensForTiling;
-    auto rows = [&](int64_t begin, int64_t end) {
-      if (tiled) {
-        MatMulRowsInt8Tiled(w, xq_data, a_row_bytes, n_tokens, y, begin, end);
-      } else {
-        MatMulRowsQ8(w, xq_data, a_row_bytes, n_tokens, y, begin, end);
-      }
-    };
-    if (pool == nullptr || pool->num_threads() == 1) {
-      rows(0, w.rows);
-    } else {
-      pool->ParallelFor(w.rows, kTileRows, [&](int, int64_t begin, int64_t end) {
-        rows(begin, end);
-      });
-    }
+    for_rows([&](int64_t begin, int64_t end) { MatMulRowsQ8(w, xq_data, a_row_bytes, n_tokens, y, begin, end); });
     return;
   }
-  if (pool == nullptr || pool->num_threads() == 1) {
-    MatMulRows(w, x, n_tokens, y, 0, w.rows);
-    return;
-  }
-  pool->ParallelFor(w.rows, kTileRows, [&](int, int64_t begin, int64_t end) {
-    MatMulRows(w, x, n_tokens, y, begin, end);
-  });
+  for_rows([&](int64_t begin, int64_t end) { MatMulRows(w, x, n_tokens, y, begin, end); });
 }
 
 void GetRow(const WeightMatrix& w, int64_t row, float* out) {

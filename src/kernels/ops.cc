@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "kernels/cpu_features.h"
 #include "kernels/half.h"
@@ -79,6 +80,63 @@ __attribute__((target("avx2,fma,f16c"))) void AxpyF16Avx2(float a, const uint16_
   for (; i < n; ++i) y[i] += a * Fp16ToFp32(x[i]);
 }
 
+__attribute__((target("avx2,fma"))) inline float Hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+__attribute__((target("avx2,fma,f16c"))) inline __m256 LoadF16(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// Preconditions: hd % 8 == 0.
+__attribute__((target("avx2,fma,f16c"))) void DotF16RowsAvx2(const float* q, const uint16_t* const* k, int64_t n,
+                                                           int hd, float scale, float* scores) {
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+    for (int d = 0; d < hd; d += 8) {
+      const __m256 qv = _mm256_loadu_ps(q + d);
+      a0 = _mm256_fmadd_ps(qv, LoadF16(k[j] + d), a0);
+      a1 = _mm256_fmadd_ps(qv, LoadF16(k[j + 1] + d), a1);
+      a2 = _mm256_fmadd_ps(qv, LoadF16(k[j + 2] + d), a2);
+      a3 = _mm256_fmadd_ps(qv, LoadF16(k[j + 3] + d), a3);
+    }
+    scores[j] = Hsum(a0) * scale;
+    scores[j + 1] = Hsum(a1) * scale;
+    scores[j + 2] = Hsum(a2) * scale;
+    scores[j + 3] = Hsum(a3) * scale;
+  }
+  for (; j < n; ++j) {
+    __m256 a0 = _mm256_setzero_ps();
+    for (int d = 0; d < hd; d += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), LoadF16(k[j] + d), a0);
+    scores[j] = Hsum(a0) * scale;
+  }
+}
+
+// Preconditions: hd % 8 == 0.
+__attribute__((target("avx2,fma,f16c"))) void WeightedSumF16RowsAvx2(const float* p, const uint16_t* const* v,
+                                                                   int64_t n, int hd, float* out) {
+  int d0 = 0;
+  for (; d0 + 64 <= hd; d0 += 64) {
+    __m256 acc[8];
+    for (int c = 0; c < 8; ++c) acc[c] = _mm256_setzero_ps();
+    for (int64_t j = 0; j < n; ++j) {
+      const __m256 pj = _mm256_set1_ps(p[j]);
+      const uint16_t* row = v[j] + d0;
+      for (int c = 0; c < 8; ++c) acc[c] = _mm256_fmadd_ps(pj, LoadF16(row + 8 * c), acc[c]);
+    }
+    for (int c = 0; c < 8; ++c) _mm256_storeu_ps(out + d0 + 8 * c, acc[c]);
+  }
+  for (; d0 < hd; d0 += 8) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t j = 0; j < n; ++j) acc = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), LoadF16(v[j] + d0), acc);
+    _mm256_storeu_ps(out + d0, acc);
+  }
+}
+
 const bool kHaveAvx2 = GetCpuFeatures().avx2 && GetCpuFeatures().fma;
 const bool kHaveF16c = kHaveAvx2 && GetCpuFeatures().f16c;
 
@@ -105,6 +163,24 @@ void AxpyF16(float a, const uint16_t* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * Fp16ToFp32(x[i]);
 }
 
+void DotF16Rows(const float* q, const uint16_t* const* k_rows, int64_t n, int hd, float scale,
+                float* scores) {
+  if (kHaveF16c && hd % 8 == 0) return DotF16RowsAvx2(q, k_rows, n, hd, scale, scores);
+  for (int64_t j = 0; j < n; ++j) {
+    float sum = 0;
+    for (int d = 0; d < hd; ++d) sum += q[d] * Fp16ToFp32(k_rows[j][d]);
+    scores[j] = sum * scale;
+  }
+}
+
+void WeightedSumF16Rows(const float* p, const uint16_t* const* v_rows, int64_t n, int hd, float* out) {
+  if (kHaveF16c && hd % 8 == 0) return WeightedSumF16RowsAvx2(p, v_rows, n, hd, out);
+  std::fill(out, out + hd, 0.0f);
+  for (int64_t j = 0; j < n; ++j) {
+    for (int d = 0; d < hd; ++d) out[d] += p[j] * Fp16ToFp32(v_rows[j][d]);
+  }
+}
+
 void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps) {
   double sum = 0;  // double: GGML accumulates the square sum in ggml_float (double)
   for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
@@ -116,20 +192,35 @@ void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps) {
   }
 }
 
-void Rope(float* head, int head_dim, int rot_dims, int64_t position, float freq_base,
-          float freq_scale, bool neox) {
+void RopeAngles(int rot_dims, int64_t position, float freq_base, float freq_scale, float* cos_out,
+                float* sin_out) {
   const int half = rot_dims / 2;
   const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(rot_dims));
   float theta = static_cast<float>(position) * freq_scale;
   for (int i = 0; i < half; ++i) {
-    const float c = std::cos(theta), s = std::sin(theta);
-    int a = neox ? i : 2 * i;
-    int b = neox ? i + half : 2 * i + 1;
-    const float x0 = head[a], x1 = head[b];
-    head[a] = x0 * c - x1 * s;
-    head[b] = x0 * s + x1 * c;
+    cos_out[i] = std::cos(theta);
+    sin_out[i] = std::sin(theta);
     theta *= theta_scale;
   }
+}
+
+void RopeApply(float* head, int rot_dims, const float* cos, const float* sin, bool neox) {
+  const int half = rot_dims / 2;
+  for (int i = 0; i < half; ++i) {
+    const int a = neox ? i : 2 * i;
+    const int b = neox ? i + half : 2 * i + 1;
+    const float x0 = head[a], x1 = head[b];
+    head[a] = x0 * cos[i] - x1 * sin[i];
+    head[b] = x0 * sin[i] + x1 * cos[i];
+  }
+}
+
+void Rope(float* head, int head_dim, int rot_dims, int64_t position, float freq_base,
+          float freq_scale, bool neox) {
+  thread_local std::vector<float> angles;
+  angles.resize(static_cast<size_t>(rot_dims));
+  RopeAngles(rot_dims, position, freq_base, freq_scale, angles.data(), angles.data() + rot_dims / 2);
+  RopeApply(head, rot_dims, angles.data(), angles.data() + rot_dims / 2, neox);
   (void)head_dim;
 }
 
@@ -145,21 +236,51 @@ void Softmax(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
-void GeluMul(float* x, const float* y, int64_t n) {
-  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
-  constexpr float kCoef = 0.044715f;
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    if (v <= -10.0f) {
-      x[i] = 0.0f;
-    } else if (v >= 10.0f) {
-      x[i] = v * y[i];
-    } else {
-      const float h = Fp16ToFp32(Fp32ToFp16(v));
+namespace {
+
+// GELU of every fp16 value, rounded to fp16 and widened back: GGML's table, computed
+// with its formula (0.5 h (1 + tanh(sqrt(2/pi) h (1 + 0.044715 h^2))) in float).
+const float* GeluTable() {
+  static const std::vector<float> table = [] {
+    constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+    constexpr float kCoef = 0.044715f;
+    std::vector<float> t(0x10000);
+    for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+      const float h = Fp16ToFp32(static_cast<Fp16Bits>(bits));
       const float g = 0.5f * h * (1.0f + std::tanh(kSqrt2OverPi * h * (1.0f + kCoef * h * h)));
-      x[i] = Fp16ToFp32(Fp32ToFp16(g)) * y[i];
+      t[bits] = Fp16ToFp32(Fp32ToFp16(g));
     }
+    return t;
+  }();
+  return table.data();
+}
+
+float GeluOne(float v, const float* table) {
+  if (v <= -10.0f) return 0.0f;
+  if (v >= 10.0f) return v;
+  return table[Fp32ToFp16(v)];
+}
+
+__attribute__((target("avx2,fma,f16c"))) void GeluMulAvx2(float* x, const float* y, int64_t n, const float* table) {
+  const __m256 lo = _mm256_set1_ps(-10.0f), hi = _mm256_set1_ps(10.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+    __m256 g = _mm256_i32gather_ps(table, _mm256_cvtepu16_epi32(h), 4);
+    g = _mm256_blendv_ps(g, v, _mm256_cmp_ps(v, hi, _CMP_GE_OQ));
+    g = _mm256_andnot_ps(_mm256_cmp_ps(v, lo, _CMP_LE_OQ), g);
+    _mm256_storeu_ps(x + i, _mm256_mul_ps(g, _mm256_loadu_ps(y + i)));
   }
+  for (; i < n; ++i) x[i] = GeluOne(x[i], table) * y[i];
+}
+
+}  // namespace
+
+void GeluMul(float* x, const float* y, int64_t n) {
+  const float* table = GeluTable();
+  if (kHaveF16c) return GeluMulAvx2(x, y, n, table);
+  for (int64_t i = 0; i < n; ++i) x[i] = GeluOne(x[i], table) * y[i];
 }
 
 void SiluMul(float* x, const float* y, int64_t n) {

@@ -17,6 +17,12 @@ void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps);
 // style); otherwise adjacent pairs (2i, 2i+1) (original LLaMA / GGML "normal").
 void Rope(float* head, int head_dim, int rot_dims, int64_t position, float freq_base,
           float freq_scale, bool neox);
+// Rope in two steps, so that a batch computes each position's angles once for all its
+// heads and layers: cos/sin of the rot_dims/2 rotation angles of `position`, then the
+// rotation with them. RopeApply(RopeAngles(...)) gives exactly Rope's bits.
+void RopeAngles(int rot_dims, int64_t position, float freq_base, float freq_scale, float* cos_out,
+                float* sin_out);
+void RopeApply(float* head, int rot_dims, const float* cos, const float* sin, bool neox);
 
 // In-place softmax over n values.
 void Softmax(float* x, int64_t n);
@@ -41,5 +47,13 @@ void Axpy(float a, const float* x, float* y, int64_t n);
 float DotF16(const uint16_t* a, const uint16_t* b, int64_t n);
 // y[i] += a * fp16_to_fp32(x[i])
 void AxpyF16(float a, const uint16_t* x, float* y, int64_t n);
+
+// Attention over fp16 key/value rows (rows may live in different KV blocks, hence the
+// row pointers). scores[j] = scale * dot(q, k_rows[j]) over hd values, q in float;
+// out[d] = sum_j p[j] * v_rows[j][d] (out is overwritten). AVX2 paths do four keys per
+// pass over q, and keep a 64-wide slice of `out` in registers across all rows.
+void DotF16Rows(const float* q, const uint16_t* const* k_rows, int64_t n, int hd, float scale,
+                float* scores);
+void WeightedSumF16Rows(const float* p, const uint16_t* const* v_rows, int64_t n, int hd, float* out);
 
 }  // namespace tandem

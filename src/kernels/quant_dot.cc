@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "common/logging.h"
 #include "kernels/cpu_features.h"
@@ -207,39 +208,40 @@ __attribute__((target("avx2,fma,f16c"))) void DotQ4_KAvx2N(const void* w_row, co
   for (int t = 0; t < NT; ++t) a[t] = static_cast<const BlockQ8_K*>(a_rows[t]);
   const __m256i low_mask = _mm256_set1_epi8(0x0F);
   __m256 acc[NT];
-  float mins[NT];
-  for (int t = 0; t < NT; ++t) {
-    acc[t] = _mm256_setzero_ps();
-    mins[t] = 0;
-  }
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n_blocks; ++i) {
     uint8_t sc[8], m[8];
     for (int j = 0; j < 8; ++j) ScaleMinK4(j, w[i].scales, &sc[j], &m[j]);
-    __m256i lo[4], hi[4];
+    __m256i lo[4], hi[4], sc_lo[4], sc_hi[4];
     for (int c = 0; c < 4; ++c) {
       const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qs + 32 * c));
       lo[c] = _mm256_and_si256(packed, low_mask);
       hi[c] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_mask);
+      sc_lo[c] = _mm256_set1_epi16(sc[2 * c]);
+      sc_hi[c] = _mm256_set1_epi16(sc[2 * c + 1]);
     }
+    // The mins, each twice (one per bsum of 16 values): sum_j m[j] * (bsums[2j] +
+    // bsums[2j+1]) becomes one madd against the 16 bsums.
+    const __m128i m8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m));
+    const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
     const float wd = HalfToFloat(w[i].d), wdmin = HalfToFloat(w[i].dmin);
     for (int t = 0; t < NT; ++t) {
       const BlockQ8_K& at = a[t][i];
-      int32_t summ = 0;
-      for (int j = 0; j < 8; ++j) summ += m[j] * (at.bsums[2 * j] + at.bsums[2 * j + 1]);
+      const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at.bsums));
+      const __m256i summ = _mm256_madd_epi16(bsums, mins16);
       __m256i sumi = _mm256_setzero_si256();
       for (int c = 0; c < 4; ++c) {
         const __m256i a_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at.qs + 64 * c));
         const __m256i a_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at.qs + 64 * c + 32));
-        const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], a_lo), _mm256_set1_epi16(sc[2 * c]));
-        const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], a_hi), _mm256_set1_epi16(sc[2 * c + 1]));
+        const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], a_lo), sc_lo[c]);
+        const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], a_hi), sc_hi[c]);
         sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
       }
-      const float d = at.d * wd;
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc[t]);
-      mins[t] += at.d * wdmin * static_cast<float>(summ);
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(at.d * wd), _mm256_cvtepi32_ps(sumi), acc[t]);
+      acc[t] = _mm256_fnmadd_ps(_mm256_set1_ps(at.d * wdmin), _mm256_cvtepi32_ps(summ), acc[t]);
     }
   }
-  for (int t = 0; t < NT; ++t) out[t] = HorizontalSum(acc[t]) - mins[t];
+  for (int t = 0; t < NT; ++t) out[t] = HorizontalSum(acc[t]);
 }
 
 template <int NT>
@@ -273,17 +275,17 @@ __attribute__((target("avx2,fma,f16c"))) void DotQ6_KAvx2N(const void* w_row, co
                                              _mm_set1_epi16(w[i].scales[base / 16]));
       }
     }
+    const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[i].scales)));
     const float wd = HalfToFloat(w[i].d);
     for (int t = 0; t < NT; ++t) {
       const BlockQ8_K& at = a[t][i];
-      int32_t offset = 0;  // sum(scale[s] * bsums[s]): the -32 of every value, / 32
-      for (int s = 0; s < 16; ++s) offset += w[i].scales[s] * at.bsums[s];
-      __m256i sumi = _mm256_setzero_si256();
+      // sum(scale[s] * bsums[s]) * 32: the -32 offset of every value, spread over lanes.
+      const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at.bsums));
+      __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(bsums, scales16), 5));
       for (int k = 0; k < 8; ++k) {
         const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at.qs + 32 * k));
         sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(v[k], av), scales[k]));
       }
-      sumi = _mm256_sub_epi32(sumi, _mm256_setr_epi32(32 * offset, 0, 0, 0, 0, 0, 0, 0));
       const float d = at.d * wd;
       acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc[t]);
     }
@@ -307,75 +309,192 @@ const bool kUseAvx2 = GetCpuFeatures().avx2 && GetCpuFeatures().fma && GetCpuFea
 
 }  // namespace
 
-bool HasInt8Unpack(TensorType type) {
+bool HasInt8Tile(TensorType type) {
   return type == TensorType::kQ8_0 || type == TensorType::kQ5_0 || type == TensorType::kQ4_0;
 }
 
-void UnpackRowToInt8(TensorType type, const void* w_row, int64_t cols, int8_t* q, float* d) {
+int Int8TileOffset(TensorType type) {
+  switch (type) {
+    case TensorType::kQ5_0: return 16;
+    case TensorType::kQ4_0: return 8;
+    default: return 0;
+  }
+}
+
+namespace {
+
+// Scale lanes of one pair of blocks: [d0 d0 d1 d1 d0 d0 d1 d1] (see quant_dot.h).
+inline void PairLanes(float d0, float d1, float* lanes) {
+  lanes[0] = lanes[1] = lanes[4] = lanes[5] = d0;
+  lanes[2] = lanes[3] = lanes[6] = lanes[7] = d1;
+}
+
+// One 32-block of Q5_0 as unsigned values 0..31 (the stored 5 bits).
+__attribute__((target("avx2"))) void Q5_0ToUnsignedAvx2(const BlockQ5_0& b, uint8_t* q) {
+  const __m256i high = _mm256_and_si256(BytesFromBits32(b.qh), _mm256_set1_epi8(0x10));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm256_or_si256(NibblesToBytes(b.qs), high));
+}
+
+// QuantizeActivationsQ8_0's arithmetic, 32 values at a time: amax, id = 127 / amax,
+// q = round-half-even(x * id) (cvtps_epi32 under the default rounding mode).
+__attribute__((target("avx2,fma,f16c"))) float QuantizeBlockQ8_0Avx2(const float* x, int8_t* q) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 v[4];
+  __m256 m = _mm256_setzero_ps();
+  for (int k = 0; k < 4; ++k) {
+    v[k] = _mm256_loadu_ps(x + 8 * k);
+    m = _mm256_max_ps(m, _mm256_and_ps(v[k], abs_mask));
+  }
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  const float amax = _mm_cvtss_f32(m4);
+  const __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
+  __m256i i[4];
+  for (int k = 0; k < 4; ++k) i[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], id));
+  // packs work per 128-bit lane; the permute puts the 8 dwords back in order.
+  const __m256i w01 = _mm256_packs_epi32(i[0], i[1]), w23 = _mm256_packs_epi32(i[2], i[3]);
+  const __m256i b = _mm256_packs_epi16(w01, w23);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q),
+                      _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  return amax;
+}
+
+float QuantizeBlockQ8_0Scalar(const float* x, int8_t* q) {
+  float amax = 0;
+  for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+  const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+  for (int j = 0; j < 32; ++j) q[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
+  return amax;
+}
+
+const bool kUseAvx2Quantize = GetCpuFeatures().avx2 && GetCpuFeatures().fma && GetCpuFeatures().f16c;
+
+// Quantizes one block; returns amax (the block's scale is fp16(amax / 127)).
+inline float QuantizeBlockQ8_0(const float* x, int8_t* q) {
+  return kUseAvx2Quantize ? QuantizeBlockQ8_0Avx2(x, q) : QuantizeBlockQ8_0Scalar(x, q);
+}
+
+}  // namespace
+
+void PrepareTileWeightRow(TensorType type, const void* w_row, int64_t cols, uint8_t* q, float* d_lanes) {
   const int64_t n = cols / 32;
+  float d[2];
   for (int64_t i = 0; i < n; ++i) {
     switch (type) {
       case TensorType::kQ8_0: {
         const BlockQ8_0& b = static_cast<const BlockQ8_0*>(w_row)[i];
         std::memcpy(q + 32 * i, b.qs, 32);
-        d[i] = Fp16ToFp32(b.d);
+        d[i % 2] = Fp16ToFp32(b.d);
         break;
       }
       case TensorType::kQ5_0: {
         const BlockQ5_0& b = static_cast<const BlockQ5_0*>(w_row)[i];
-        UnpackQ5_0(b, q + 32 * i);
-        d[i] = Fp16ToFp32(b.d);
+        if (kUseAvx2Quantize) {
+          Q5_0ToUnsignedAvx2(b, q + 32 * i);
+        } else {
+          int8_t v[32];
+          UnpackQ5_0(b, v);
+          for (int j = 0; j < 32; ++j) q[32 * i + j] = static_cast<uint8_t>(v[j] + 16);
+        }
+        d[i % 2] = Fp16ToFp32(b.d);
         break;
       }
       case TensorType::kQ4_0: {
         const BlockQ4_0& b = static_cast<const BlockQ4_0*>(w_row)[i];
-        UnpackQ4_0(b, q + 32 * i);
-        d[i] = Fp16ToFp32(b.d);
+        for (int j = 0; j < 16; ++j) {
+          q[32 * i + j] = b.qs[j] & 0x0F;
+          q[32 * i + j + 16] = b.qs[j] >> 4;
+        }
+        d[i % 2] = Fp16ToFp32(b.d);
         break;
       }
-      default: TANDEM_CHECK(false) << "no int8 unpack for type " << static_cast<int>(type);
+      default: TANDEM_CHECK(false) << "no int8 tile for type " << static_cast<int>(type);
+    }
+    if (i % 2 == 1) PairLanes(d[0], d[1], d_lanes + 8 * (i / 2));
+  }
+}
+
+void PrepareTileActivationRow(const float* x, int64_t cols, int offset, int8_t* q, float* d_lanes, int32_t* corr) {
+  const int64_t n = cols / 32;
+  float d[2];
+  int32_t sums[2];
+  for (int64_t i = 0; i < n; ++i) {
+    const float amax = QuantizeBlockQ8_0(x + 32 * i, q + 32 * i);
+    d[i % 2] = Fp16ToFp32(Fp32ToFp16(amax / 127.0f));
+    int32_t sum = 0;
+    for (int j = 0; j < 32; ++j) sum += q[32 * i + j];
+    sums[i % 2] = sum;
+    if (i % 2 == 1) {
+      PairLanes(d[0], d[1], d_lanes + 8 * (i / 2));
+      int32_t* c = corr + 8 * (i / 2);
+      std::fill(c, c + 8, 0);
+      c[0] = offset * sums[0];  // lane 0 belongs to the pair's first block, lane 2 to its second
+      c[2] = offset * sums[1];
     }
   }
 }
 
 namespace {
 
-void DotInt8Tile4x2Scalar(const int8_t* const w_q[4], const float* const w_d[4], const int8_t* a0_q,
-                          const float* a0_d, const int8_t* a1_q, const float* a1_d, int64_t n_blocks,
+void DotInt8Tile4x2Scalar(int offset, const TileOperand w[4], const TileOperand a[2], int64_t n_pairs,
                           float out[4][2]) {
   for (int r = 0; r < 4; ++r) {
-    float s0 = 0, s1 = 0;
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      int32_t i0 = 0, i1 = 0;
-      for (int j = 0; j < 32; ++j) {
-        i0 += w_q[r][32 * b + j] * a0_q[32 * b + j];
-        i1 += w_q[r][32 * b + j] * a1_q[32 * b + j];
+    const uint8_t* wq = static_cast<const uint8_t*>(w[r].q);
+    for (int t = 0; t < 2; ++t) {
+      const int8_t* aq = static_cast<const int8_t*>(a[t].q);
+      float sum = 0;
+      for (int64_t b = 0; b < 2 * n_pairs; ++b) {
+        int32_t isum = 0;
+        for (int j = 0; j < 32; ++j) {
+          const int wv = offset == 0 ? static_cast<int8_t>(wq[32 * b + j]) : wq[32 * b + j] - offset;
+          isum += wv * aq[32 * b + j];
+        }
+        const int64_t lane = 8 * (b / 2) + 2 * (b % 2);
+        sum += w[r].d_lanes[lane] * a[t].d_lanes[lane] * static_cast<float>(isum);
       }
-      s0 += w_d[r][b] * a0_d[b] * static_cast<float>(i0);
-      s1 += w_d[r][b] * a1_d[b] * static_cast<float>(i1);
+      out[r][t] = sum;
     }
-    out[r][0] = s0;
-    out[r][1] = s1;
   }
 }
 
-__attribute__((target("avx2,fma"))) void DotInt8Tile4x2Avx2(const int8_t* const w_q[4], const float* const w_d[4],
-                                                          const int8_t* a0_q, const float* a0_d,
-                                                          const int8_t* a1_q, const float* a1_d,
-                                                          int64_t n_blocks, float out[4][2]) {
+template <bool kSigned>
+__attribute__((target("avx2,fma"))) void DotInt8Tile4x2Avx2(const TileOperand w[4], const TileOperand a[2],
+                                                          int64_t n_pairs, float out[4][2]) {
   __m256 acc[4][2];
   for (int r = 0; r < 4; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    const __m256i a0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a0_q + 32 * b));
-    const __m256i a1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a1_q + 32 * b));
-    for (int r = 0; r < 4; ++r) {
-      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w_q[r] + 32 * b));
-      const __m256i abs_w = _mm256_sign_epi8(w, w);
-      const __m256i ones = _mm256_set1_epi16(1);
-      const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(abs_w, _mm256_sign_epi8(a0, w)), ones);
-      const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(abs_w, _mm256_sign_epi8(a1, w)), ones);
-      acc[r][0] = _mm256_fmadd_ps(_mm256_set1_ps(w_d[r][b] * a0_d[b]), _mm256_cvtepi32_ps(p0), acc[r][0]);
-      acc[r][1] = _mm256_fmadd_ps(_mm256_set1_ps(w_d[r][b] * a1_d[b]), _mm256_cvtepi32_ps(p1), acc[r][1]);
+  const __m256i ones = _mm256_set1_epi16(1);
+  const uint8_t* wq[4];
+  const float* wd[4];
+  for (int r = 0; r < 4; ++r) {
+    wq[r] = static_cast<const uint8_t*>(w[r].q);
+    wd[r] = w[r].d_lanes;
+  }
+  for (int64_t p = 0; p < n_pairs; ++p) {
+    for (int t = 0; t < 2; ++t) {
+      const int8_t* aq = static_cast<const int8_t*>(a[t].q) + 64 * p;
+      const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq));
+      const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq + 32));
+      const __m256 da = _mm256_loadu_ps(a[t].d_lanes + 8 * p);
+      for (int r = 0; r < 4; ++r) {
+        const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq[r] + 64 * p));
+        const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq[r] + 64 * p + 32));
+        __m256i m0, m1;
+        if constexpr (kSigned) {
+          m0 = _mm256_maddubs_epi16(_mm256_sign_epi8(w0, w0), _mm256_sign_epi8(x0, w0));
+          m1 = _mm256_maddubs_epi16(_mm256_sign_epi8(w1, w1), _mm256_sign_epi8(x1, w1));
+        } else {
+          m0 = _mm256_maddubs_epi16(w0, x0);
+          m1 = _mm256_maddubs_epi16(w1, x1);
+        }
+        // Lanes: [b0 b0 b1 b1 b0 b0 b1 b1], each the sum of 8 products.
+        __m256i h = _mm256_hadd_epi32(_mm256_madd_epi16(m0, ones), _mm256_madd_epi16(m1, ones));
+        if constexpr (!kSigned) {
+          h = _mm256_sub_epi32(h, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].corr + 8 * p)));
+        }
+        const __m256 scale = _mm256_mul_ps(_mm256_loadu_ps(wd[r] + 8 * p), da);
+        acc[r][t] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(h), acc[r][t]);
+      }
     }
   }
   for (int r = 0; r < 4; ++r) {
@@ -384,15 +503,89 @@ __attribute__((target("avx2,fma"))) void DotInt8Tile4x2Avx2(const int8_t* const 
   }
 }
 
+// DotTileRow's vector path: each pair of weight blocks decoded as PrepareTileWeightRow
+// would, then exactly the tile's per-lane steps for one row and one token.
+template <TensorType kType>
+__attribute__((target("avx2,fma,f16c"))) float DotTileRowAvx2(const void* w_row, const TileOperand& a, int64_t n_pairs) {
+  constexpr bool kSigned = kType == TensorType::kQ8_0;
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int8_t* aq = static_cast<const int8_t*>(a.q);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t p = 0; p < n_pairs; ++p) {
+    __m256i w0, w1;
+    float d0, d1;
+    if constexpr (kType == TensorType::kQ8_0) {
+      const BlockQ8_0* b = static_cast<const BlockQ8_0*>(w_row) + 2 * p;
+      w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[0].qs));
+      w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[1].qs));
+      d0 = HalfToFloat(b[0].d);
+      d1 = HalfToFloat(b[1].d);
+    } else if constexpr (kType == TensorType::kQ5_0) {
+      const BlockQ5_0* b = static_cast<const BlockQ5_0*>(w_row) + 2 * p;
+      const __m256i bit4 = _mm256_set1_epi8(0x10);
+      w0 = _mm256_or_si256(NibblesToBytes(b[0].qs), _mm256_and_si256(BytesFromBits32(b[0].qh), bit4));
+      w1 = _mm256_or_si256(NibblesToBytes(b[1].qs), _mm256_and_si256(BytesFromBits32(b[1].qh), bit4));
+      d0 = HalfToFloat(b[0].d);
+      d1 = HalfToFloat(b[1].d);
+    } else {
+      const BlockQ4_0* b = static_cast<const BlockQ4_0*>(w_row) + 2 * p;
+      w0 = NibblesToBytes(b[0].qs);
+      w1 = NibblesToBytes(b[1].qs);
+      d0 = HalfToFloat(b[0].d);
+      d1 = HalfToFloat(b[1].d);
+    }
+    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq + 64 * p));
+    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq + 64 * p + 32));
+    __m256i m0, m1;
+    if constexpr (kSigned) {
+      m0 = _mm256_maddubs_epi16(_mm256_sign_epi8(w0, w0), _mm256_sign_epi8(x0, w0));
+      m1 = _mm256_maddubs_epi16(_mm256_sign_epi8(w1, w1), _mm256_sign_epi8(x1, w1));
+    } else {
+      m0 = _mm256_maddubs_epi16(w0, x0);
+      m1 = _mm256_maddubs_epi16(w1, x1);
+    }
+    __m256i h = _mm256_hadd_epi32(_mm256_madd_epi16(m0, ones), _mm256_madd_epi16(m1, ones));
+    if constexpr (!kSigned) {
+      h = _mm256_sub_epi32(h, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.corr + 8 * p)));
+    }
+    const __m256 wd = _mm256_setr_ps(d0, d0, d1, d1, d0, d0, d1, d1);
+    const __m256 scale = _mm256_mul_ps(wd, _mm256_loadu_ps(a.d_lanes + 8 * p));
+    acc = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(h), acc);
+  }
+  return HorizontalSum(acc);
+}
+
 }  // namespace
 
-void DotInt8Tile4x2(const int8_t* const w_q[4], const float* const w_d[4], const int8_t* a0_q, const float* a0_d,
-                    const int8_t* a1_q, const float* a1_d, int64_t n_blocks, float out[4][2]) {
-  if (GetCpuFeatures().avx2 && GetCpuFeatures().fma) {
-    DotInt8Tile4x2Avx2(w_q, w_d, a0_q, a0_d, a1_q, a1_d, n_blocks, out);
-  } else {
-    DotInt8Tile4x2Scalar(w_q, w_d, a0_q, a0_d, a1_q, a1_d, n_blocks, out);
+float DotTileRow(TensorType type, const void* w_row, const TileOperand& a, int64_t n_pairs) {
+  if (kUseAvx2Quantize) {
+    switch (type) {
+      case TensorType::kQ8_0: return DotTileRowAvx2<TensorType::kQ8_0>(w_row, a, n_pairs);
+      case TensorType::kQ5_0: return DotTileRowAvx2<TensorType::kQ5_0>(w_row, a, n_pairs);
+      case TensorType::kQ4_0: return DotTileRowAvx2<TensorType::kQ4_0>(w_row, a, n_pairs);
+      default: TANDEM_CHECK(false) << "no int8 tile for type " << static_cast<int>(type);
+    }
   }
+  // Scalar: decode the row and run the tile's scalar arithmetic for it.
+  thread_local std::vector<uint8_t> q;
+  thread_local std::vector<float> d;
+  q.resize(static_cast<size_t>(64 * n_pairs));
+  d.resize(static_cast<size_t>(8 * n_pairs));
+  PrepareTileWeightRow(type, w_row, 64 * n_pairs, q.data(), d.data());
+  const TileOperand w[4] = {{q.data(), d.data(), nullptr}, {q.data(), d.data(), nullptr},
+                            {q.data(), d.data(), nullptr}, {q.data(), d.data(), nullptr}};
+  const TileOperand act[2] = {a, a};
+  float out[4][2];
+  DotInt8Tile4x2Scalar(Int8TileOffset(type), w, act, n_pairs, out);
+  return out[0][0];
+}
+
+void DotInt8Tile4x2(int offset, const TileOperand w[4], const TileOperand& a0, const TileOperand& a1,
+                    int64_t n_pairs, float out[4][2]) {
+  const TileOperand a[2] = {a0, a1};
+  if (!kUseAvx2Quantize) return DotInt8Tile4x2Scalar(offset, w, a, n_pairs, out);
+  if (offset == 0) return DotInt8Tile4x2Avx2<true>(w, a, n_pairs, out);
+  DotInt8Tile4x2Avx2<false>(w, a, n_pairs, out);
 }
 
 bool HasQ8Dot(TensorType type) {
@@ -479,6 +672,33 @@ int64_t ActivationRowBytes(ActivationFormat format, int64_t cols) {
   }
 }
 
+namespace {
+
+// The values of one Q8_K block from QuantizeRowQ8_K's iscale, 256 at a time, and the
+// sums of each 16. Same float multiply and round-half-even as the scalar loop.
+__attribute__((target("avx2,fma"))) void QuantizeQ8_KValuesAvx2(const float* x, float iscale, BlockQ8_K& y) {
+  const __m256 s = _mm256_set1_ps(iscale);
+  const __m256i max_q = _mm256_set1_epi32(127);
+  for (int g = 0; g < 8; ++g) {  // 32 values per step
+    __m256i i[4];
+    for (int k = 0; k < 4; ++k) {
+      i[k] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 32 * g + 8 * k), s)), max_q);
+    }
+    for (int h = 0; h < 2; ++h) {
+      const __m256i sum8 = _mm256_add_epi32(i[2 * h], i[2 * h + 1]);
+      __m128i sum4 = _mm_add_epi32(_mm256_castsi256_si128(sum8), _mm256_extracti128_si256(sum8, 1));
+      sum4 = _mm_add_epi32(sum4, _mm_shuffle_epi32(sum4, 0x4e));
+      sum4 = _mm_add_epi32(sum4, _mm_shuffle_epi32(sum4, 0xb1));
+      y.bsums[2 * g + h] = static_cast<int16_t>(_mm_cvtsi128_si32(sum4));
+    }
+    const __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y.qs + 32 * g),
+                        _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+  }
+}
+
+}  // namespace
+
 void QuantizeRowQ8_K(const float* x, BlockQ8_K* out, int64_t cols) {
   TANDEM_CHECK(cols % 256 == 0);
   for (int64_t b = 0; b < cols / 256; ++b, x += 256) {
@@ -496,14 +716,18 @@ void QuantizeRowQ8_K(const float* x, BlockQ8_K* out, int64_t cols) {
       continue;
     }
     const float iscale = -127.0f / max;
-    for (int j = 0; j < 256; ++j) {
-      const int v = static_cast<int>(std::nearbyint(iscale * x[j]));  // half to even, as ggml
-      y.qs[j] = static_cast<int8_t>(std::min(127, v));
-    }
-    for (int j = 0; j < 16; ++j) {
-      int sum = 0;
-      for (int i = 0; i < 16; ++i) sum += y.qs[j * 16 + i];
-      y.bsums[j] = static_cast<int16_t>(sum);
+    if (kUseAvx2Quantize) {
+      QuantizeQ8_KValuesAvx2(x, iscale, y);
+    } else {
+      for (int j = 0; j < 256; ++j) {
+        const int v = static_cast<int>(std::nearbyint(iscale * x[j]));  // half to even, as ggml
+        y.qs[j] = static_cast<int8_t>(std::min(127, v));
+      }
+      for (int j = 0; j < 16; ++j) {
+        int sum = 0;
+        for (int i = 0; i < 16; ++i) sum += y.qs[j * 16 + i];
+        y.bsums[j] = static_cast<int16_t>(sum);
+      }
     }
     y.d = 1 / iscale;
   }
@@ -515,12 +739,8 @@ void QuantizeRowQ8_K(const float* x, BlockQ8_K* out, int64_t cols) {
 // cases; matching the run-time path keeps results closer to llama.cpp's.
 void QuantizeActivationsQ8_0(const float* x, BlockQ8_0* out, int64_t cols) {
   for (int64_t b = 0; b < cols / 32; ++b, x += 32) {
-    float amax = 0;
-    for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(x[j]));
-    const float d = amax / 127.0f;
-    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    out[b].d = Fp32ToFp16(d);
-    for (int j = 0; j < 32; ++j) out[b].qs[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
+    const float amax = QuantizeBlockQ8_0(x, out[b].qs);
+    out[b].d = Fp32ToFp16(amax / 127.0f);
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -9,6 +10,7 @@
 
 #include "common/thread_pool.h"
 #include "kernels/dequant.h"
+#include "kernels/half.h"
 #include "kernels/matmul.h"
 
 namespace tandem {
@@ -117,6 +119,45 @@ TEST(QuantDotTest, FourRowDotEqualsSingleRowDotBitForBit) {
   }
 }
 
+// The vector quantizers give exactly the values of the scalar formulas (ggml's
+// quantize_row_q8_K_ref, and the x86 run-time Q8_0 quantizer), on random rows with
+// positive and negative extremes, exact .5 ties and an all-zero block.
+TEST(QuantizeTest, VectorQuantizersMatchScalarFormulas) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<float> x = RandomFloats(512, rng);
+    x[7 + trial] = trial % 2 ? 5.0f : -5.0f;
+    if (trial == 3) std::fill(x.begin() + 256, x.end(), 0.0f);
+    std::vector<BlockQ8_K> k(2);
+    QuantizeRowQ8_K(x.data(), k.data(), 512);
+    for (int b = 0; b < 2; ++b) {
+      float max = 0, amax = 0;
+      for (int j = 0; j < 256; ++j) {
+        if (std::fabs(x[256 * b + j]) > amax) {
+          amax = std::fabs(x[256 * b + j]);
+          max = x[256 * b + j];
+        }
+      }
+      const float iscale = amax == 0 ? 0.0f : -127.0f / max;
+      for (int j = 0; j < 256; ++j) {
+        const int want = amax == 0 ? 0 : std::min(127, static_cast<int>(std::nearbyint(iscale * x[256 * b + j])));
+        ASSERT_EQ(k[b].qs[j], want) << trial << " " << b << " " << j;
+      }
+    }
+    std::vector<BlockQ8_0> q(16);
+    QuantizeActivations(ActivationFormat::kQ8_0, x.data(), 512, q.data());
+    for (int b = 0; b < 16; ++b) {
+      float amax = 0;
+      for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(x[32 * b + j]));
+      const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+      ASSERT_EQ(q[b].d, Fp32ToFp16(amax / 127.0f));
+      for (int j = 0; j < 32; ++j) {
+        ASSERT_EQ(q[b].qs[j], static_cast<int8_t>(std::nearbyint(x[32 * b + j] * id))) << trial << " " << b;
+      }
+    }
+  }
+}
+
 TEST(QuantizeQ8KTest, BlockSumsAndScale) {
   std::mt19937 rng(5);
   std::vector<float> x = RandomFloats(512, rng);
@@ -141,7 +182,7 @@ TEST(MatMulTest, AllTypesMatchNaiveReference) {
        {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ8_0, TensorType::kQ5_0,
         TensorType::kQ4_0, TensorType::kQ4_1, TensorType::kQ5_1, TensorType::kQ2_K,
         TensorType::kQ3_K, TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K}) {
-    for (const int64_t n_tokens : {int64_t{1}, int64_t{3}, int64_t{8}}) {
+    for (const int64_t n_tokens : {int64_t{1}, int64_t{3}, int64_t{8}, int64_t{9}}) {
       const int64_t rows = 37, cols = 512;
       std::vector<uint8_t> data;
       if (type == TensorType::kF32) {
@@ -186,6 +227,101 @@ TEST(MatMulTest, AllTypesMatchNaiveReference) {
           ASSERT_NEAR(got[i], want[i], tol)
               << TraitsOf(type).name << " n_tokens=" << n_tokens << " i=" << i;
         }
+      }
+    }
+  }
+}
+
+// The prefill tile's activation layout holds exactly the values and scales of
+// QuantizeActivations(kQ8_0), plus corrections offset * (block sum) in lanes 0 and 2.
+TEST(Int8TileTest, ActivationLayoutMatchesQ8_0Quantization) {
+  std::mt19937 rng(5);
+  const int64_t cols = 640;
+  std::vector<float> x = RandomFloats(cols, rng);
+  for (int j = 64; j < 96; ++j) x[j] = 0.0f;  // an all-zero block: scale 0, values 0
+  x[3] = 1e-30f;
+  std::vector<BlockQ8_0> blocks(cols / 32);
+  QuantizeActivations(ActivationFormat::kQ8_0, x.data(), cols, blocks.data());
+  std::vector<int8_t> q(cols);
+  std::vector<float> d(cols / 8);
+  std::vector<int32_t> corr(cols / 8);
+  PrepareTileActivationRow(x.data(), cols, 16, q.data(), d.data(), corr.data());
+  for (int64_t b = 0; b < cols / 32; ++b) {
+    int32_t sum = 0;
+    for (int j = 0; j < 32; ++j) {
+      ASSERT_EQ(q[32 * b + j], blocks[b].qs[j]) << b << " " << j;
+      sum += q[32 * b + j];
+    }
+    const int64_t lane = 8 * (b / 2) + 2 * (b % 2);
+    EXPECT_EQ(d[lane], Fp16ToFp32(blocks[b].d));
+    EXPECT_EQ(d[lane + 1], d[lane]);
+    EXPECT_EQ(d[lane + 4], d[lane]);
+    EXPECT_EQ(corr[lane], 16 * sum);
+    EXPECT_EQ(corr[lane + 1], 0);
+  }
+}
+
+// The tile (vector path here) against VecDotQ8Reference on the original blocks: same
+// integers, float order differs. Odd token count (a1 == a0) and a short last tile.
+TEST(Int8TileTest, TileMatchesReferenceDot) {
+  std::mt19937 rng(6);
+  for (TensorType type : {TensorType::kQ8_0, TensorType::kQ5_0, TensorType::kQ4_0}) {
+    const int64_t cols = 640;
+    std::vector<uint8_t> w = RandomRow(type, 4 * cols, rng);
+    const int64_t row_bytes = *RowBytes(type, cols);
+    std::vector<uint8_t> wq(4 * cols);
+    std::vector<float> wd(4 * cols / 8);
+    TileOperand wt[4];
+    for (int r = 0; r < 4; ++r) {
+      PrepareTileWeightRow(type, w.data() + r * row_bytes, cols, wq.data() + r * cols, wd.data() + r * cols / 8);
+      wt[r] = TileOperand{wq.data() + r * cols, wd.data() + r * cols / 8, nullptr};
+    }
+    const int offset = Int8TileOffset(type);
+    std::vector<float> x = RandomFloats(2 * cols, rng);
+    std::vector<int8_t> aq(2 * cols);
+    std::vector<float> ad(2 * cols / 8);
+    std::vector<int32_t> ac(2 * cols / 8);
+    for (int t = 0; t < 2; ++t) {
+      PrepareTileActivationRow(x.data() + t * cols, cols, offset, aq.data() + t * cols, ad.data() + t * cols / 8,
+                               ac.data() + t * cols / 8);
+    }
+    const TileOperand a0{aq.data(), ad.data(), ac.data()};
+    const TileOperand a1{aq.data() + cols, ad.data() + cols / 8, ac.data() + cols / 8};
+    float out[4][2], same[4][2];
+    DotInt8Tile4x2(offset, wt, a0, a1, cols / 64, out);
+    DotInt8Tile4x2(offset, wt, a1, a1, cols / 64, same);
+    for (int t = 0; t < 2; ++t) {
+      std::vector<BlockQ8_0> blocks(cols / 32);
+      QuantizeActivations(ActivationFormat::kQ8_0, x.data() + t * cols, cols, blocks.data());
+      for (int r = 0; r < 4; ++r) {
+        const float want = VecDotQ8Reference(type, w.data() + r * row_bytes, blocks.data(), cols);
+        ASSERT_NEAR(out[r][t], want, 1e-4f * (1.0f + std::fabs(want))) << TraitsOf(type).name << " r " << r;
+        if (t == 1) {
+          ASSERT_EQ(same[r][0], out[r][1]);
+        }
+        // One row alone gives the tile's bits (decode vs batched prefill).
+        ASSERT_EQ(DotTileRow(type, w.data() + r * row_bytes, t == 0 ? a0 : a1, cols / 64), out[r][t]);
+      }
+    }
+  }
+}
+
+// Shapes the tile does not take (cols not a multiple of 64) use the per-row dots.
+TEST(MatMulTest, Int8TypesWithOddBlockCountsMatchReference) {
+  std::mt19937 rng(8);
+  for (TensorType type : {TensorType::kQ8_0, TensorType::kQ5_0, TensorType::kQ4_0}) {
+    const int64_t rows = 9, cols = 96, n_tokens = 8;
+    std::vector<uint8_t> data = RandomRow(type, rows * cols, rng);
+    WeightMatrix w{type, data.data(), rows, cols, *RowBytes(type, cols)};
+    std::vector<float> x = RandomFloats(n_tokens * cols, rng);
+    std::vector<float> got(n_tokens * rows);
+    MatMul(w, x.data(), n_tokens, got.data(), nullptr);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      std::vector<BlockQ8_0> blocks(cols / 32);
+      QuantizeActivations(ActivationFormat::kQ8_0, x.data() + t * cols, cols, blocks.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        const float want = VecDotQ8Reference(type, data.data() + r * w.row_bytes, blocks.data(), cols);
+        ASSERT_NEAR(got[t * rows + r], want, 1e-4f * (1.0f + std::fabs(want)));
       }
     }
   }

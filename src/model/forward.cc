@@ -61,19 +61,24 @@ void Forward::Run(const std::vector<ForwardSequence>& batch, std::vector<float>*
     }
   }
 
+  rope_ready_[0] = rope_ready_[1] = false;
   for (int il = 0; il < c_.n_layers; ++il) {
     const LayerWeights& l = w_.layers[il];
-    for (int64_t i = 0; i < n; ++i) RmsNorm(&x_[i * E], l.attn_norm.data(), &xn_[i * E], E, c_.rms_eps);
+    ForRows(pool_, n, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) RmsNorm(&x_[i * E], l.attn_norm.data(), &xn_[i * E], E, c_.rms_eps);
+    });
     MatMul(l.wq, xn_.data(), n, q_.data(), pool_);
     MatMul(l.wk, xn_.data(), n, k_.data(), pool_);
     MatMul(l.wv, xn_.data(), n, v_.data(), pool_);
     Attention(il, batch);
     MatMul(l.wo, att_.data(), n, proj_.data(), pool_);
-    for (int64_t i = 0; i < n; ++i) {
-      if (c_.post_norms) RmsNorm(&proj_[i * E], l.attn_post_norm.data(), &proj_[i * E], E, c_.rms_eps);
-      AddInPlace(&x_[i * E], &proj_[i * E], E);
-      RmsNorm(&x_[i * E], l.ffn_norm.data(), &xn_[i * E], E, c_.rms_eps);
-    }
+    ForRows(pool_, n, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        if (c_.post_norms) RmsNorm(&proj_[i * E], l.attn_post_norm.data(), &proj_[i * E], E, c_.rms_eps);
+        AddInPlace(&x_[i * E], &proj_[i * E], E);
+        RmsNorm(&x_[i * E], l.ffn_norm.data(), &xn_[i * E], E, c_.rms_eps);
+      }
+    });
     MatMul(l.ffn_gate, xn_.data(), n, gate_.data(), pool_);
     MatMul(l.ffn_up, xn_.data(), n, up_.data(), pool_);
     const int64_t F = c_.n_ff;
@@ -84,10 +89,12 @@ void Forward::Run(const std::vector<ForwardSequence>& batch, std::vector<float>*
       }
     });
     MatMul(l.ffn_down, gate_.data(), n, proj_.data(), pool_);
-    for (int64_t i = 0; i < n; ++i) {
-      if (c_.post_norms) RmsNorm(&proj_[i * E], l.ffn_post_norm.data(), &proj_[i * E], E, c_.rms_eps);
-      AddInPlace(&x_[i * E], &proj_[i * E], E);
-    }
+    ForRows(pool_, n, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        if (c_.post_norms) RmsNorm(&proj_[i * E], l.ffn_post_norm.data(), &proj_[i * E], E, c_.rms_eps);
+        AddInPlace(&x_[i * E], &proj_[i * E], E);
+      }
+    });
   }
   LmHead(batch, logits);
 }
@@ -99,36 +106,57 @@ void Forward::Attention(int il, const std::vector<ForwardSequence>& batch) {
   const bool swa = c_.layer_is_swa[il];
   const float base = swa ? c_.rope_base_swa : c_.rope_base;
 
-  // Biases, per-head norms and RoPE on Q and K; then K/V rows into each sequence's store.
-  for (int64_t i = 0; i < n; ++i) {
-    float* q = &q_[i * c_.q_dim()];
-    float* k = &k_[i * c_.kv_dim()];
-    float* v = &v_[i * c_.v_dim()];
-    if (c_.qkv_bias) {
-      AddInPlace(q, l.bq.data(), c_.q_dim());
-      AddInPlace(k, l.bk.data(), c_.kv_dim());
-      AddInPlace(v, l.bv.data(), c_.v_dim());
-    }
-    for (int h = 0; h < n_heads; ++h) {
-      if (c_.qk_norm) RmsNorm(q + h * hd, l.q_norm.data(), q + h * hd, hd, c_.rms_eps);
-      Rope(q + h * hd, hd, c_.rope_dims, pos_[i], base, c_.rope_scale, c_.rope_neox);
-    }
-    for (int h = 0; h < n_kv; ++h) {
-      if (c_.qk_norm) RmsNorm(k + h * hd, l.k_norm.data(), k + h * hd, hd, c_.rms_eps);
-      Rope(k + h * hd, hd, c_.rope_dims, pos_[i], base, c_.rope_scale, c_.rope_neox);
-    }
-    KvStore* kv = batch[seq_of_[i]].kv;
-    Fp32ToFp16Row(k, kv->KeyRow(il, pos_[i]), c_.kv_dim());
-    Fp32ToFp16Row(v, kv->ValueRow(il, pos_[i]), c_.v_dim());
+  // RoPE angles per token, once per Run for each base (every layer with that base and
+  // every head use the same ones).
+  const int rd = c_.rope_dims, half = rd / 2;
+  std::vector<float>& angles = rope_angles_[swa ? 1 : 0];
+  if (!rope_ready_[swa ? 1 : 0]) {
+    Grow(angles, n * rd);
+    ForRows(pool_, n, 16, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        RopeAngles(rd, pos_[i], base, c_.rope_scale, &angles[i * rd], &angles[i * rd + half]);
+      }
+    });
+    rope_ready_[swa ? 1 : 0] = true;
   }
+
+  // Biases, per-head norms and RoPE on Q and K; then K/V rows into each sequence's store
+  // (distinct rows per token, so tokens run in parallel).
+  ForRows(pool_, n, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      float* q = &q_[i * c_.q_dim()];
+      float* k = &k_[i * c_.kv_dim()];
+      float* v = &v_[i * c_.v_dim()];
+      const float* cos = &angles[i * rd];
+      const float* sin = cos + half;
+      if (c_.qkv_bias) {
+        AddInPlace(q, l.bq.data(), c_.q_dim());
+        AddInPlace(k, l.bk.data(), c_.kv_dim());
+        AddInPlace(v, l.bv.data(), c_.v_dim());
+      }
+      for (int h = 0; h < n_heads; ++h) {
+        if (c_.qk_norm) RmsNorm(q + h * hd, l.q_norm.data(), q + h * hd, hd, c_.rms_eps);
+        RopeApply(q + h * hd, rd, cos, sin, c_.rope_neox);
+      }
+      for (int h = 0; h < n_kv; ++h) {
+        if (c_.qk_norm) RmsNorm(k + h * hd, l.k_norm.data(), k + h * hd, hd, c_.rms_eps);
+        RopeApply(k + h * hd, rd, cos, sin, c_.rope_neox);
+      }
+      KvStore* kv = batch[seq_of_[i]].kv;
+      Fp32ToFp16Row(k, kv->KeyRow(il, pos_[i]), c_.kv_dim());
+      Fp32ToFp16Row(v, kv->ValueRow(il, pos_[i]), c_.v_dim());
+    }
+  });
 
   // softmax(q·Kᵀ · scale) · V for every (token, head), causal and windowed. Q and
   // the probabilities are rounded to fp16 to meet the fp16 cache, as llama.cpp does.
   const int group = n_heads / n_kv;
   ForRows(pool_, n * n_heads, 1, [&](int64_t b, int64_t e) {
-    thread_local std::vector<float> scores;
-    thread_local std::vector<uint16_t> q16;
+    thread_local std::vector<float> scores, qs;
+    thread_local std::vector<uint16_t> q16, p16;
+    thread_local std::vector<const uint16_t*> k_rows, v_rows;
     q16.resize(hd);
+    qs.resize(hd);
     for (int64_t task = b; task < e; ++task) {
       const int64_t i = task / n_heads;
       const int h = static_cast<int>(task % n_heads);
@@ -136,17 +164,24 @@ void Forward::Attention(int il, const std::vector<ForwardSequence>& batch) {
       KvStore* kv = batch[seq_of_[i]].kv;
       const int64_t p = pos_[i];
       const int64_t lo = swa ? std::max<int64_t>(0, p - c_.sliding_window + 1) : 0;
+      const int64_t len = p - lo + 1;
       const float* q = &q_[i * c_.q_dim() + h * hd];
-      for (int d = 0; d < hd; ++d) q16[d] = Fp32ToFp16(q[d] * c_.q_scale);
-      scores.resize(static_cast<size_t>(p - lo + 1));
-      for (int64_t j = lo; j <= p; ++j) scores[j - lo] = DotF16(q16.data(), kv->KeyRow(il, j) + kvh * hd, hd) * c_.kq_scale;
-      Softmax(scores.data(), p - lo + 1);
-      float* out = &att_[i * c_.q_dim() + h * hd];
-      std::fill(out, out + hd, 0.0f);
+      for (int d = 0; d < hd; ++d) qs[d] = q[d] * c_.q_scale;
+      Fp32ToFp16Row(qs.data(), q16.data(), hd);  // q meets the fp16 keys at fp16 precision
+      Fp16ToFp32Row(q16.data(), qs.data(), hd);
+      k_rows.resize(static_cast<size_t>(len));
+      v_rows.resize(static_cast<size_t>(len));
       for (int64_t j = lo; j <= p; ++j) {
-        const float prob = Fp16ToFp32(Fp32ToFp16(scores[j - lo]));
-        AxpyF16(prob, kv->ValueRow(il, j) + kvh * hd, out, hd);
+        k_rows[j - lo] = kv->KeyRow(il, j) + kvh * hd;
+        v_rows[j - lo] = kv->ValueRow(il, j) + kvh * hd;
       }
+      scores.resize(static_cast<size_t>(len));
+      p16.resize(static_cast<size_t>(len));
+      DotF16Rows(qs.data(), k_rows.data(), len, hd, c_.kq_scale, scores.data());
+      Softmax(scores.data(), len);
+      Fp32ToFp16Row(scores.data(), p16.data(), len);
+      Fp16ToFp32Row(p16.data(), scores.data(), len);
+      WeightedSumF16Rows(scores.data(), v_rows.data(), len, hd, &att_[i * c_.q_dim() + h * hd]);
     }
   });
 }

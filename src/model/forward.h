@@ -49,6 +49,10 @@ class Forward {
   std::vector<float> x_, xn_, q_, k_, v_, att_, proj_, gate_, up_;
   std::vector<int64_t> pos_;  // [n_tokens] position of each batch token
   std::vector<int> seq_of_;   // [n_tokens] sequence index of each batch token
+  // RoPE angles of each batch token, [n_tokens, rope_dims] (cos half then sin half), for
+  // the global and the sliding-window base; filled on first use in each Run.
+  std::vector<float> rope_angles_[2];
+  bool rope_ready_[2] = {false, false};
 };
 
 }  // namespace tandem

@@ -6,8 +6,9 @@
 // ContiguousKvStore is the simple implementation (one [max_tokens, dim] array per
 // layer) used by `tandem generate` / `tandem perplexity`; the serving engine supplies
 // a paged implementation over its block pool.
-// Thread safety: not thread-safe; the forward pass reads rows from several threads
-// but only after all writes of the step are done.
+// Thread safety: KeyRow/ValueRow only look rows up (no mutation), so the forward pass
+// writes distinct rows from several threads at once, and reads rows from several
+// threads after all writes of the step are done.
 #pragma once
 
 #include <cstddef>

@@ -1,0 +1,131 @@
+#include "kernels/ops.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/half.h"
+
+namespace tandem {
+namespace {
+
+// GGML's GELU, one value at a time: fp16 in, tanh formula in float, fp16 out, with the
+// same cut-offs at +-10 (the definition GeluMul's table and vector path must match).
+float GeluReference(float v) {
+  if (v <= -10.0f) return 0.0f;
+  if (v >= 10.0f) return v;
+  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+  const float h = Fp16ToFp32(Fp32ToFp16(v));
+  const float g = 0.5f * h * (1.0f + std::tanh(kSqrt2OverPi * h * (1.0f + 0.044715f * h * h)));
+  return Fp16ToFp32(Fp32ToFp16(g));
+}
+
+TEST(OpsTest, GeluMulMatchesReferenceBitForBit) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> wide(0.0f, 4.0f);
+  std::vector<float> x, y;
+  for (float v : {-10.0f, -9.999f, -10.001f, 10.0f, 9.999f, 10.001f, 0.0f, -0.0f, 1e-8f, 65504.0f, 70000.0f,
+                  -70000.0f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()}) {
+    x.push_back(v);
+  }
+  for (int i = 0; i < 4093; ++i) x.push_back(wide(rng));  // odd length: vector body and tail
+  for (size_t i = 0; i < x.size(); ++i) y.push_back(0.5f + static_cast<float>(i % 7));
+  std::vector<float> got = x;
+  GeluMul(got.data(), y.data(), static_cast<int64_t>(got.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float want = GeluReference(x[i]) * y[i];
+    ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want)) << "x = " << x[i];
+  }
+  std::vector<float> nan = {std::numeric_limits<float>::quiet_NaN()}, one = {1.0f};
+  GeluMul(nan.data(), one.data(), 1);
+  EXPECT_TRUE(std::isnan(nan[0]));
+}
+
+// Rope's rotation written out per pair, angles computed as ggml does (theta_i =
+// pos * scale * base^(-2i/dims), by repeated multiplication).
+TEST(OpsTest, RopeInTwoStepsEqualsRope) {
+  for (bool neox : {false, true}) {
+    for (int64_t pos : {0, 1, 17, 4095, 100000}) {
+      std::vector<float> a(256), b(256);
+      std::mt19937 rng(static_cast<uint32_t>(pos));
+      std::uniform_real_distribution<float> u(-3.0f, 3.0f);
+      for (float& v : a) v = u(rng);
+      b = a;
+      Rope(a.data(), 256, 128, pos, 10000.0f, 1.0f, neox);
+      std::vector<float> cos(64), sin(64);
+      RopeAngles(128, pos, 10000.0f, 1.0f, cos.data(), sin.data());
+      RopeApply(b.data(), 128, cos.data(), sin.data(), neox);
+      for (int d = 0; d < 256; ++d) ASSERT_EQ(std::bit_cast<uint32_t>(a[d]), std::bit_cast<uint32_t>(b[d])) << d;
+      // A known value: pair 0 rotates by exactly pos radians.
+      const int j = neox ? 64 : 1;
+      std::vector<float> c(256, 0.0f);
+      c[0] = 1.0f;
+      RopeApply(c.data(), 128, cos.data(), sin.data(), neox);
+      EXPECT_NEAR(c[0], std::cos(static_cast<double>(pos)), 1e-3);
+      EXPECT_NEAR(c[j], std::sin(static_cast<double>(pos)), 1e-3);
+      // Dims past rot_dims are left alone.
+      for (int d = 128; d < 256; ++d) ASSERT_EQ(a[d], b[d]);
+    }
+  }
+}
+
+// The attention kernels against plain double-precision loops, for head sizes that take
+// the 64-wide, the 8-wide and the scalar paths, and key counts with and without a tail
+// of the four-key loop. Tolerance: float accumulation of hd products of values <= 2 in
+// magnitude, relative 1e-5 of the sum of |terms| (double reference).
+TEST(OpsTest, AttentionRowKernelsMatchReference) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  for (int hd : {256, 72, 12}) {
+    for (int64_t n : {1, 4, 7, 33}) {
+      std::vector<std::vector<uint16_t>> k(n, std::vector<uint16_t>(hd)), v(n, std::vector<uint16_t>(hd));
+      std::vector<const uint16_t*> kp, vp;
+      for (int64_t j = 0; j < n; ++j) {
+        for (int d = 0; d < hd; ++d) {
+          k[j][d] = Fp32ToFp16(u(rng));
+          v[j][d] = Fp32ToFp16(u(rng));
+        }
+        kp.push_back(k[j].data());
+        vp.push_back(v[j].data());
+      }
+      std::vector<float> q(hd), p(n), scores(n), out(hd, 123.0f);
+      for (float& x : q) x = u(rng);
+      for (float& x : p) x = u(rng) * 0.5f;
+      DotF16Rows(q.data(), kp.data(), n, hd, 0.25f, scores.data());
+      WeightedSumF16Rows(p.data(), vp.data(), n, hd, out.data());
+      for (int64_t j = 0; j < n; ++j) {
+        double want = 0, mag = 0;
+        for (int d = 0; d < hd; ++d) {
+          want += static_cast<double>(q[d]) * Fp16ToFp32(k[j][d]);
+          mag += std::fabs(static_cast<double>(q[d]) * Fp16ToFp32(k[j][d]));
+        }
+        ASSERT_NEAR(scores[j], 0.25 * want, 0.25 * mag * 1e-5) << "hd " << hd << " n " << n << " j " << j;
+      }
+      for (int d = 0; d < hd; ++d) {
+        double want = 0, mag = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          want += static_cast<double>(p[j]) * Fp16ToFp32(v[j][d]);
+          mag += std::fabs(static_cast<double>(p[j]) * Fp16ToFp32(v[j][d]));
+        }
+        ASSERT_NEAR(out[d], want, mag * 1e-5 + 1e-30) << "hd " << hd << " n " << n << " d " << d;
+      }
+    }
+  }
+}
+
+TEST(OpsTest, SoftmaxSumsToOneAndKeepsOrder) {
+  std::vector<float> x = {1.0f, 3.0f, -2.0f, 3.0f, 1000.0f, -1000.0f};
+  Softmax(x.data(), static_cast<int64_t>(x.size()));
+  double sum = 0;
+  for (float v : x) sum += v;
+  EXPECT_NEAR(sum, 1.0, 1e-6);
+  EXPECT_NEAR(x[4], 1.0f, 1e-6);
+  EXPECT_EQ(x[1], x[3]);
+}
+
+}  // namespace
+}  // namespace tandem
