@@ -329,12 +329,6 @@ inline void PairLanes(float d0, float d1, float* lanes) {
   lanes[2] = lanes[3] = lanes[6] = lanes[7] = d1;
 }
 
-// One 32-block of Q5_0 as unsigned values 0..31 (the stored 5 bits).
-__attribute__((target("avx2"))) void Q5_0ToUnsignedAvx2(const BlockQ5_0& b, uint8_t* q) {
-  const __m256i high = _mm256_and_si256(BytesFromBits32(b.qh), _mm256_set1_epi8(0x10));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm256_or_si256(NibblesToBytes(b.qs), high));
-}
-
 // QuantizeActivationsQ8_0's arithmetic, 32 values at a time: amax, id = 127 / amax,
 // q = round-half-even(x * id) (cvtps_epi32 under the default rounding mode).
 __attribute__((target("avx2,fma,f16c"))) float QuantizeBlockQ8_0Avx2(const float* x, int8_t* q) {
@@ -377,7 +371,45 @@ inline float QuantizeBlockQ8_0(const float* x, int8_t* q) {
 
 }  // namespace
 
+namespace {
+
+template <TensorType kType>
+__attribute__((target("avx2,fma,f16c"))) void PrepareTileWeightRowAvx2(const void* w_row, int64_t n_pairs, uint8_t* q,
+                                                                     float* d_lanes) {
+  for (int64_t p = 0; p < n_pairs; ++p, q += 64, d_lanes += 8) {
+    float d[2];
+    for (int k = 0; k < 2; ++k) {
+      __m256i v;
+      if constexpr (kType == TensorType::kQ8_0) {
+        const BlockQ8_0& b = static_cast<const BlockQ8_0*>(w_row)[2 * p + k];
+        v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
+        d[k] = HalfToFloat(b.d);
+      } else if constexpr (kType == TensorType::kQ5_0) {
+        const BlockQ5_0& b = static_cast<const BlockQ5_0*>(w_row)[2 * p + k];
+        v = _mm256_or_si256(NibblesToBytes(b.qs), _mm256_and_si256(BytesFromBits32(b.qh), _mm256_set1_epi8(0x10)));
+        d[k] = HalfToFloat(b.d);
+      } else {
+        const BlockQ4_0& b = static_cast<const BlockQ4_0*>(w_row)[2 * p + k];
+        v = NibblesToBytes(b.qs);
+        d[k] = HalfToFloat(b.d);
+      }
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * k), v);
+    }
+    _mm256_storeu_ps(d_lanes, _mm256_setr_ps(d[0], d[0], d[1], d[1], d[0], d[0], d[1], d[1]));
+  }
+}
+
+}  // namespace
+
 void PrepareTileWeightRow(TensorType type, const void* w_row, int64_t cols, uint8_t* q, float* d_lanes) {
+  if (kUseAvx2Quantize) {
+    switch (type) {
+      case TensorType::kQ8_0: return PrepareTileWeightRowAvx2<TensorType::kQ8_0>(w_row, cols / 64, q, d_lanes);
+      case TensorType::kQ5_0: return PrepareTileWeightRowAvx2<TensorType::kQ5_0>(w_row, cols / 64, q, d_lanes);
+      case TensorType::kQ4_0: return PrepareTileWeightRowAvx2<TensorType::kQ4_0>(w_row, cols / 64, q, d_lanes);
+      default: break;
+    }
+  }
   const int64_t n = cols / 32;
   float d[2];
   for (int64_t i = 0; i < n; ++i) {
@@ -390,13 +422,9 @@ void PrepareTileWeightRow(TensorType type, const void* w_row, int64_t cols, uint
       }
       case TensorType::kQ5_0: {
         const BlockQ5_0& b = static_cast<const BlockQ5_0*>(w_row)[i];
-        if (kUseAvx2Quantize) {
-          Q5_0ToUnsignedAvx2(b, q + 32 * i);
-        } else {
-          int8_t v[32];
-          UnpackQ5_0(b, v);
-          for (int j = 0; j < 32; ++j) q[32 * i + j] = static_cast<uint8_t>(v[j] + 16);
-        }
+        int8_t v[32];
+        UnpackQ5_0(b, v);
+        for (int j = 0; j < 32; ++j) q[32 * i + j] = static_cast<uint8_t>(v[j] + 16);
         d[i % 2] = Fp16ToFp32(b.d);
         break;
       }

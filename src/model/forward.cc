@@ -158,7 +158,10 @@ void Forward::Attention(int il, const std::vector<ForwardSequence>& batch) {
     q16.resize(hd);
     qs.resize(hd);
     for (int64_t task = b; task < e; ++task) {
-      const int64_t i = task / n_heads;
+      // Causal cost grows with the position: tokens are taken as first, last, second,
+      // second-to-last, ... so that the pool's contiguous shares get equal work.
+      const int64_t k = task / n_heads;
+      const int64_t i = k % 2 == 0 ? k / 2 : n - 1 - k / 2;
       const int h = static_cast<int>(task % n_heads);
       const int kvh = h / group;
       KvStore* kv = batch[seq_of_[i]].kv;
