@@ -267,28 +267,54 @@ class EngineImpl final : public Engine {
                                     : 0);
     }
     forward_.Run(batch, &logits_);
+    // The draws (logits processors, sampling over the whole vocabulary, logprobs) of
+    // the requests that sample this step, spread over the compute threads: each reads
+    // and writes only its own request's sampler and logits row.
+    struct Draw {
+      Request* r = nullptr;
+      float* logits = nullptr;
+      int32_t token = -1;  // -1: a scripted request whose script is used up
+      TokenLogprob lp;
+    };
+    std::vector<Draw> draws;
     int64_t row = 0;
-    std::vector<float> raw;
+    for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+      if (!samples[i]) continue;
+      Draw d;
+      d.r = plan.scheduled[i].request;
+      d.logits = logits_.data() + row++ * n_vocab;
+      draws.push_back(std::move(d));
+    }
+    auto draw = [&](int, int64_t begin, int64_t end) {
+      thread_local std::vector<float> raw;
+      for (int64_t k = begin; k < end; ++k) {
+        Draw& d = draws[k];
+        Request* r = d.r;
+        const bool want_logprobs = r->params.logprobs >= 0;
+        if (want_logprobs) raw.assign(d.logits, d.logits + n_vocab);
+        ApplyLogitsProcessors(*r, model_.tokenizer(), d.logits, n_vocab);
+        const std::vector<int32_t>& script = r->params.scripted_tokens;
+        if (!script.empty() && r->num_output_tokens() >= static_cast<int>(script.size())) continue;
+        d.token = script.empty() ? r->sampler.Sample(d.logits, n_vocab) : script[r->num_output_tokens()];
+        if (want_logprobs) d.lp = ComputeLogprobs(raw.data(), n_vocab, d.token, r->params.logprobs);
+      }
+    };
+    pool_->ParallelFor(static_cast<int64_t>(draws.size()), 1, draw);
+    size_t next_draw = 0;
     for (size_t i = 0; i < plan.scheduled.size(); ++i) {
       Request* r = plan.scheduled[i].request;
       r->num_computed_tokens += plan.scheduled[i].num_new_tokens;
       kv_.CacheComputedBlocks(r->id, r->tokens, r->num_computed_tokens);
       if (kv_pool_ && options_.pool.save) SaveToPool(r);
       if (!samples[i]) continue;
-      float* l = logits_.data() + row++ * n_vocab;
-      const bool want_logprobs = r->params.logprobs >= 0;
-      if (want_logprobs) raw.assign(l, l + n_vocab);
-      ApplyLogitsProcessors(*r, model_.tokenizer(), l, n_vocab);
-      const std::vector<int32_t>& script = r->params.scripted_tokens;
-      if (!script.empty() && r->num_output_tokens() >= static_cast<int>(script.size())) {
+      Draw& d = draws[next_draw++];
+      if (d.token < 0) {
         Finish(r, "stop");
         continue;
       }
-      const int32_t token = script.empty() ? r->sampler.Sample(l, n_vocab) : script[r->num_output_tokens()];
-      TokenLogprob lp;
-      if (want_logprobs) lp = ComputeLogprobs(raw.data(), n_vocab, token, r->params.logprobs);
+      const bool want_logprobs = r->params.logprobs >= 0;
       metrics_.OnToken(r);
-      std::optional<std::string> finish = output_.AppendToken(*r, token, want_logprobs ? &lp : nullptr);
+      std::optional<std::string> finish = output_.AppendToken(*r, d.token, want_logprobs ? &d.lp : nullptr);
       if (finish) {
         Finish(r, *finish);
       } else {
