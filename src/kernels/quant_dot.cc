@@ -531,6 +531,12 @@ __attribute__((target("avx2,fma"))) void DotInt8Tile4x2Avx2(const TileOperand w[
   }
 }
 
+// [d0 d0 d1 d1 d0 d0 d1 d1] from two fp16 scales: one conversion, one permute.
+__attribute__((target("avx2,fma,f16c"))) inline __m256 PairScaleLanes(uint16_t d0, uint16_t d1) {
+  const __m128 both = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(d0 | (static_cast<uint32_t>(d1) << 16))));
+  return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(both), _mm256_setr_epi32(0, 0, 1, 1, 0, 0, 1, 1));
+}
+
 // DotTileRow's vector path: each pair of weight blocks decoded as PrepareTileWeightRow
 // would, then exactly the tile's per-lane steps for one row and one token.
 template <TensorType kType>
@@ -541,26 +547,26 @@ __attribute__((target("avx2,fma,f16c"))) float DotTileRowAvx2(const void* w_row,
   __m256 acc = _mm256_setzero_ps();
   for (int64_t p = 0; p < n_pairs; ++p) {
     __m256i w0, w1;
-    float d0, d1;
+    uint16_t d0, d1;
     if constexpr (kType == TensorType::kQ8_0) {
       const BlockQ8_0* b = static_cast<const BlockQ8_0*>(w_row) + 2 * p;
       w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[0].qs));
       w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[1].qs));
-      d0 = HalfToFloat(b[0].d);
-      d1 = HalfToFloat(b[1].d);
+      d0 = b[0].d;
+      d1 = b[1].d;
     } else if constexpr (kType == TensorType::kQ5_0) {
       const BlockQ5_0* b = static_cast<const BlockQ5_0*>(w_row) + 2 * p;
       const __m256i bit4 = _mm256_set1_epi8(0x10);
       w0 = _mm256_or_si256(NibblesToBytes(b[0].qs), _mm256_and_si256(BytesFromBits32(b[0].qh), bit4));
       w1 = _mm256_or_si256(NibblesToBytes(b[1].qs), _mm256_and_si256(BytesFromBits32(b[1].qh), bit4));
-      d0 = HalfToFloat(b[0].d);
-      d1 = HalfToFloat(b[1].d);
+      d0 = b[0].d;
+      d1 = b[1].d;
     } else {
       const BlockQ4_0* b = static_cast<const BlockQ4_0*>(w_row) + 2 * p;
       w0 = NibblesToBytes(b[0].qs);
       w1 = NibblesToBytes(b[1].qs);
-      d0 = HalfToFloat(b[0].d);
-      d1 = HalfToFloat(b[1].d);
+      d0 = b[0].d;
+      d1 = b[1].d;
     }
     const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq + 64 * p));
     const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq + 64 * p + 32));
@@ -576,7 +582,7 @@ __attribute__((target("avx2,fma,f16c"))) float DotTileRowAvx2(const void* w_row,
     if constexpr (!kSigned) {
       h = _mm256_sub_epi32(h, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.corr + 8 * p)));
     }
-    const __m256 wd = _mm256_setr_ps(d0, d0, d1, d1, d0, d0, d1, d1);
+    const __m256 wd = PairScaleLanes(d0, d1);
     const __m256 scale = _mm256_mul_ps(wd, _mm256_loadu_ps(a.d_lanes + 8 * p));
     acc = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(h), acc);
   }
