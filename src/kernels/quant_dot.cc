@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "common/logging.h"
@@ -200,10 +201,13 @@ float DotQ6_KReference(const void* w_row, const void* a_row, int64_t n_blocks) {
 // unpacked once and used for every row. Integer sums are exact and the float steps per
 // row are the same as for NT = 1, so a row's result does not depend on NT (batching
 // never changes outputs).
-template <int NT>
-__attribute__((target("avx2,fma,f16c"))) void DotQ4_KAvx2N(const void* w_row, const void* const* a_rows,
-                                                         int64_t n_blocks, float* out) {
-  const BlockQ4_K* w = static_cast<const BlockQ4_K*>(w_row);
+// Q4_K and Q5_K share the layout of scales, mins and low nibbles; Q5_K adds a fifth
+// bit per value from qh (bit s of qh[l] for value l of sub-block s).
+template <int NT, typename Block>
+__attribute__((target("avx2,fma,f16c"))) void DotQ45_KAvx2N(const void* w_row, const void* const* a_rows,
+                                                          int64_t n_blocks, float* out) {
+  constexpr bool kFifthBit = std::is_same_v<Block, BlockQ5_K>;
+  const Block* w = static_cast<const Block*>(w_row);
   const BlockQ8_K* a[NT];
   for (int t = 0; t < NT; ++t) a[t] = static_cast<const BlockQ8_K*>(a_rows[t]);
   const __m256i low_mask = _mm256_set1_epi8(0x0F);
@@ -217,6 +221,13 @@ __attribute__((target("avx2,fma,f16c"))) void DotQ4_KAvx2N(const void* w_row, co
       const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qs + 32 * c));
       lo[c] = _mm256_and_si256(packed, low_mask);
       hi[c] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_mask);
+      if constexpr (kFifthBit) {
+        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qh));
+        const __m256i one = _mm256_set1_epi8(1);
+        // Per byte: bit s of qh[l], moved to bit 4 (16-bit shifts stay inside bytes here).
+        lo[c] = _mm256_or_si256(lo[c], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
+        hi[c] = _mm256_or_si256(hi[c], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
+      }
       sc_lo[c] = _mm256_set1_epi16(sc[2 * c]);
       sc_hi[c] = _mm256_set1_epi16(sc[2 * c + 1]);
     }
@@ -295,7 +306,13 @@ __attribute__((target("avx2,fma,f16c"))) void DotQ6_KAvx2N(const void* w_row, co
 
 float DotQ4_KAvx2(const void* w_row, const void* a_row, int64_t n_blocks) {
   float out;
-  DotQ4_KAvx2N<1>(w_row, &a_row, n_blocks, &out);
+  DotQ45_KAvx2N<1, BlockQ4_K>(w_row, &a_row, n_blocks, &out);
+  return out;
+}
+
+float DotQ5_KAvx2(const void* w_row, const void* a_row, int64_t n_blocks) {
+  float out;
+  DotQ45_KAvx2N<1, BlockQ5_K>(w_row, &a_row, n_blocks, &out);
   return out;
 }
 
@@ -665,16 +682,18 @@ float VecDotQ8(TensorType type, const void* w, const void* a, int64_t cols) {
     case TensorType::kQ4_0: return DotQ4_0Avx2(w, a, cols / 32);
     case TensorType::kQ4_K: return DotQ4_KAvx2(w, a, cols / 256);
     case TensorType::kQ6_K: return DotQ6_KAvx2(w, a, cols / 256);
+    case TensorType::kQ5_K: return DotQ5_KAvx2(w, a, cols / 256);
     default: return VecDotQ8Reference(type, w, a, cols);
   }
 }
 
 bool HasMultiTokenDot(TensorType type) {
-  return kUseAvx2 && (type == TensorType::kQ4_K || type == TensorType::kQ6_K);
+  return kUseAvx2 && (type == TensorType::kQ4_K || type == TensorType::kQ5_K || type == TensorType::kQ6_K);
 }
 
 void VecDotQ8x4(TensorType type, const void* w_row, const void* const a_rows[4], int64_t cols, float out[4]) {
-  if (type == TensorType::kQ4_K) return DotQ4_KAvx2N<4>(w_row, a_rows, cols / 256, out);
+  if (type == TensorType::kQ4_K) return DotQ45_KAvx2N<4, BlockQ4_K>(w_row, a_rows, cols / 256, out);
+  if (type == TensorType::kQ5_K) return DotQ45_KAvx2N<4, BlockQ5_K>(w_row, a_rows, cols / 256, out);
   if (type == TensorType::kQ6_K) return DotQ6_KAvx2N<4>(w_row, a_rows, cols / 256, out);
   for (int t = 0; t < 4; ++t) out[t] = VecDotQ8(type, w_row, a_rows[t], cols);
 }

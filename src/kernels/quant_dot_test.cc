@@ -102,7 +102,7 @@ INSTANTIATE_TEST_SUITE_P(Types, QuantDotTest,
 
 TEST(QuantDotTest, FourRowDotEqualsSingleRowDotBitForBit) {
   std::mt19937 rng(77);
-  for (TensorType type : {TensorType::kQ4_K, TensorType::kQ6_K, TensorType::kQ8_0}) {
+  for (TensorType type : {TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K, TensorType::kQ8_0}) {
     const int64_t n = 1024;
     std::vector<uint8_t> w = RandomRow(type, n, rng);
     const ActivationFormat format = ActivationFormatFor(type);
