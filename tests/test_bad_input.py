@@ -153,6 +153,22 @@ def test_oversized_body_and_headers(targets, target):
     assert status in (400, 431, None)
 
 
+@pytest.mark.parametrize("target", ["engine", "proxy"])
+def test_very_deep_nesting_is_refused(targets, target):
+    # 2 million levels in 4 MB (under the body limits): the proxy re-serialized such a
+    # body recursively and overflowed its stack (found by ASan on the 5,000-level case).
+    # Depth is checked before parsing now: 512 levels pass, 513 do not.
+    url = targets[target]
+    deep = '{"model": "fixture", "prompt": "x", "max_tokens": 2, "x": ' + "[" * 2000000 + "]" * 2000000 + "}"
+    r = requests.post(url + C, headers=AUTH, data=deep, timeout=60)
+    assert r.status_code == 400, r.text[:200]
+    assert "nested deeper than 512" in r.json()["error"]["message"]
+    ok = '{"model": "fixture", "prompt": "x", "max_tokens": 2, "x": ' + "[" * 511 + "]" * 511 + "}"
+    assert requests.post(url + C, headers=AUTH, data=ok, timeout=60).status_code == 200
+    over = '{"model": "fixture", "prompt": "x", "max_tokens": 2, "x": ' + "[" * 512 + "]" * 512 + "}"
+    assert requests.post(url + C, headers=AUTH, data=over, timeout=60).status_code == 400
+
+
 def test_everything_still_serves_afterwards(targets):
     for target, url in targets.items():
         assert requests.get(url + "/health", headers=AUTH, timeout=10).status_code == 200, target

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/json_depth.h"
+
 namespace tandem::proxy {
 namespace {
 
@@ -37,6 +39,9 @@ std::string DumpJson(const Json& value) {
 }
 
 StatusOr<Json> ParseClientBody(std::string_view body) {
+  if (JsonNestingExceeds(body, kMaxJsonDepth)) {
+    return InvalidArgumentError("JSON decode error: nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  }
   Json json;
   try {
     json = Json::parse(body);

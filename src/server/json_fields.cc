@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include "common/json_depth.h"
+
 namespace tandem::server {
 
 std::string DumpJson(const Json& value) {
@@ -10,6 +12,9 @@ std::string DumpJson(const Json& value) {
 }
 
 StatusOr<Json> ParseJsonObject(std::string_view body) {
+  if (JsonNestingExceeds(body, kMaxJsonDepth)) {
+    return InvalidArgumentError("JSON decode error: nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  }
   Json value = Json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded())
     return InvalidArgumentError("JSON decode error: the request body is not valid JSON");
