@@ -95,14 +95,15 @@ if [ "$MODE" != "--quick" ]; then
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_ctest asan build-asan -E "RealModel|NOT_BUILT"
 
   if [ "$MODE" = "--full" ]; then
-    echo "== integration tests under ASan+UBSan (serve, PD, proxy, bad input)"
-    # The ASan `tandem` (built with the targets above): a memory error ends a server at
-    # once, and LeakSanitizer turns a leak at shutdown into a non-zero exit, which these
-    # tests check (a clean SIGTERM shutdown must exit 0).
-    cmake --build build-asan -j"$JOBS" --target tandem || record asan-tandem-build 0 1
+    echo "== integration tests under ASan+UBSan (serve, PD, proxy, bad input, pool, security)"
+    # The ASan `tandem` (built with the targets above): a memory error or UB ends a server
+    # at once, LeakSanitizer reports leaks at shutdown, and the test harness fails a test
+    # whose processes printed any sanitizer report (tests/tandem_procs.py, stop()).
+    cmake --build build-asan -j"$JOBS" --target tandem pool_tool || record asan-tandem-build 0 1
     ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
       TANDEM_BIN=$ROOT/build-asan/src/cli/tandem run_pytest pytest-asan build-asan/pytest.log \
-      tests/test_serve.py tests/test_pd.py tests/test_proxy.py tests/test_bad_input.py
+      tests/test_serve.py tests/test_pd.py tests/test_proxy.py tests/test_bad_input.py tests/test_pool.py \
+      tests/test_pool_connector.py tests/test_security.py
   fi
 
   echo "== fuzzing (bounded)"

@@ -46,11 +46,25 @@ def free_port(n=1):
     raise RuntimeError("no free port")
 
 
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+                     "WARNING: ThreadSanitizer")
+
+
+def sanitizer_report(log_text):
+    """The first sanitizer report in a process log (with some context), or ''."""
+    for marker in SANITIZER_MARKERS:
+        at = log_text.find(marker)
+        if at >= 0:
+            return log_text[max(0, at - 200):at + 3000]
+    return ""
+
+
 class HttpProcess:
     """One tandem process serving HTTP on 127.0.0.1 (free port); ready when GET /health
     answers 200; stopped by pid (SIGTERM, then SIGKILL)."""
 
     def __init__(self, cmd_without_port, tmp_path, name, env=None, timeout=60, port=None, host="127.0.0.1"):
+        self.name = name
         self.port = port or free_port()
         self.url = f"http://{host}:{self.port}"
         self.log_path = tmp_path / f"{name}.log"
@@ -106,6 +120,9 @@ class HttpProcess:
         return None
 
     def stop(self):
+        """SIGTERM, then the exit code. Raises if the process's log holds a sanitizer
+        report (./test.sh --full runs these tests against ASan/UBSan and TSan builds;
+        a report printed at exit, such as a leak, must fail the test)."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -114,6 +131,9 @@ class HttpProcess:
                 self.proc.kill()
                 self.proc.wait()
         self._log.close()
+        report = sanitizer_report(self.log_path.read_text(errors="replace"))
+        if report:
+            raise AssertionError(f"{self.name}: sanitizer report in {self.log_path}:\n{report}")
         return self.proc.returncode
 
 
