@@ -27,7 +27,8 @@ TEST(JsonDepthTest, CountsArraysAndObjects) {
 
 TEST(JsonDepthTest, BracketsInStringsDoNotCount) {
   EXPECT_FALSE(JsonNestingExceeds("{\"a\": \"[[[[[[\"}", 1));
-  EXPECT_FALSE(JsonNestingExceeds("[\"\\\"[[[[\"]", 1));  // an escaped quote does not end the string
+  // An escaped quote does not end the string.
+  EXPECT_FALSE(JsonNestingExceeds("[\"\\\"[[[[\"]", 1));
   EXPECT_TRUE(JsonNestingExceeds("[\"\\\\\", [[]]]", 2));  // an escaped backslash does
 }
 

@@ -295,7 +295,8 @@ class EngineImpl final : public Engine {
         ApplyLogitsProcessors(*r, model_.tokenizer(), d.logits, n_vocab);
         const std::vector<int32_t>& script = r->params.scripted_tokens;
         if (!script.empty() && r->num_output_tokens() >= static_cast<int>(script.size())) continue;
-        d.token = script.empty() ? r->sampler.Sample(d.logits, n_vocab) : script[r->num_output_tokens()];
+        d.token =
+            script.empty() ? r->sampler.Sample(d.logits, n_vocab) : script[r->num_output_tokens()];
         if (want_logprobs) d.lp = ComputeLogprobs(raw.data(), n_vocab, d.token, r->params.logprobs);
       }
     };
@@ -314,7 +315,8 @@ class EngineImpl final : public Engine {
       }
       const bool want_logprobs = r->params.logprobs >= 0;
       metrics_.OnToken(r);
-      std::optional<std::string> finish = output_.AppendToken(*r, d.token, want_logprobs ? &d.lp : nullptr);
+      std::optional<std::string> finish =
+          output_.AppendToken(*r, d.token, want_logprobs ? &d.lp : nullptr);
       if (finish) {
         Finish(r, *finish);
       } else {

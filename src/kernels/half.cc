@@ -97,15 +97,18 @@ namespace {
 // F16C converts exactly as the scalar code does: fp16 -> fp32 is exact, and fp32 ->
 // fp16 rounds to nearest even with NaNs kept quiet (half_test checks every fp16 value
 // and a sweep of fp32 values against the scalar functions).
-__attribute__((target("avx,f16c"))) void Fp16ToFp32RowF16c(const Fp16Bits* src, float* dst, int64_t n) {
+__attribute__((target("avx,f16c"))) void Fp16ToFp32RowF16c(const Fp16Bits* src, float* dst,
+                                                           int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+    _mm256_storeu_ps(dst + i,
+                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
   }
   for (; i < n; ++i) dst[i] = Fp16ToFp32(src[i]);
 }
 
-__attribute__((target("avx,f16c"))) void Fp32ToFp16RowF16c(const float* src, Fp16Bits* dst, int64_t n) {
+__attribute__((target("avx,f16c"))) void Fp32ToFp16RowF16c(const float* src, Fp16Bits* dst,
+                                                           int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),

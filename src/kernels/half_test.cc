@@ -152,9 +152,10 @@ TEST(HalfTest, RowConversionsMatchScalarEverywhere) {
     }
   }
   std::vector<float> sweep;
-  for (uint64_t b = 0; b <= 0xffffffffu; b += 4093) sweep.push_back(std::bit_cast<float>(static_cast<uint32_t>(b)));
-  for (uint32_t special : {0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u, 0x477fefffu, 0x477ff000u,
-                           0x33000000u, 0x33000001u, 0x387fc000u}) {
+  for (uint64_t b = 0; b <= 0xffffffffu; b += 4093)
+    sweep.push_back(std::bit_cast<float>(static_cast<uint32_t>(b)));
+  for (uint32_t special : {0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u, 0x477fefffu,
+                           0x477ff000u, 0x33000000u, 0x33000001u, 0x387fc000u}) {
     sweep.push_back(std::bit_cast<float>(special));
   }
   std::vector<uint16_t> narrow(sweep.size());

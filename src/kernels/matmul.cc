@@ -6,6 +6,7 @@
 #include "common/logging.h"
 #include "common/thread_pool.h"
 #include "kernels/dequant.h"
+#include "kernels/int8_tile.h"
 #include "kernels/ops.h"
 #include "kernels/quant_dot.h"
 
@@ -76,8 +77,8 @@ struct TileActivations {
   int64_t cols;
 };
 
-void MatMulRowsInt8Tiled(const WeightMatrix& w, const TileActivations& a, int64_t n_tokens, float* y,
-                         int64_t r0, int64_t r1) {
+void MatMulRowsInt8Tiled(const WeightMatrix& w, const TileActivations& a, int64_t n_tokens,
+                         float* y, int64_t r0, int64_t r1) {
   const int64_t cols = w.cols, n_lanes = cols / 8;
   const int offset = Int8TileOffset(w.type);
   thread_local std::vector<uint8_t> w_q;
@@ -92,7 +93,9 @@ void MatMulRowsInt8Tiled(const WeightMatrix& w, const TileActivations& a, int64_
     TileOperand wt[4];
     for (int r = 0; r < 4; ++r) {
       const int64_t row = rb + std::min<int64_t>(r, nr - 1);  // pad a short tile with its last row
-      if (r < nr) PrepareTileWeightRow(w.type, w.data + row * w.row_bytes, cols, w_q.data() + r * cols, w_d.data() + r * n_lanes);
+      if (r < nr)
+        PrepareTileWeightRow(w.type, w.data + row * w.row_bytes, cols, w_q.data() + r * cols,
+                             w_d.data() + r * n_lanes);
       const int64_t slot = std::min<int64_t>(r, nr - 1);
       wt[r] = TileOperand{w_q.data() + slot * cols, w_d.data() + slot * n_lanes, nullptr};
     }
@@ -119,7 +122,8 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
     if (pool == nullptr || pool->num_threads() == 1) {
       rows(0, w.rows);
     } else {
-      pool->ParallelFor(w.rows, kTileRows, [&](int, int64_t begin, int64_t end) { rows(begin, end); });
+      pool->ParallelFor(w.rows, kTileRows,
+                        [&](int, int64_t begin, int64_t end) { rows(begin, end); });
     }
   };
   if (HasInt8Tile(w.type) && w.cols % 64 == 0) {
@@ -134,18 +138,20 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
     a_c.resize(static_cast<size_t>(n_tokens * n_lanes));
     const int offset = Int8TileOffset(w.type);
     for (int64_t t = 0; t < n_tokens; ++t) {
-      PrepareTileActivationRow(x + t * w.cols, w.cols, offset, a_q.data() + t * w.cols, a_d.data() + t * n_lanes,
-                               a_c.data() + t * n_lanes);
+      PrepareTileActivationRow(x + t * w.cols, w.cols, offset, a_q.data() + t * w.cols,
+                               a_d.data() + t * n_lanes, a_c.data() + t * n_lanes);
     }
     const TileActivations a{a_q.data(), a_d.data(), a_c.data(), w.cols};
     if (n_tokens >= kMinTokensForTiling) {
-      for_rows([&](int64_t begin, int64_t end) { MatMulRowsInt8Tiled(w, a, n_tokens, y, begin, end); });
+      for_rows(
+          [&](int64_t begin, int64_t end) { MatMulRowsInt8Tiled(w, a, n_tokens, y, begin, end); });
     } else {
       for_rows([&](int64_t begin, int64_t end) {
         for (int64_t t = 0; t < n_tokens; ++t) {
           const TileOperand at{a.q + t * w.cols, a.d_lanes + t * n_lanes, a.corr + t * n_lanes};
           float* yt = y + t * w.rows;
-          for (int64_t r = begin; r < end; ++r) yt[r] = DotTileRow(w.type, w.data + r * w.row_bytes, at, w.cols / 64);
+          for (int64_t r = begin; r < end; ++r)
+            yt[r] = DotTileRow(w.type, w.data + r * w.row_bytes, at, w.cols / 64);
         }
       });
     }
@@ -165,7 +171,9 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
   if (HasQ8Dot(w.type)) {
     const int64_t a_row_bytes = ActivationRowBytes(format, w.cols);
     const uint8_t* xq_data = xq.data();
-    for_rows([&](int64_t begin, int64_t end) { MatMulRowsQ8(w, xq_data, a_row_bytes, n_tokens, y, begin, end); });
+    for_rows([&](int64_t begin, int64_t end) {
+      MatMulRowsQ8(w, xq_data, a_row_bytes, n_tokens, y, begin, end);
+    });
     return;
   }
   for_rows([&](int64_t begin, int64_t end) { MatMulRows(w, x, n_tokens, y, begin, end); });

@@ -92,11 +92,13 @@ __attribute__((target("avx2,fma,f16c"))) inline __m256 LoadF16(const uint16_t* p
 }
 
 // Preconditions: hd % 8 == 0.
-__attribute__((target("avx2,fma,f16c"))) void DotF16RowsAvx2(const float* q, const uint16_t* const* k, int64_t n,
-                                                           int hd, float scale, float* scores) {
+__attribute__((target("avx2,fma,f16c"))) void DotF16RowsAvx2(const float* q,
+                                                             const uint16_t* const* k, int64_t n,
+                                                             int hd, float scale, float* scores) {
   int64_t j = 0;
   for (; j + 4 <= n; j += 4) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(),
+           a3 = _mm256_setzero_ps();
     for (int d = 0; d < hd; d += 8) {
       const __m256 qv = _mm256_loadu_ps(q + d);
       a0 = _mm256_fmadd_ps(qv, LoadF16(k[j] + d), a0);
@@ -111,14 +113,17 @@ __attribute__((target("avx2,fma,f16c"))) void DotF16RowsAvx2(const float* q, con
   }
   for (; j < n; ++j) {
     __m256 a0 = _mm256_setzero_ps();
-    for (int d = 0; d < hd; d += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), LoadF16(k[j] + d), a0);
+    for (int d = 0; d < hd; d += 8)
+      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), LoadF16(k[j] + d), a0);
     scores[j] = Hsum(a0) * scale;
   }
 }
 
 // Preconditions: hd % 8 == 0.
-__attribute__((target("avx2,fma,f16c"))) void WeightedSumF16RowsAvx2(const float* p, const uint16_t* const* v,
-                                                                   int64_t n, int hd, float* out) {
+__attribute__((target("avx2,fma,f16c"))) void WeightedSumF16RowsAvx2(const float* p,
+                                                                     const uint16_t* const* v,
+                                                                     int64_t n, int hd,
+                                                                     float* out) {
   int d0 = 0;
   for (; d0 + 64 <= hd; d0 += 64) {
     __m256 acc[8];
@@ -132,7 +137,8 @@ __attribute__((target("avx2,fma,f16c"))) void WeightedSumF16RowsAvx2(const float
   }
   for (; d0 < hd; d0 += 8) {
     __m256 acc = _mm256_setzero_ps();
-    for (int64_t j = 0; j < n; ++j) acc = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), LoadF16(v[j] + d0), acc);
+    for (int64_t j = 0; j < n; ++j)
+      acc = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), LoadF16(v[j] + d0), acc);
     _mm256_storeu_ps(out + d0, acc);
   }
 }
@@ -173,7 +179,8 @@ void DotF16Rows(const float* q, const uint16_t* const* k_rows, int64_t n, int hd
   }
 }
 
-void WeightedSumF16Rows(const float* p, const uint16_t* const* v_rows, int64_t n, int hd, float* out) {
+void WeightedSumF16Rows(const float* p, const uint16_t* const* v_rows, int64_t n, int hd,
+                        float* out) {
   if (kHaveF16c && hd % 8 == 0) return WeightedSumF16RowsAvx2(p, v_rows, n, hd, out);
   std::fill(out, out + hd, 0.0f);
   for (int64_t j = 0; j < n; ++j) {
@@ -219,7 +226,8 @@ void Rope(float* head, int head_dim, int rot_dims, int64_t position, float freq_
           float freq_scale, bool neox) {
   thread_local std::vector<float> angles;
   angles.resize(static_cast<size_t>(rot_dims));
-  RopeAngles(rot_dims, position, freq_base, freq_scale, angles.data(), angles.data() + rot_dims / 2);
+  RopeAngles(rot_dims, position, freq_base, freq_scale, angles.data(),
+             angles.data() + rot_dims / 2);
   RopeApply(head, rot_dims, angles.data(), angles.data() + rot_dims / 2, neox);
   (void)head_dim;
 }
@@ -261,7 +269,8 @@ float GeluOne(float v, const float* table) {
   return table[Fp32ToFp16(v)];
 }
 
-__attribute__((target("avx2,fma,f16c"))) void GeluMulAvx2(float* x, const float* y, int64_t n, const float* table) {
+__attribute__((target("avx2,fma,f16c"))) void GeluMulAvx2(float* x, const float* y, int64_t n,
+                                                          const float* table) {
   const __m256 lo = _mm256_set1_ps(-10.0f), hi = _mm256_set1_ps(10.0f);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {

@@ -54,6 +54,7 @@ void AxpyF16(float a, const uint16_t* x, float* y, int64_t n);
 // pass over q, and keep a 64-wide slice of `out` in registers across all rows.
 void DotF16Rows(const float* q, const uint16_t* const* k_rows, int64_t n, int hd, float scale,
                 float* scores);
-void WeightedSumF16Rows(const float* p, const uint16_t* const* v_rows, int64_t n, int hd, float* out);
+void WeightedSumF16Rows(const float* p, const uint16_t* const* v_rows, int64_t n, int hd,
+                        float* out);
 
 }  // namespace tandem

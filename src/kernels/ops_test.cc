@@ -28,8 +28,9 @@ TEST(OpsTest, GeluMulMatchesReferenceBitForBit) {
   std::mt19937 rng(7);
   std::normal_distribution<float> wide(0.0f, 4.0f);
   std::vector<float> x, y;
-  for (float v : {-10.0f, -9.999f, -10.001f, 10.0f, 9.999f, 10.001f, 0.0f, -0.0f, 1e-8f, 65504.0f, 70000.0f,
-                  -70000.0f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()}) {
+  for (float v : {-10.0f, -9.999f, -10.001f, 10.0f, 9.999f, 10.001f, 0.0f, -0.0f, 1e-8f, 65504.0f,
+                  70000.0f, -70000.0f, std::numeric_limits<float>::infinity(),
+                  -std::numeric_limits<float>::infinity()}) {
     x.push_back(v);
   }
   for (int i = 0; i < 4093; ++i) x.push_back(wide(rng));  // odd length: vector body and tail
@@ -59,7 +60,8 @@ TEST(OpsTest, RopeInTwoStepsEqualsRope) {
       std::vector<float> cos(64), sin(64);
       RopeAngles(128, pos, 10000.0f, 1.0f, cos.data(), sin.data());
       RopeApply(b.data(), 128, cos.data(), sin.data(), neox);
-      for (int d = 0; d < 256; ++d) ASSERT_EQ(std::bit_cast<uint32_t>(a[d]), std::bit_cast<uint32_t>(b[d])) << d;
+      for (int d = 0; d < 256; ++d)
+        ASSERT_EQ(std::bit_cast<uint32_t>(a[d]), std::bit_cast<uint32_t>(b[d])) << d;
       // A known value: pair 0 rotates by exactly pos radians.
       const int j = neox ? 64 : 1;
       std::vector<float> c(256, 0.0f);
@@ -82,7 +84,8 @@ TEST(OpsTest, AttentionRowKernelsMatchReference) {
   std::uniform_real_distribution<float> u(-2.0f, 2.0f);
   for (int hd : {256, 72, 12}) {
     for (int64_t n : {1, 4, 7, 33}) {
-      std::vector<std::vector<uint16_t>> k(n, std::vector<uint16_t>(hd)), v(n, std::vector<uint16_t>(hd));
+      std::vector<std::vector<uint16_t>> k(n, std::vector<uint16_t>(hd)),
+          v(n, std::vector<uint16_t>(hd));
       std::vector<const uint16_t*> kp, vp;
       for (int64_t j = 0; j < n; ++j) {
         for (int d = 0; d < hd; ++d) {
@@ -103,7 +106,8 @@ TEST(OpsTest, AttentionRowKernelsMatchReference) {
           want += static_cast<double>(q[d]) * Fp16ToFp32(k[j][d]);
           mag += std::fabs(static_cast<double>(q[d]) * Fp16ToFp32(k[j][d]));
         }
-        ASSERT_NEAR(scores[j], 0.25 * want, 0.25 * mag * 1e-5) << "hd " << hd << " n " << n << " j " << j;
+        ASSERT_NEAR(scores[j], 0.25 * want, 0.25 * mag * 1e-5)
+            << "hd " << hd << " n " << n << " j " << j;
       }
       for (int d = 0; d < hd; ++d) {
         double want = 0, mag = 0;

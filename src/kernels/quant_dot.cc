@@ -17,23 +17,6 @@
 namespace tandem {
 namespace {
 
-// Signed 5-bit / 4-bit / 8-bit weight values of one 32-value block.
-void UnpackQ4_0(const BlockQ4_0& b, int8_t* q) {
-  for (int j = 0; j < 16; ++j) {
-    q[j] = static_cast<int8_t>((b.qs[j] & 0x0F) - 8);
-    q[j + 16] = static_cast<int8_t>((b.qs[j] >> 4) - 8);
-  }
-}
-
-void UnpackQ5_0(const BlockQ5_0& b, int8_t* q) {
-  uint32_t qh;
-  std::memcpy(&qh, b.qh, 4);
-  for (int j = 0; j < 16; ++j) {
-    q[j] = static_cast<int8_t>(((b.qs[j] & 0x0F) | (((qh >> j) & 1) << 4)) - 16);
-    q[j + 16] = static_cast<int8_t>(((b.qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16);
-  }
-}
-
 template <typename Block, typename Unpack>
 float DotScalar(const void* w_row, const void* a_row, int64_t n_blocks, Unpack unpack) {
   const Block* w = static_cast<const Block*>(w_row);
@@ -50,40 +33,12 @@ float DotScalar(const void* w_row, const void* a_row, int64_t n_blocks, Unpack u
 }
 
 // ---- AVX2 ----
-
-__attribute__((target("avx2,fma,f16c"))) inline float HalfToFloat(uint16_t h) { return _cvtsh_ss(h); }
-
-// Byte j of the result is 0xFF where bit j of x is set, else 0x00.
-__attribute__((target("avx2"))) inline __m256i BytesFromBits32(const uint8_t* p) {
-  uint32_t x;
-  std::memcpy(&x, p, 4);
-  const __m256i shuffle = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
-                                            0x0101010101010101, 0x0000000000000000);
-  __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(x)), shuffle);
-  bytes = _mm256_or_si256(bytes, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
-  return _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1));
-}
-
-// 16 bytes of nibbles -> 32 bytes: low nibbles first (values 0..15), then high.
-__attribute__((target("avx2"))) inline __m256i NibblesToBytes(const uint8_t* qs) {
-  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
-  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
-}
-
 // Sum of the 32 products of signed bytes, as 8 int32 lanes converted to float.
 __attribute__((target("avx2"))) inline __m256 DotBytes(__m256i w, __m256i a) {
   const __m256i abs_w = _mm256_sign_epi8(w, w);
   const __m256i signed_a = _mm256_sign_epi8(a, w);
   const __m256i pairs = _mm256_maddubs_epi16(abs_w, signed_a);
   return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
-}
-
-__attribute__((target("avx2,fma"))) inline float HorizontalSum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
 }
 
 __attribute__((target("avx2,fma,f16c"))) float DotQ8_0Avx2(const void* w_row, const void* a_row, int64_t n) {
@@ -204,8 +159,9 @@ float DotQ6_KReference(const void* w_row, const void* a_row, int64_t n_blocks) {
 // Q4_K and Q5_K share the layout of scales, mins and low nibbles; Q5_K adds a fifth
 // bit per value from qh (bit s of qh[l] for value l of sub-block s).
 template <int NT, typename Block>
-__attribute__((target("avx2,fma,f16c"))) void DotQ45_KAvx2N(const void* w_row, const void* const* a_rows,
-                                                          int64_t n_blocks, float* out) {
+__attribute__((target("avx2,fma,f16c"))) void DotQ45_KAvx2N(const void* w_row,
+                                                            const void* const* a_rows,
+                                                            int64_t n_blocks, float* out) {
   constexpr bool kFifthBit = std::is_same_v<Block, BlockQ5_K>;
   const Block* w = static_cast<const Block*>(w_row);
   const BlockQ8_K* a[NT];
@@ -225,8 +181,10 @@ __attribute__((target("avx2,fma,f16c"))) void DotQ45_KAvx2N(const void* w_row, c
         const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qh));
         const __m256i one = _mm256_set1_epi8(1);
         // Per byte: bit s of qh[l], moved to bit 4 (16-bit shifts stay inside bytes here).
-        lo[c] = _mm256_or_si256(lo[c], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
-        hi[c] = _mm256_or_si256(hi[c], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
+        lo[c] = _mm256_or_si256(
+            lo[c], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
+        hi[c] = _mm256_or_si256(
+            hi[c], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
       }
       sc_lo[c] = _mm256_set1_epi16(sc[2 * c]);
       sc_hi[c] = _mm256_set1_epi16(sc[2 * c + 1]);
@@ -286,13 +244,15 @@ __attribute__((target("avx2,fma,f16c"))) void DotQ6_KAvx2N(const void* w_row, co
                                              _mm_set1_epi16(w[i].scales[base / 16]));
       }
     }
-    const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[i].scales)));
+    const __m256i scales16 =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[i].scales)));
     const float wd = HalfToFloat(w[i].d);
     for (int t = 0; t < NT; ++t) {
       const BlockQ8_K& at = a[t][i];
       // sum(scale[s] * bsums[s]) * 32: the -32 offset of every value, spread over lanes.
       const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at.bsums));
-      __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(bsums, scales16), 5));
+      __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                      _mm256_slli_epi32(_mm256_madd_epi16(bsums, scales16), 5));
       for (int k = 0; k < 8; ++k) {
         const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at.qs + 32 * k));
         sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(v[k], av), scales[k]));
@@ -325,319 +285,6 @@ float DotQ6_KAvx2(const void* w_row, const void* a_row, int64_t n_blocks) {
 const bool kUseAvx2 = GetCpuFeatures().avx2 && GetCpuFeatures().fma && GetCpuFeatures().f16c;
 
 }  // namespace
-
-bool HasInt8Tile(TensorType type) {
-  return type == TensorType::kQ8_0 || type == TensorType::kQ5_0 || type == TensorType::kQ4_0;
-}
-
-int Int8TileOffset(TensorType type) {
-  switch (type) {
-    case TensorType::kQ5_0: return 16;
-    case TensorType::kQ4_0: return 8;
-    default: return 0;
-  }
-}
-
-namespace {
-
-// Scale lanes of one pair of blocks: [d0 d0 d1 d1 d0 d0 d1 d1] (see quant_dot.h).
-inline void PairLanes(float d0, float d1, float* lanes) {
-  lanes[0] = lanes[1] = lanes[4] = lanes[5] = d0;
-  lanes[2] = lanes[3] = lanes[6] = lanes[7] = d1;
-}
-
-// QuantizeActivationsQ8_0's arithmetic, 32 values at a time: amax, id = 127 / amax,
-// q = round-half-even(x * id) (cvtps_epi32 under the default rounding mode).
-__attribute__((target("avx2,fma,f16c"))) float QuantizeBlockQ8_0Avx2(const float* x, int8_t* q) {
-  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  __m256 v[4];
-  __m256 m = _mm256_setzero_ps();
-  for (int k = 0; k < 4; ++k) {
-    v[k] = _mm256_loadu_ps(x + 8 * k);
-    m = _mm256_max_ps(m, _mm256_and_ps(v[k], abs_mask));
-  }
-  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-  const float amax = _mm_cvtss_f32(m4);
-  const __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
-  __m256i i[4];
-  for (int k = 0; k < 4; ++k) i[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], id));
-  // packs work per 128-bit lane; the permute puts the 8 dwords back in order.
-  const __m256i w01 = _mm256_packs_epi32(i[0], i[1]), w23 = _mm256_packs_epi32(i[2], i[3]);
-  const __m256i b = _mm256_packs_epi16(w01, w23);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(q),
-                      _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
-  return amax;
-}
-
-float QuantizeBlockQ8_0Scalar(const float* x, int8_t* q) {
-  float amax = 0;
-  for (int j = 0; j < 32; ++j) amax = std::fmax(amax, std::fabs(x[j]));
-  const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-  for (int j = 0; j < 32; ++j) q[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
-  return amax;
-}
-
-const bool kUseAvx2Quantize = GetCpuFeatures().avx2 && GetCpuFeatures().fma && GetCpuFeatures().f16c;
-
-// Quantizes one block; returns amax (the block's scale is fp16(amax / 127)).
-inline float QuantizeBlockQ8_0(const float* x, int8_t* q) {
-  return kUseAvx2Quantize ? QuantizeBlockQ8_0Avx2(x, q) : QuantizeBlockQ8_0Scalar(x, q);
-}
-
-}  // namespace
-
-namespace {
-
-template <TensorType kType>
-__attribute__((target("avx2,fma,f16c"))) void PrepareTileWeightRowAvx2(const void* w_row, int64_t n_pairs, uint8_t* q,
-                                                                     float* d_lanes) {
-  for (int64_t p = 0; p < n_pairs; ++p, q += 64, d_lanes += 8) {
-    float d[2];
-    for (int k = 0; k < 2; ++k) {
-      __m256i v;
-      if constexpr (kType == TensorType::kQ8_0) {
-        const BlockQ8_0& b = static_cast<const BlockQ8_0*>(w_row)[2 * p + k];
-        v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
-        d[k] = HalfToFloat(b.d);
-      } else if constexpr (kType == TensorType::kQ5_0) {
-        const BlockQ5_0& b = static_cast<const BlockQ5_0*>(w_row)[2 * p + k];
-        v = _mm256_or_si256(NibblesToBytes(b.qs), _mm256_and_si256(BytesFromBits32(b.qh), _mm256_set1_epi8(0x10)));
-        d[k] = HalfToFloat(b.d);
-      } else {
-        const BlockQ4_0& b = static_cast<const BlockQ4_0*>(w_row)[2 * p + k];
-        v = NibblesToBytes(b.qs);
-        d[k] = HalfToFloat(b.d);
-      }
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * k), v);
-    }
-    _mm256_storeu_ps(d_lanes, _mm256_setr_ps(d[0], d[0], d[1], d[1], d[0], d[0], d[1], d[1]));
-  }
-}
-
-}  // namespace
-
-void PrepareTileWeightRow(TensorType type, const void* w_row, int64_t cols, uint8_t* q, float* d_lanes) {
-  if (kUseAvx2Quantize) {
-    switch (type) {
-      case TensorType::kQ8_0: return PrepareTileWeightRowAvx2<TensorType::kQ8_0>(w_row, cols / 64, q, d_lanes);
-      case TensorType::kQ5_0: return PrepareTileWeightRowAvx2<TensorType::kQ5_0>(w_row, cols / 64, q, d_lanes);
-      case TensorType::kQ4_0: return PrepareTileWeightRowAvx2<TensorType::kQ4_0>(w_row, cols / 64, q, d_lanes);
-      default: break;
-    }
-  }
-  const int64_t n = cols / 32;
-  float d[2];
-  for (int64_t i = 0; i < n; ++i) {
-    switch (type) {
-      case TensorType::kQ8_0: {
-        const BlockQ8_0& b = static_cast<const BlockQ8_0*>(w_row)[i];
-        std::memcpy(q + 32 * i, b.qs, 32);
-        d[i % 2] = Fp16ToFp32(b.d);
-        break;
-      }
-      case TensorType::kQ5_0: {
-        const BlockQ5_0& b = static_cast<const BlockQ5_0*>(w_row)[i];
-        int8_t v[32];
-        UnpackQ5_0(b, v);
-        for (int j = 0; j < 32; ++j) q[32 * i + j] = static_cast<uint8_t>(v[j] + 16);
-        d[i % 2] = Fp16ToFp32(b.d);
-        break;
-      }
-      case TensorType::kQ4_0: {
-        const BlockQ4_0& b = static_cast<const BlockQ4_0*>(w_row)[i];
-        for (int j = 0; j < 16; ++j) {
-          q[32 * i + j] = b.qs[j] & 0x0F;
-          q[32 * i + j + 16] = b.qs[j] >> 4;
-        }
-        d[i % 2] = Fp16ToFp32(b.d);
-        break;
-      }
-      default: TANDEM_CHECK(false) << "no int8 tile for type " << static_cast<int>(type);
-    }
-    if (i % 2 == 1) PairLanes(d[0], d[1], d_lanes + 8 * (i / 2));
-  }
-}
-
-void PrepareTileActivationRow(const float* x, int64_t cols, int offset, int8_t* q, float* d_lanes, int32_t* corr) {
-  const int64_t n = cols / 32;
-  float d[2];
-  int32_t sums[2];
-  for (int64_t i = 0; i < n; ++i) {
-    const float amax = QuantizeBlockQ8_0(x + 32 * i, q + 32 * i);
-    d[i % 2] = Fp16ToFp32(Fp32ToFp16(amax / 127.0f));
-    int32_t sum = 0;
-    for (int j = 0; j < 32; ++j) sum += q[32 * i + j];
-    sums[i % 2] = sum;
-    if (i % 2 == 1) {
-      PairLanes(d[0], d[1], d_lanes + 8 * (i / 2));
-      int32_t* c = corr + 8 * (i / 2);
-      std::fill(c, c + 8, 0);
-      c[0] = offset * sums[0];  // lane 0 belongs to the pair's first block, lane 2 to its second
-      c[2] = offset * sums[1];
-    }
-  }
-}
-
-namespace {
-
-void DotInt8Tile4x2Scalar(int offset, const TileOperand w[4], const TileOperand a[2], int64_t n_pairs,
-                          float out[4][2]) {
-  for (int r = 0; r < 4; ++r) {
-    const uint8_t* wq = static_cast<const uint8_t*>(w[r].q);
-    for (int t = 0; t < 2; ++t) {
-      const int8_t* aq = static_cast<const int8_t*>(a[t].q);
-      float sum = 0;
-      for (int64_t b = 0; b < 2 * n_pairs; ++b) {
-        int32_t isum = 0;
-        for (int j = 0; j < 32; ++j) {
-          const int wv = offset == 0 ? static_cast<int8_t>(wq[32 * b + j]) : wq[32 * b + j] - offset;
-          isum += wv * aq[32 * b + j];
-        }
-        const int64_t lane = 8 * (b / 2) + 2 * (b % 2);
-        sum += w[r].d_lanes[lane] * a[t].d_lanes[lane] * static_cast<float>(isum);
-      }
-      out[r][t] = sum;
-    }
-  }
-}
-
-template <bool kSigned>
-__attribute__((target("avx2,fma"))) void DotInt8Tile4x2Avx2(const TileOperand w[4], const TileOperand a[2],
-                                                          int64_t n_pairs, float out[4][2]) {
-  __m256 acc[4][2];
-  for (int r = 0; r < 4; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  const __m256i ones = _mm256_set1_epi16(1);
-  const uint8_t* wq[4];
-  const float* wd[4];
-  for (int r = 0; r < 4; ++r) {
-    wq[r] = static_cast<const uint8_t*>(w[r].q);
-    wd[r] = w[r].d_lanes;
-  }
-  for (int64_t p = 0; p < n_pairs; ++p) {
-    for (int t = 0; t < 2; ++t) {
-      const int8_t* aq = static_cast<const int8_t*>(a[t].q) + 64 * p;
-      const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq));
-      const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq + 32));
-      const __m256 da = _mm256_loadu_ps(a[t].d_lanes + 8 * p);
-      for (int r = 0; r < 4; ++r) {
-        const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq[r] + 64 * p));
-        const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq[r] + 64 * p + 32));
-        __m256i m0, m1;
-        if constexpr (kSigned) {
-          m0 = _mm256_maddubs_epi16(_mm256_sign_epi8(w0, w0), _mm256_sign_epi8(x0, w0));
-          m1 = _mm256_maddubs_epi16(_mm256_sign_epi8(w1, w1), _mm256_sign_epi8(x1, w1));
-        } else {
-          m0 = _mm256_maddubs_epi16(w0, x0);
-          m1 = _mm256_maddubs_epi16(w1, x1);
-        }
-        // Lanes: [b0 b0 b1 b1 b0 b0 b1 b1], each the sum of 8 products.
-        __m256i h = _mm256_hadd_epi32(_mm256_madd_epi16(m0, ones), _mm256_madd_epi16(m1, ones));
-        if constexpr (!kSigned) {
-          h = _mm256_sub_epi32(h, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].corr + 8 * p)));
-        }
-        const __m256 scale = _mm256_mul_ps(_mm256_loadu_ps(wd[r] + 8 * p), da);
-        acc[r][t] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(h), acc[r][t]);
-      }
-    }
-  }
-  for (int r = 0; r < 4; ++r) {
-    out[r][0] = HorizontalSum(acc[r][0]);
-    out[r][1] = HorizontalSum(acc[r][1]);
-  }
-}
-
-// [d0 d0 d1 d1 d0 d0 d1 d1] from two fp16 scales: one conversion, one permute.
-__attribute__((target("avx2,fma,f16c"))) inline __m256 PairScaleLanes(uint16_t d0, uint16_t d1) {
-  const __m128 both = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(d0 | (static_cast<uint32_t>(d1) << 16))));
-  return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(both), _mm256_setr_epi32(0, 0, 1, 1, 0, 0, 1, 1));
-}
-
-// DotTileRow's vector path: each pair of weight blocks decoded as PrepareTileWeightRow
-// would, then exactly the tile's per-lane steps for one row and one token.
-template <TensorType kType>
-__attribute__((target("avx2,fma,f16c"))) float DotTileRowAvx2(const void* w_row, const TileOperand& a, int64_t n_pairs) {
-  constexpr bool kSigned = kType == TensorType::kQ8_0;
-  const __m256i ones = _mm256_set1_epi16(1);
-  const int8_t* aq = static_cast<const int8_t*>(a.q);
-  __m256 acc = _mm256_setzero_ps();
-  for (int64_t p = 0; p < n_pairs; ++p) {
-    __m256i w0, w1;
-    uint16_t d0, d1;
-    if constexpr (kType == TensorType::kQ8_0) {
-      const BlockQ8_0* b = static_cast<const BlockQ8_0*>(w_row) + 2 * p;
-      w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[0].qs));
-      w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[1].qs));
-      d0 = b[0].d;
-      d1 = b[1].d;
-    } else if constexpr (kType == TensorType::kQ5_0) {
-      const BlockQ5_0* b = static_cast<const BlockQ5_0*>(w_row) + 2 * p;
-      const __m256i bit4 = _mm256_set1_epi8(0x10);
-      w0 = _mm256_or_si256(NibblesToBytes(b[0].qs), _mm256_and_si256(BytesFromBits32(b[0].qh), bit4));
-      w1 = _mm256_or_si256(NibblesToBytes(b[1].qs), _mm256_and_si256(BytesFromBits32(b[1].qh), bit4));
-      d0 = b[0].d;
-      d1 = b[1].d;
-    } else {
-      const BlockQ4_0* b = static_cast<const BlockQ4_0*>(w_row) + 2 * p;
-      w0 = NibblesToBytes(b[0].qs);
-      w1 = NibblesToBytes(b[1].qs);
-      d0 = b[0].d;
-      d1 = b[1].d;
-    }
-    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq + 64 * p));
-    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq + 64 * p + 32));
-    __m256i m0, m1;
-    if constexpr (kSigned) {
-      m0 = _mm256_maddubs_epi16(_mm256_sign_epi8(w0, w0), _mm256_sign_epi8(x0, w0));
-      m1 = _mm256_maddubs_epi16(_mm256_sign_epi8(w1, w1), _mm256_sign_epi8(x1, w1));
-    } else {
-      m0 = _mm256_maddubs_epi16(w0, x0);
-      m1 = _mm256_maddubs_epi16(w1, x1);
-    }
-    __m256i h = _mm256_hadd_epi32(_mm256_madd_epi16(m0, ones), _mm256_madd_epi16(m1, ones));
-    if constexpr (!kSigned) {
-      h = _mm256_sub_epi32(h, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.corr + 8 * p)));
-    }
-    const __m256 wd = PairScaleLanes(d0, d1);
-    const __m256 scale = _mm256_mul_ps(wd, _mm256_loadu_ps(a.d_lanes + 8 * p));
-    acc = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(h), acc);
-  }
-  return HorizontalSum(acc);
-}
-
-}  // namespace
-
-float DotTileRow(TensorType type, const void* w_row, const TileOperand& a, int64_t n_pairs) {
-  if (kUseAvx2Quantize) {
-    switch (type) {
-      case TensorType::kQ8_0: return DotTileRowAvx2<TensorType::kQ8_0>(w_row, a, n_pairs);
-      case TensorType::kQ5_0: return DotTileRowAvx2<TensorType::kQ5_0>(w_row, a, n_pairs);
-      case TensorType::kQ4_0: return DotTileRowAvx2<TensorType::kQ4_0>(w_row, a, n_pairs);
-      default: TANDEM_CHECK(false) << "no int8 tile for type " << static_cast<int>(type);
-    }
-  }
-  // Scalar: decode the row and run the tile's scalar arithmetic for it.
-  thread_local std::vector<uint8_t> q;
-  thread_local std::vector<float> d;
-  q.resize(static_cast<size_t>(64 * n_pairs));
-  d.resize(static_cast<size_t>(8 * n_pairs));
-  PrepareTileWeightRow(type, w_row, 64 * n_pairs, q.data(), d.data());
-  const TileOperand w[4] = {{q.data(), d.data(), nullptr}, {q.data(), d.data(), nullptr},
-                            {q.data(), d.data(), nullptr}, {q.data(), d.data(), nullptr}};
-  const TileOperand act[2] = {a, a};
-  float out[4][2];
-  DotInt8Tile4x2Scalar(Int8TileOffset(type), w, act, n_pairs, out);
-  return out[0][0];
-}
-
-void DotInt8Tile4x2(int offset, const TileOperand w[4], const TileOperand& a0, const TileOperand& a1,
-                    int64_t n_pairs, float out[4][2]) {
-  const TileOperand a[2] = {a0, a1};
-  if (!kUseAvx2Quantize) return DotInt8Tile4x2Scalar(offset, w, a, n_pairs, out);
-  if (offset == 0) return DotInt8Tile4x2Avx2<true>(w, a, n_pairs, out);
-  DotInt8Tile4x2Avx2<false>(w, a, n_pairs, out);
-}
 
 bool HasQ8Dot(TensorType type) {
   switch (type) {
@@ -682,13 +329,15 @@ float VecDotQ8(TensorType type, const void* w, const void* a, int64_t cols) {
     case TensorType::kQ4_0: return DotQ4_0Avx2(w, a, cols / 32);
     case TensorType::kQ4_K: return DotQ4_KAvx2(w, a, cols / 256);
     case TensorType::kQ6_K: return DotQ6_KAvx2(w, a, cols / 256);
-    case TensorType::kQ5_K: return DotQ5_KAvx2(w, a, cols / 256);
+    case TensorType::kQ5_K:
+      return DotQ5_KAvx2(w, a, cols / 256);
     default: return VecDotQ8Reference(type, w, a, cols);
   }
 }
 
 bool HasMultiTokenDot(TensorType type) {
-  return kUseAvx2 && (type == TensorType::kQ4_K || type == TensorType::kQ5_K || type == TensorType::kQ6_K);
+  return kUseAvx2 &&
+         (type == TensorType::kQ4_K || type == TensorType::kQ5_K || type == TensorType::kQ6_K);
 }
 
 void VecDotQ8x4(TensorType type, const void* w_row, const void* const a_rows[4], int64_t cols, float out[4]) {
@@ -729,13 +378,15 @@ namespace {
 
 // The values of one Q8_K block from QuantizeRowQ8_K's iscale, 256 at a time, and the
 // sums of each 16. Same float multiply and round-half-even as the scalar loop.
-__attribute__((target("avx2,fma"))) void QuantizeQ8_KValuesAvx2(const float* x, float iscale, BlockQ8_K& y) {
+__attribute__((target("avx2,fma"))) void QuantizeQ8_KValuesAvx2(const float* x, float iscale,
+                                                                BlockQ8_K& y) {
   const __m256 s = _mm256_set1_ps(iscale);
   const __m256i max_q = _mm256_set1_epi32(127);
   for (int g = 0; g < 8; ++g) {  // 32 values per step
     __m256i i[4];
     for (int k = 0; k < 4; ++k) {
-      i[k] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 32 * g + 8 * k), s)), max_q);
+      i[k] = _mm256_min_epi32(
+          _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 32 * g + 8 * k), s)), max_q);
     }
     for (int h = 0; h < 2; ++h) {
       const __m256i sum8 = _mm256_add_epi32(i[2 * h], i[2 * h + 1]);
@@ -744,7 +395,8 @@ __attribute__((target("avx2,fma"))) void QuantizeQ8_KValuesAvx2(const float* x, 
       sum4 = _mm_add_epi32(sum4, _mm_shuffle_epi32(sum4, 0xb1));
       y.bsums[2 * g + h] = static_cast<int16_t>(_mm_cvtsi128_si32(sum4));
     }
-    const __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));
+    const __m256i b =
+        _mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(y.qs + 32 * g),
                         _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
   }
@@ -769,7 +421,7 @@ void QuantizeRowQ8_K(const float* x, BlockQ8_K* out, int64_t cols) {
       continue;
     }
     const float iscale = -127.0f / max;
-    if (kUseAvx2Quantize) {
+    if (kUseAvx2) {
       QuantizeQ8_KValuesAvx2(x, iscale, y);
     } else {
       for (int j = 0; j < 256; ++j) {

@@ -11,6 +11,7 @@
 #include "common/thread_pool.h"
 #include "kernels/dequant.h"
 #include "kernels/half.h"
+#include "kernels/int8_tile.h"
 #include "kernels/matmul.h"
 
 namespace tandem {
@@ -102,7 +103,8 @@ INSTANTIATE_TEST_SUITE_P(Types, QuantDotTest,
 
 TEST(QuantDotTest, FourRowDotEqualsSingleRowDotBitForBit) {
   std::mt19937 rng(77);
-  for (TensorType type : {TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K, TensorType::kQ8_0}) {
+  for (TensorType type :
+       {TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K, TensorType::kQ8_0}) {
     const int64_t n = 1024;
     std::vector<uint8_t> w = RandomRow(type, n, rng);
     const ActivationFormat format = ActivationFormatFor(type);
@@ -140,7 +142,9 @@ TEST(QuantizeTest, VectorQuantizersMatchScalarFormulas) {
       }
       const float iscale = amax == 0 ? 0.0f : -127.0f / max;
       for (int j = 0; j < 256; ++j) {
-        const int want = amax == 0 ? 0 : std::min(127, static_cast<int>(std::nearbyint(iscale * x[256 * b + j])));
+        const int want =
+            amax == 0 ? 0
+                      : std::min(127, static_cast<int>(std::nearbyint(iscale * x[256 * b + j])));
         ASSERT_EQ(k[b].qs[j], want) << trial << " " << b << " " << j;
       }
     }
@@ -152,7 +156,8 @@ TEST(QuantizeTest, VectorQuantizersMatchScalarFormulas) {
       const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
       ASSERT_EQ(q[b].d, Fp32ToFp16(amax / 127.0f));
       for (int j = 0; j < 32; ++j) {
-        ASSERT_EQ(q[b].qs[j], static_cast<int8_t>(std::nearbyint(x[32 * b + j] * id))) << trial << " " << b;
+        ASSERT_EQ(q[b].qs[j], static_cast<int8_t>(std::nearbyint(x[32 * b + j] * id)))
+            << trial << " " << b;
       }
     }
   }
@@ -273,7 +278,8 @@ TEST(Int8TileTest, TileMatchesReferenceDot) {
     std::vector<float> wd(4 * cols / 8);
     TileOperand wt[4];
     for (int r = 0; r < 4; ++r) {
-      PrepareTileWeightRow(type, w.data() + r * row_bytes, cols, wq.data() + r * cols, wd.data() + r * cols / 8);
+      PrepareTileWeightRow(type, w.data() + r * row_bytes, cols, wq.data() + r * cols,
+                           wd.data() + r * cols / 8);
       wt[r] = TileOperand{wq.data() + r * cols, wd.data() + r * cols / 8, nullptr};
     }
     const int offset = Int8TileOffset(type);
@@ -282,8 +288,8 @@ TEST(Int8TileTest, TileMatchesReferenceDot) {
     std::vector<float> ad(2 * cols / 8);
     std::vector<int32_t> ac(2 * cols / 8);
     for (int t = 0; t < 2; ++t) {
-      PrepareTileActivationRow(x.data() + t * cols, cols, offset, aq.data() + t * cols, ad.data() + t * cols / 8,
-                               ac.data() + t * cols / 8);
+      PrepareTileActivationRow(x.data() + t * cols, cols, offset, aq.data() + t * cols,
+                               ad.data() + t * cols / 8, ac.data() + t * cols / 8);
     }
     const TileOperand a0{aq.data(), ad.data(), ac.data()};
     const TileOperand a1{aq.data() + cols, ad.data() + cols / 8, ac.data() + cols / 8};
@@ -295,12 +301,14 @@ TEST(Int8TileTest, TileMatchesReferenceDot) {
       QuantizeActivations(ActivationFormat::kQ8_0, x.data() + t * cols, cols, blocks.data());
       for (int r = 0; r < 4; ++r) {
         const float want = VecDotQ8Reference(type, w.data() + r * row_bytes, blocks.data(), cols);
-        ASSERT_NEAR(out[r][t], want, 1e-4f * (1.0f + std::fabs(want))) << TraitsOf(type).name << " r " << r;
+        ASSERT_NEAR(out[r][t], want, 1e-4f * (1.0f + std::fabs(want)))
+            << TraitsOf(type).name << " r " << r;
         if (t == 1) {
           ASSERT_EQ(same[r][0], out[r][1]);
         }
         // One row alone gives the tile's bits (decode vs batched prefill).
-        ASSERT_EQ(DotTileRow(type, w.data() + r * row_bytes, t == 0 ? a0 : a1, cols / 64), out[r][t]);
+        ASSERT_EQ(DotTileRow(type, w.data() + r * row_bytes, t == 0 ? a0 : a1, cols / 64),
+                  out[r][t]);
       }
     }
   }
@@ -320,7 +328,8 @@ TEST(MatMulTest, Int8TypesWithOddBlockCountsMatchReference) {
       std::vector<BlockQ8_0> blocks(cols / 32);
       QuantizeActivations(ActivationFormat::kQ8_0, x.data() + t * cols, cols, blocks.data());
       for (int64_t r = 0; r < rows; ++r) {
-        const float want = VecDotQ8Reference(type, data.data() + r * w.row_bytes, blocks.data(), cols);
+        const float want =
+            VecDotQ8Reference(type, data.data() + r * w.row_bytes, blocks.data(), cols);
         ASSERT_NEAR(got[t * rows + r], want, 1e-4f * (1.0f + std::fabs(want)));
       }
     }

@@ -65,7 +65,8 @@ void Forward::Run(const std::vector<ForwardSequence>& batch, std::vector<float>*
   for (int il = 0; il < c_.n_layers; ++il) {
     const LayerWeights& l = w_.layers[il];
     ForRows(pool_, n, 1, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) RmsNorm(&x_[i * E], l.attn_norm.data(), &xn_[i * E], E, c_.rms_eps);
+      for (int64_t i = b; i < e; ++i)
+        RmsNorm(&x_[i * E], l.attn_norm.data(), &xn_[i * E], E, c_.rms_eps);
     });
     MatMul(l.wq, xn_.data(), n, q_.data(), pool_);
     MatMul(l.wk, xn_.data(), n, k_.data(), pool_);
@@ -74,7 +75,8 @@ void Forward::Run(const std::vector<ForwardSequence>& batch, std::vector<float>*
     MatMul(l.wo, att_.data(), n, proj_.data(), pool_);
     ForRows(pool_, n, 1, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
-        if (c_.post_norms) RmsNorm(&proj_[i * E], l.attn_post_norm.data(), &proj_[i * E], E, c_.rms_eps);
+        if (c_.post_norms)
+          RmsNorm(&proj_[i * E], l.attn_post_norm.data(), &proj_[i * E], E, c_.rms_eps);
         AddInPlace(&x_[i * E], &proj_[i * E], E);
         RmsNorm(&x_[i * E], l.ffn_norm.data(), &xn_[i * E], E, c_.rms_eps);
       }
@@ -91,7 +93,8 @@ void Forward::Run(const std::vector<ForwardSequence>& batch, std::vector<float>*
     MatMul(l.ffn_down, gate_.data(), n, proj_.data(), pool_);
     ForRows(pool_, n, 1, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
-        if (c_.post_norms) RmsNorm(&proj_[i * E], l.ffn_post_norm.data(), &proj_[i * E], E, c_.rms_eps);
+        if (c_.post_norms)
+          RmsNorm(&proj_[i * E], l.ffn_post_norm.data(), &proj_[i * E], E, c_.rms_eps);
         AddInPlace(&x_[i * E], &proj_[i * E], E);
       }
     });

@@ -40,7 +40,8 @@ std::string DumpJson(const Json& value) {
 
 StatusOr<Json> ParseClientBody(std::string_view body) {
   if (JsonNestingExceeds(body, kMaxJsonDepth)) {
-    return InvalidArgumentError("JSON decode error: nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    return InvalidArgumentError("JSON decode error: nested deeper than " +
+                                std::to_string(kMaxJsonDepth) + " levels");
   }
   Json json;
   try {

@@ -13,7 +13,8 @@ std::string DumpJson(const Json& value) {
 
 StatusOr<Json> ParseJsonObject(std::string_view body) {
   if (JsonNestingExceeds(body, kMaxJsonDepth)) {
-    return InvalidArgumentError("JSON decode error: nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    return InvalidArgumentError("JSON decode error: nested deeper than " +
+                                std::to_string(kMaxJsonDepth) + " levels");
   }
   Json value = Json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded())

@@ -1,0 +1,45 @@
+// The int8 GEMM tile for Q8_0, Q5_0 and Q4_0 weights (MatMul's path for these types).
+//
+// Thread safety: pure functions (DotTileRow's scalar fallback uses thread_local scratch).
+#pragma once
+
+#include <cstdint>
+
+#include "common/tensor_type.h"
+
+namespace tandem {
+
+// The prefill GEMM tile for Q8_0, Q5_0 and Q4_0 weights (MatMul, many tokens). Weight
+// rows are decoded once per call into plain bytes: Q8_0 as its int8 values, Q5_0 and
+// Q4_0 as unsigned values (stored + 16, + 8) so that `vpmaddubsw` takes them without
+// a sign fix-up; the offset comes back out through per-block integer corrections carried
+// by the activation rows (offset * sum of the block's activation values). Scales of each
+// pair of 32-blocks are laid out as the tile's lanes need them: [d0 d0 d1 d1 d0 d0 d1 d1].
+// Integer sums are exact; only float accumulation order differs from VecDotQ8.
+bool HasInt8Tile(TensorType type);
+// 0 for Q8_0, 16 for Q5_0, 8 for Q4_0.
+int Int8TileOffset(TensorType type);
+// Preconditions: HasInt8Tile(type); cols % 64 == 0; q holds cols bytes, d_lanes cols / 8 floats.
+void PrepareTileWeightRow(TensorType type, const void* w_row, int64_t cols, uint8_t* q,
+                          float* d_lanes);
+// x quantized exactly as QuantizeActivations(kQ8_0) does (same int8 values, same fp16
+// scales), in the tile's layout; corr holds cols / 8 int32 (one 8-lane vector per pair).
+// Preconditions: cols % 64 == 0.
+void PrepareTileActivationRow(const float* x, int64_t cols, int offset, int8_t* q, float* d_lanes,
+                              int32_t* corr);
+
+struct TileOperand {
+  const void* q;         // weight: uint8_t[cols]; activation: int8_t[cols]
+  const float* d_lanes;  // [cols / 8]
+  const int32_t* corr;   // activation rows only: [cols / 8]
+};
+// out[r][t] = dot(weight row r, activation row t) for 4 weight rows x 2 activation rows,
+// over n_pairs pairs of 32-blocks. a1 may equal a0 (odd token count).
+void DotInt8Tile4x2(int offset, const TileOperand w[4], const TileOperand& a0,
+                    const TileOperand& a1, int64_t n_pairs, float out[4][2]);
+// One weight row straight from its stored blocks against one prepared activation row:
+// the same lanes and the same float steps as the tile, so a token gets the same bits
+// whether it is multiplied alone (decode) or in a batch (batching never changes outputs).
+float DotTileRow(TensorType type, const void* w_row, const TileOperand& a, int64_t n_pairs);
+
+}  // namespace tandem
