@@ -111,6 +111,9 @@ void MatMulRowsInt8Tiled(const WeightMatrix& w, const TileActivations& a, int64_
   }
 }
 
+// Tokens from which quantizing the activations is worth spreading over the pool.
+constexpr int64_t kMinTokensForParallelQuantize = 16;
+
 // Tokens from which the tiled path beats one dot per (row, token).
 constexpr int64_t kMinTokensForTiling = 4;
 
@@ -118,6 +121,17 @@ constexpr int64_t kMinTokensForTiling = 4;
 
 void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {
   TANDEM_CHECK(w.valid());
+  // Activation rows are quantized on the pool too when there are many (a prompt chunk):
+  // each token's row is independent, and one thread doing all of them idles the others.
+  auto for_tokens = [&](const auto& one) {
+    if (pool == nullptr || pool->num_threads() == 1 || n_tokens < kMinTokensForParallelQuantize) {
+      for (int64_t t = 0; t < n_tokens; ++t) one(t);
+    } else {
+      pool->ParallelFor(n_tokens, 1, [&](int, int64_t begin, int64_t end) {
+        for (int64_t t = begin; t < end; ++t) one(t);
+      });
+    }
+  };
   auto for_rows = [&](const auto& rows) {
     if (pool == nullptr || pool->num_threads() == 1) {
       rows(0, w.rows);
@@ -137,11 +151,16 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
     a_d.resize(static_cast<size_t>(n_tokens * n_lanes));
     a_c.resize(static_cast<size_t>(n_tokens * n_lanes));
     const int offset = Int8TileOffset(w.type);
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      PrepareTileActivationRow(x + t * w.cols, w.cols, offset, a_q.data() + t * w.cols,
-                               a_d.data() + t * n_lanes, a_c.data() + t * n_lanes);
-    }
-    const TileActivations a{a_q.data(), a_d.data(), a_c.data(), w.cols};
+    // Plain pointers: inside the lambdas, a_q etc. would name the running thread's own
+    // thread_local vectors.
+    int8_t* q_out = a_q.data();
+    float* d_out = a_d.data();
+    int32_t* c_out = a_c.data();
+    for_tokens([&](int64_t t) {
+      PrepareTileActivationRow(x + t * w.cols, w.cols, offset, q_out + t * w.cols,
+                               d_out + t * n_lanes, c_out + t * n_lanes);
+    });
+    const TileActivations a{q_out, d_out, c_out, w.cols};
     if (n_tokens >= kMinTokensForTiling) {
       for_rows(
           [&](int64_t begin, int64_t end) { MatMulRowsInt8Tiled(w, a, n_tokens, y, begin, end); });
@@ -163,9 +182,10 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
   if (format != ActivationFormat::kF32) {
     const int64_t a_row_bytes = ActivationRowBytes(format, w.cols);
     xq.resize(static_cast<size_t>(n_tokens * a_row_bytes));
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      QuantizeActivations(format, x + t * w.cols, w.cols, xq.data() + t * a_row_bytes);
-    }
+    uint8_t* xq_out = xq.data();  // not xq inside the lambda: it is thread_local
+    for_tokens([&](int64_t t) {
+      QuantizeActivations(format, x + t * w.cols, w.cols, xq_out + t * a_row_bytes);
+    });
     if (!HasQ8Dot(w.type)) x = reinterpret_cast<const float*>(xq.data());  // rounded floats
   }
   if (HasQ8Dot(w.type)) {

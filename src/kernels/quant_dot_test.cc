@@ -187,7 +187,7 @@ TEST(MatMulTest, AllTypesMatchNaiveReference) {
        {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ8_0, TensorType::kQ5_0,
         TensorType::kQ4_0, TensorType::kQ4_1, TensorType::kQ5_1, TensorType::kQ2_K,
         TensorType::kQ3_K, TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K}) {
-    for (const int64_t n_tokens : {int64_t{1}, int64_t{3}, int64_t{8}, int64_t{9}}) {
+    for (const int64_t n_tokens : {int64_t{1}, int64_t{3}, int64_t{8}, int64_t{9}, int64_t{17}}) {
       const int64_t rows = 37, cols = 512;
       std::vector<uint8_t> data;
       if (type == TensorType::kF32) {
