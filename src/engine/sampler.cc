@@ -15,6 +15,35 @@ int32_t Argmax(const float* logits, int32_t n_vocab) {
 
 Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
 
+// No top-k / top-p: the same draw as the candidate list below (tokens in index order,
+// the same probabilities, the same double total), with the probabilities written over
+// the logits instead of into a 262k-entry list.
+int32_t Sampler::SampleAll(float* logits, int32_t n_vocab, float max, float inv_t, float floor) {
+  double total = 0;
+  int32_t last = -1;
+  for (int32_t i = 0; i < n_vocab; ++i) {
+    float p = 0.0f;
+    if (std::isfinite(logits[i])) {
+      p = std::exp((logits[i] - max) * inv_t);
+      if (p >= floor && p > 0.0f) {
+        total += p;
+        last = i;
+      } else {
+        p = 0.0f;
+      }
+    }
+    logits[i] = p;
+  }
+  std::uniform_real_distribution<double> uniform(0.0, total);
+  double r = uniform(rng_);
+  for (int32_t i = 0; i <= last; ++i) {
+    if (logits[i] == 0.0f) continue;
+    r -= logits[i];
+    if (r <= 0) return i;
+  }
+  return last;
+}
+
 int32_t Sampler::Sample(float* logits, int32_t n_vocab) {
   if (params_.temperature <= 0.0f) return Argmax(logits, n_vocab);
 
@@ -29,6 +58,8 @@ int32_t Sampler::Sample(float* logits, int32_t n_vocab) {
   if (max == -INFINITY) return Argmax(logits, n_vocab);
   // Unnormalised probabilities; min_p keeps tokens with p >= min_p * p_max (p_max -> 1).
   const float floor = params_.min_p > 0.0f ? params_.min_p : 0.0f;
+  const bool top_k_cuts = params_.top_k > 0 && params_.top_k < n_vocab;
+  if (!top_k_cuts && params_.top_p >= 1.0f) return SampleAll(logits, n_vocab, max, inv_t, floor);
   candidates_.clear();
   for (int32_t i = 0; i < n_vocab; ++i) {
     if (!std::isfinite(logits[i])) continue;

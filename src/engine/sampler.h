@@ -33,6 +33,8 @@ class Sampler {
   }
 
  private:
+  int32_t SampleAll(float* logits, int32_t n_vocab, float max, float inv_t, float floor);
+
   SamplingParams params_;
   std::mt19937_64 rng_;
   std::vector<std::pair<float, int32_t>> candidates_;

@@ -2,7 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
+#include <random>
+#include <utility>
+#include <vector>
 
 #include "engine/generator.h"
 
@@ -33,6 +38,56 @@ TEST(SamplerTest, SeedReproducesAndTopKRestricts) {
   EXPECT_EQ(counts.size(), 2u);
   EXPECT_GT(counts[1], 0);
   EXPECT_GT(counts[3], 0);
+}
+
+// Without top-k / top-p the sampler draws over the whole vocabulary in place: the same
+// tokens as the candidate-list definition (index order, p = exp((l - max) / T), p below
+// min_p or non-finite logits left out, u ~ U(0, total) from the request's RNG).
+TEST(SamplerTest, FullVocabularyDrawMatchesDefinition) {
+  for (float min_p : {0.0f, 0.05f}) {
+    SamplingParams p;
+    p.temperature = 0.8f;
+    p.min_p = min_p;
+    p.seed = 7;
+    Sampler sampler(p);
+    std::mt19937_64 rng(p.seed);
+    std::mt19937 gen(3);
+    std::normal_distribution<float> logit(0.0f, 2.0f);
+    std::map<int, int> counts;
+    for (int draw = 0; draw < 300; ++draw) {
+      std::vector<float> l(1000);
+      for (float& v : l) v = logit(gen);
+      l[17] = -INFINITY;
+      l[500] = 9.0f;
+      const float max = *std::max_element(l.begin(), l.end());
+      std::vector<std::pair<double, int>> cand;
+      double total = 0;
+      for (int i = 0; i < 1000; ++i) {
+        if (!std::isfinite(l[i])) continue;
+        const float q = std::exp((l[i] - max) * (1.0f / p.temperature));
+        if (q >= min_p && q > 0.0f) {
+          cand.emplace_back(q, i);
+          total += q;
+        }
+      }
+      std::uniform_real_distribution<double> u(0.0, total);
+      double r = u(rng);
+      int want = cand.back().second;
+      for (const auto& [q, i] : cand) {
+        r -= q;
+        if (r <= 0) {
+          want = i;
+          break;
+        }
+      }
+      const int got = sampler.Sample(l.data(), 1000);
+      ASSERT_EQ(got, want) << "draw " << draw << " min_p " << min_p;
+      ASSERT_NE(got, 17);
+      counts[got]++;
+    }
+    EXPECT_GT(counts[500], 50);  // the dominant logit is drawn often, but not always
+    EXPECT_GT(counts.size(), 2u);
+  }
 }
 
 TEST(SamplerTest, TopPKeepsNucleus) {
