@@ -143,6 +143,65 @@ __attribute__((target("avx2,fma,f16c"))) void WeightedSumF16RowsAvx2(const float
   }
 }
 
+// Up to four heads against two keys per pass; each (head, key) sum runs over d in the
+// order DotF16RowsAvx2 uses, so the bits match it. Preconditions: hd % 8 == 0, G <= 4.
+template <int G>
+__attribute__((target("avx2,fma,f16c"))) void DotF16RowsGroupAvx2(const float* const* q,
+                                                                  const uint16_t* const* k,
+                                                                  int64_t n, int hd, float scale,
+                                                                  float* const* scores) {
+  int64_t j = 0;
+  for (; j + 2 <= n; j += 2) {
+    __m256 a0[G], a1[G];
+    for (int h = 0; h < G; ++h) a0[h] = a1[h] = _mm256_setzero_ps();
+    for (int d = 0; d < hd; d += 8) {
+      const __m256 k0 = LoadF16(k[j] + d), k1 = LoadF16(k[j + 1] + d);
+      for (int h = 0; h < G; ++h) {
+        const __m256 qv = _mm256_loadu_ps(q[h] + d);
+        a0[h] = _mm256_fmadd_ps(qv, k0, a0[h]);
+        a1[h] = _mm256_fmadd_ps(qv, k1, a1[h]);
+      }
+    }
+    for (int h = 0; h < G; ++h) {
+      scores[h][j] = Hsum(a0[h]) * scale;
+      scores[h][j + 1] = Hsum(a1[h]) * scale;
+    }
+  }
+  for (; j < n; ++j) {
+    __m256 a0[G];
+    for (int h = 0; h < G; ++h) a0[h] = _mm256_setzero_ps();
+    for (int d = 0; d < hd; d += 8) {
+      const __m256 k0 = LoadF16(k[j] + d);
+      for (int h = 0; h < G; ++h) a0[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q[h] + d), k0, a0[h]);
+    }
+    for (int h = 0; h < G; ++h) scores[h][j] = Hsum(a0[h]) * scale;
+  }
+}
+
+// A 16-wide slice of up to four heads' outputs in registers across all rows; each output
+// element is the same fma chain over j as in WeightedSumF16RowsAvx2.
+// Preconditions: hd % 16 == 0, G <= 4.
+template <int G>
+__attribute__((target("avx2,fma,f16c"))) void WeightedSumF16RowsGroupAvx2(
+    const float* const* p, const uint16_t* const* v, int64_t n, int hd, float* const* out) {
+  for (int d0 = 0; d0 < hd; d0 += 16) {
+    __m256 acc[G][2];
+    for (int h = 0; h < G; ++h) acc[h][0] = acc[h][1] = _mm256_setzero_ps();
+    for (int64_t j = 0; j < n; ++j) {
+      const __m256 v0 = LoadF16(v[j] + d0), v1 = LoadF16(v[j] + d0 + 8);
+      for (int h = 0; h < G; ++h) {
+        const __m256 pj = _mm256_set1_ps(p[h][j]);
+        acc[h][0] = _mm256_fmadd_ps(pj, v0, acc[h][0]);
+        acc[h][1] = _mm256_fmadd_ps(pj, v1, acc[h][1]);
+      }
+    }
+    for (int h = 0; h < G; ++h) {
+      _mm256_storeu_ps(out[h] + d0, acc[h][0]);
+      _mm256_storeu_ps(out[h] + d0 + 8, acc[h][1]);
+    }
+  }
+}
+
 const bool kHaveAvx2 = GetCpuFeatures().avx2 && GetCpuFeatures().fma;
 const bool kHaveF16c = kHaveAvx2 && GetCpuFeatures().f16c;
 
@@ -185,6 +244,42 @@ void WeightedSumF16Rows(const float* p, const uint16_t* const* v_rows, int64_t n
   std::fill(out, out + hd, 0.0f);
   for (int64_t j = 0; j < n; ++j) {
     for (int d = 0; d < hd; ++d) out[d] += p[j] * Fp16ToFp32(v_rows[j][d]);
+  }
+}
+
+void DotF16RowsGroup(const float* const* q, int g, const uint16_t* const* k_rows, int64_t n, int hd,
+                     float scale, float* const* scores) {
+  for (int h0 = 0; h0 < g; h0 += 4) {
+    const int m = std::min(4, g - h0);
+    if (!kHaveF16c || hd % 8 != 0) {
+      for (int h = h0; h < h0 + m; ++h) DotF16Rows(q[h], k_rows, n, hd, scale, scores[h]);
+    } else if (m == 4) {
+      DotF16RowsGroupAvx2<4>(q + h0, k_rows, n, hd, scale, scores + h0);
+    } else if (m == 3) {
+      DotF16RowsGroupAvx2<3>(q + h0, k_rows, n, hd, scale, scores + h0);
+    } else if (m == 2) {
+      DotF16RowsGroupAvx2<2>(q + h0, k_rows, n, hd, scale, scores + h0);
+    } else {
+      DotF16RowsGroupAvx2<1>(q + h0, k_rows, n, hd, scale, scores + h0);
+    }
+  }
+}
+
+void WeightedSumF16RowsGroup(const float* const* p, int g, const uint16_t* const* v_rows, int64_t n,
+                             int hd, float* const* out) {
+  for (int h0 = 0; h0 < g; h0 += 4) {
+    const int m = std::min(4, g - h0);
+    if (!kHaveF16c || hd % 16 != 0) {
+      for (int h = h0; h < h0 + m; ++h) WeightedSumF16Rows(p[h], v_rows, n, hd, out[h]);
+    } else if (m == 4) {
+      WeightedSumF16RowsGroupAvx2<4>(p + h0, v_rows, n, hd, out + h0);
+    } else if (m == 3) {
+      WeightedSumF16RowsGroupAvx2<3>(p + h0, v_rows, n, hd, out + h0);
+    } else if (m == 2) {
+      WeightedSumF16RowsGroupAvx2<2>(p + h0, v_rows, n, hd, out + h0);
+    } else {
+      WeightedSumF16RowsGroupAvx2<1>(p + h0, v_rows, n, hd, out + h0);
+    }
   }
 }
 

@@ -56,5 +56,12 @@ void DotF16Rows(const float* q, const uint16_t* const* k_rows, int64_t n, int hd
                 float* scores);
 void WeightedSumF16Rows(const float* p, const uint16_t* const* v_rows, int64_t n, int hd,
                         float* out);
+// The same for g query heads that share the key/value rows (GQA): each K/V row is read
+// and widened once for up to four heads at a time. q[h] / scores[h] / p[h] / out[h] per
+// head; every head's results equal the one-head functions' bit for bit.
+void DotF16RowsGroup(const float* const* q, int g, const uint16_t* const* k_rows, int64_t n, int hd,
+                     float scale, float* const* scores);
+void WeightedSumF16RowsGroup(const float* const* p, int g, const uint16_t* const* v_rows, int64_t n,
+                             int hd, float* const* out);
 
 }  // namespace tandem

@@ -121,6 +121,50 @@ TEST(OpsTest, AttentionRowKernelsMatchReference) {
   }
 }
 
+// The GQA group kernels give every head exactly the one-head kernels' bits.
+TEST(OpsTest, GroupAttentionKernelsEqualOneHeadKernels) {
+  std::mt19937 rng(4);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  for (int hd : {256, 48, 72, 12}) {
+    for (int g : {1, 2, 3, 4, 5, 8}) {
+      const int64_t n = 37;
+      std::vector<std::vector<uint16_t>> kv(2 * n, std::vector<uint16_t>(hd));
+      std::vector<const uint16_t*> kp, vp;
+      for (int64_t j = 0; j < 2 * n; ++j) {
+        for (auto& x : kv[j]) x = Fp32ToFp16(u(rng));
+        (j < n ? kp : vp).push_back(kv[j].data());
+      }
+      std::vector<std::vector<float>> q(g, std::vector<float>(hd)), p(g, std::vector<float>(n));
+      std::vector<std::vector<float>> scores(g, std::vector<float>(n)), out(g, std::vector<float>(hd));
+      std::vector<const float*> qp, pp;
+      std::vector<float*> sp, op;
+      for (int h = 0; h < g; ++h) {
+        for (float& x : q[h]) x = u(rng);
+        for (float& x : p[h]) x = u(rng);
+        qp.push_back(q[h].data());
+        pp.push_back(p[h].data());
+        sp.push_back(scores[h].data());
+        op.push_back(out[h].data());
+      }
+      DotF16RowsGroup(qp.data(), g, kp.data(), n, hd, 0.125f, sp.data());
+      WeightedSumF16RowsGroup(pp.data(), g, vp.data(), n, hd, op.data());
+      for (int h = 0; h < g; ++h) {
+        std::vector<float> s1(n), o1(hd);
+        DotF16Rows(q[h].data(), kp.data(), n, hd, 0.125f, s1.data());
+        WeightedSumF16Rows(p[h].data(), vp.data(), n, hd, o1.data());
+        for (int64_t j = 0; j < n; ++j) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(scores[h][j]), std::bit_cast<uint32_t>(s1[j]))
+              << "hd " << hd << " g " << g << " h " << h << " j " << j;
+        }
+        for (int d = 0; d < hd; ++d) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(out[h][d]), std::bit_cast<uint32_t>(o1[d]))
+              << "hd " << hd << " g " << g << " h " << h << " d " << d;
+        }
+      }
+    }
+  }
+}
+
 TEST(OpsTest, SoftmaxSumsToOneAndKeepsOrder) {
   std::vector<float> x = {1.0f, 3.0f, -2.0f, 3.0f, 1000.0f, -1000.0f};
   Softmax(x.data(), static_cast<int64_t>(x.size()));

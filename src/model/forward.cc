@@ -153,41 +153,59 @@ void Forward::Attention(int il, const std::vector<ForwardSequence>& batch) {
 
   // softmax(q·Kᵀ · scale) · V for every (token, head), causal and windowed. Q and
   // the probabilities are rounded to fp16 to meet the fp16 cache, as llama.cpp does.
+  // One task per (token, KV head): the query heads of a GQA group share its K/V rows,
+  // which the group kernels read once for all of them.
   const int group = n_heads / n_kv;
-  ForRows(pool_, n * n_heads, 1, [&](int64_t b, int64_t e) {
+  ForRows(pool_, n * n_kv, 1, [&](int64_t b, int64_t e) {
     thread_local std::vector<float> scores, qs;
     thread_local std::vector<uint16_t> q16, p16;
     thread_local std::vector<const uint16_t*> k_rows, v_rows;
+    thread_local std::vector<const float*> q_heads, p_heads;
+    thread_local std::vector<float*> score_heads, out_heads;
     q16.resize(hd);
-    qs.resize(hd);
+    qs.resize(static_cast<size_t>(group) * hd);
     for (int64_t task = b; task < e; ++task) {
       // Causal cost grows with the position: tokens are taken as first, last, second,
       // second-to-last, ... so that the pool's contiguous shares get equal work.
-      const int64_t k = task / n_heads;
+      const int64_t k = task / n_kv;
       const int64_t i = k % 2 == 0 ? k / 2 : n - 1 - k / 2;
-      const int h = static_cast<int>(task % n_heads);
-      const int kvh = h / group;
+      const int kvh = static_cast<int>(task % n_kv);
       KvStore* kv = batch[seq_of_[i]].kv;
       const int64_t p = pos_[i];
       const int64_t lo = swa ? std::max<int64_t>(0, p - c_.sliding_window + 1) : 0;
       const int64_t len = p - lo + 1;
-      const float* q = &q_[i * c_.q_dim() + h * hd];
-      for (int d = 0; d < hd; ++d) qs[d] = q[d] * c_.q_scale;
-      Fp32ToFp16Row(qs.data(), q16.data(), hd);  // q meets the fp16 keys at fp16 precision
-      Fp16ToFp32Row(q16.data(), qs.data(), hd);
       k_rows.resize(static_cast<size_t>(len));
       v_rows.resize(static_cast<size_t>(len));
       for (int64_t j = lo; j <= p; ++j) {
         k_rows[j - lo] = kv->KeyRow(il, j) + kvh * hd;
         v_rows[j - lo] = kv->ValueRow(il, j) + kvh * hd;
       }
-      scores.resize(static_cast<size_t>(len));
+      scores.resize(static_cast<size_t>(group) * len);
       p16.resize(static_cast<size_t>(len));
-      DotF16Rows(qs.data(), k_rows.data(), len, hd, c_.kq_scale, scores.data());
-      Softmax(scores.data(), len);
-      Fp32ToFp16Row(scores.data(), p16.data(), len);
-      Fp16ToFp32Row(p16.data(), scores.data(), len);
-      WeightedSumF16Rows(scores.data(), v_rows.data(), len, hd, &att_[i * c_.q_dim() + h * hd]);
+      q_heads.resize(group);
+      p_heads.resize(group);
+      score_heads.resize(group);
+      out_heads.resize(group);
+      for (int g = 0; g < group; ++g) {
+        const int h = kvh * group + g;
+        const float* q = &q_[i * c_.q_dim() + h * hd];
+        float* qg = &qs[static_cast<size_t>(g) * hd];
+        for (int d = 0; d < hd; ++d) qg[d] = q[d] * c_.q_scale;
+        Fp32ToFp16Row(qg, q16.data(), hd);  // q meets the fp16 keys at fp16 precision
+        Fp16ToFp32Row(q16.data(), qg, hd);
+        q_heads[g] = qg;
+        score_heads[g] = &scores[static_cast<size_t>(g) * len];
+        p_heads[g] = score_heads[g];
+        out_heads[g] = &att_[i * c_.q_dim() + h * hd];
+      }
+      DotF16RowsGroup(q_heads.data(), group, k_rows.data(), len, hd, c_.kq_scale, score_heads.data());
+      for (int g = 0; g < group; ++g) {
+        float* sg = score_heads[g];
+        Softmax(sg, len);
+        Fp32ToFp16Row(sg, p16.data(), len);
+        Fp16ToFp32Row(p16.data(), sg, len);
+      }
+      WeightedSumF16RowsGroup(p_heads.data(), group, v_rows.data(), len, hd, out_heads.data());
     }
   });
 }
