@@ -108,3 +108,80 @@ def test_bench_model_json(tandem_bin, fixture_dir):
                - out["memory_bandwidth_gb_s"] * 1e9) < 0.01 * out["memory_bandwidth_gb_s"] * 1e9
     bad = run([tandem_bin, "bench", "model", "--model", str(fixture_dir / "llama.gguf"), "--batch", "0"])
     assert bad.returncode == 2 and "--batch" in bad.stderr
+
+
+def test_quantization_bogus_exits_2_naming_accepted_values(tandem_bin, fixture_dir, tmp_path):
+    model = str(fixture_dir / "llama.gguf")
+    text = tmp_path / "t.txt"
+    text.write_text("hello world " * 20)
+    for args in (["generate", "--model", model, "-p", "x"], ["perplexity", "--model", model, "-f", str(text)],
+                 ["bench", "model", "--model", model], ["serve", model]):
+        r = run([tandem_bin, *args, "--quantization", "bogus"], timeout=30)
+        assert r.returncode == 2, (args, r.stderr)
+        assert "--quantization" in r.stderr and "'bogus'" in r.stderr, r.stderr
+        assert "accepted: w8a8, ascend" in r.stderr, r.stderr
+
+
+def test_quantization_w8a8_generates_on_requantized_weights(tandem_bin, fixture_dir):
+    # llama.gguf mixes F16, BF16 and F32 matrices (token_embd is F16) with quantized ones.
+    args = [tandem_bin, "generate", "--model", str(fixture_dir / "llama.gguf"), "-p", "hello world", "-n", "8",
+            "--ignore-eos", "--threads", "1"]
+    w8a8 = run(args + ["--quantization", "w8a8"])
+    assert w8a8.returncode == 0, w8a8.stderr
+    assert "--quantization w8a8: re-quantized" in w8a8.stderr and "to Q8_0" in w8a8.stderr
+    assert w8a8.stdout.strip()
+    # "ascend" (the seeds' value) computes on the weights as stored, exactly as no flag.
+    plain, ascend = run(args), run(args + ["--quantization", "ascend"])
+    assert plain.returncode == 0 and ascend.returncode == 0, ascend.stderr
+    assert "--quantization ascend: weights used as stored" in ascend.stderr
+    assert "re-quantized" not in plain.stderr
+    assert ascend.stdout == plain.stdout
+    bench = run([tandem_bin, "bench", "model", "--model", str(fixture_dir / "llama.gguf"), "--json", "--repeat", "1",
+                 "--prompt-tokens", "32", "--gen-tokens", "4", "--batch", "2", "--threads", "1",
+                 "--quantization", "w8a8"])
+    assert bench.returncode == 0, bench.stderr
+    assert json.loads(bench.stdout)["quantization"] == "w8a8"
+
+
+def test_quantization_w8a8_matches_a_file_quantized_by_gguf_py(tandem_bin, fixture_dir, tmp_path):
+    """w8a8 at load = the same model with its float matrices stored as Q8_0 by gguf-py."""
+    import gguf
+    import numpy as np
+    from gguf import GGMLQuantizationType as QT
+    src = fixture_dir / "llama.gguf"
+    reader = gguf.GGUFReader(str(src))
+    dst = tmp_path / "llama-q8_0.gguf"
+    writer = gguf.GGUFWriter(str(dst), reader.fields["general.architecture"].contents())
+    for key, field in reader.fields.items():
+        if key.startswith("GGUF.") or key == "general.architecture":
+            continue
+        sub_type = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
+        writer.add_key_value(key, field.contents(), field.types[0], sub_type=sub_type)
+    converted = 0
+    for t in reader.tensors:
+        if len(t.shape) == 2 and t.tensor_type in (QT.F32, QT.F16, QT.BF16):
+            values = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
+            writer.add_tensor(t.name, gguf.quants.quantize(values, QT.Q8_0), raw_dtype=QT.Q8_0)
+            converted += 1
+        else:
+            raw_dtype = None if t.tensor_type in (QT.F32, QT.F16) else t.tensor_type
+            writer.add_tensor(t.name, np.asarray(t.data), raw_dtype=raw_dtype)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    assert converted > 0
+
+    text = tmp_path / "t.txt"
+    text.write_text("the quick brown fox jumps over the lazy dog. " * 40)
+    common = ["perplexity", "-f", str(text), "--ctx", "64", "--threads", "1"]
+    ours = run([tandem_bin, *common, "--model", str(src), "--quantization", "w8a8"])
+    theirs = run([tandem_bin, *common, "--model", str(dst)])
+    plain = run([tandem_bin, *common, "--model", str(src)])
+    assert ours.returncode == 0 and theirs.returncode == 0 and plain.returncode == 0, ours.stderr + theirs.stderr
+    assert f"re-quantized {converted} F16/BF16/F32 matrices" in ours.stderr
+    final = [r.stdout.strip().splitlines()[-1] for r in (ours, theirs, plain)]
+    assert final[0].startswith("Final estimate: PPL = ")
+    # Byte-identical weights give identical results; the stored floats give others.
+    assert final[0] == final[1]
+    assert final[0] != final[2]

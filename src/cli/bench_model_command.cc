@@ -256,11 +256,14 @@ int RunBenchModel(const BenchModelFlags& f) {
   const int64_t bytes = WeightBytesPerToken(**model);
   const double roofline = bandwidth * 1e9 / static_cast<double>(bytes);
 
+  // "w8a8" when matrices were re-quantized at load, else "none" (weights as stored).
+  const std::string quantization = (*model)->requantized().matrices > 0 ? "w8a8" : "none";
   std::ostringstream out;
   out.setf(std::ios::fixed);
   out.precision(2);
   if (f.json) {
     out << "{\"model\": \"" << (*model)->name() << "\", \"threads\": " << threads
+        << ", \"quantization\": \"" << quantization << "\""
         << ", \"prompt_tokens\": " << f.prompt_tokens << ", \"prompt_tokens_per_s\": " << pp
         << ", \"decode_tokens\": " << f.gen_tokens << ", \"decode_tokens_per_s\": " << tg
         << ", \"batched_decode_tokens_per_s\": {";
@@ -273,7 +276,8 @@ int RunBenchModel(const BenchModelFlags& f) {
         << ", \"roofline_decode_tokens_per_s\": " << roofline
         << ", \"decode_roofline_fraction\": " << (roofline > 0 ? tg / roofline : 0) << "}\n";
   } else {
-    out << "model " << (*model)->name() << ", " << threads << " thread(s)\n"
+    out << "model " << (*model)->name() << ", " << threads << " thread(s)"
+        << (quantization == "w8a8" ? ", weights re-quantized to Q8_0 (w8a8)" : "") << "\n"
         << "prompt (" << f.prompt_tokens << " tokens): " << pp << " tok/s\n"
         << "decode (1 stream): " << tg << " tok/s\n";
     for (auto [b, v] : batched) {

@@ -17,6 +17,20 @@ void AddModelFlags(CLI::App& cmd, ModelFlags* flags) {
   cmd.add_option("-t,--threads", flags->threads, "compute threads (default: cores available)")
       ->check(CLI::Range(1, 1024));
   cmd.add_option("--cpu-affinity", flags->cpu_affinity, "pin compute threads to these cores, e.g. 0,1 or 0-3");
+  AddQuantizationFlag(cmd, &flags->quantization);
+}
+
+void AddQuantizationFlag(CLI::App& cmd, std::string* value) {
+  CLI::Validator accepted(
+      [](std::string& v) -> std::string {
+        if (ParseWeightQuantization(v).ok() && !v.empty()) return "";
+        return "unknown value '" + v + "' (accepted: " + kAcceptedQuantizations + ")";
+      },
+      "w8a8|ascend");
+  cmd.add_option("--quantization", *value,
+                 "w8a8: re-quantize F16/BF16/F32 weight matrices to Q8_0 at load (int8 dots); "
+                 "ascend (vLLM-Ascend's value): weights used as stored")
+      ->check(accepted);
 }
 
 StatusOr<std::vector<int>> ParseCpuList(const std::string& text) {
@@ -49,11 +63,38 @@ StatusOr<std::vector<int>> ParseCpuList(const std::string& text) {
 
 StatusOr<std::unique_ptr<Model>> LoadModelFromFlags(const ModelFlags& flags) {
   TANDEM_ASSIGN_OR_RETURN(std::string path, ResolveModelPath(flags.model));
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(path));
+  ModelLoadOptions options;
+  TANDEM_ASSIGN_OR_RETURN(options.quantization, ParseWeightQuantization(flags.quantization));
+  if (flags.quantization == "ascend") {
+    TANDEM_LOG(INFO)
+        << "--quantization ascend: weights used as stored in the file (no re-quantization on CPU)";
+  }
+  std::unique_ptr<ThreadPool> load_pool;
+  if (options.quantization == WeightQuantization::kW8A8) {
+    // As many threads as computing will use, unpinned: pinning would pin this (the
+    // caller's) thread too, and the pool lives only while the model loads.
+    TANDEM_ASSIGN_OR_RETURN(int threads, ThreadCount(flags));
+    load_pool = std::make_unique<ThreadPool>(threads);
+    options.pool = load_pool.get();
+  }
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(path, options));
   const ModelConfig& c = model->config();
   TANDEM_LOG(INFO) << "loaded " << path << ": " << c.arch << ", " << c.n_layers << " layers, n_embd "
                    << c.n_embd << ", vocab " << c.n_vocab << ", context " << c.context_length;
   return model;
+}
+
+StatusOr<int> ThreadCount(const ModelFlags& flags) {
+  if (flags.threads > 0) return flags.threads;
+  if (!flags.cpu_affinity.empty()) {
+    TANDEM_ASSIGN_OR_RETURN(std::vector<int> cpus, ParseCpuList(flags.cpu_affinity));
+    return static_cast<int>(cpus.size());
+  }
+  cpu_set_t set;
+  const int threads = sched_getaffinity(0, sizeof(set), &set) == 0
+                          ? CPU_COUNT(&set)
+                          : static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(1, threads);
 }
 
 StatusOr<std::unique_ptr<ThreadPool>> MakeThreadPool(const ModelFlags& flags) {
@@ -61,14 +102,7 @@ StatusOr<std::unique_ptr<ThreadPool>> MakeThreadPool(const ModelFlags& flags) {
   if (!flags.cpu_affinity.empty()) {
     TANDEM_ASSIGN_OR_RETURN(cpus, ParseCpuList(flags.cpu_affinity));
   }
-  int threads = flags.threads;
-  if (threads <= 0) {
-    cpu_set_t set;
-    threads = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set)
-                                                           : static_cast<int>(std::thread::hardware_concurrency());
-    if (!cpus.empty()) threads = static_cast<int>(cpus.size());
-    threads = std::max(1, threads);
-  }
+  TANDEM_ASSIGN_OR_RETURN(int threads, ThreadCount(flags));
   return std::make_unique<ThreadPool>(threads, cpus);
 }
 

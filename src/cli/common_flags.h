@@ -19,17 +19,28 @@ struct ModelFlags {
   std::string model;         // --model (or positional where the command takes one)
   int threads = 0;           // --threads; 0 = all cores in the affinity set
   std::string cpu_affinity;  // --cpu-affinity "0,1" or "0-3"
+  std::string quantization;  // --quantization w8a8|ascend; empty = absent
 };
 
+// --model, --threads, --cpu-affinity and --quantization.
 void AddModelFlags(CLI::App& cmd, ModelFlags* flags);
+
+// --quantization, checked while parsing: a value other than w8a8 or ascend is a parse
+// error (exit 2) naming the accepted values.
+void AddQuantizationFlag(CLI::App& cmd, std::string* value);
 
 // Parses "0,2-3" into {0, 2, 3}; InvalidArgument on bad syntax.
 StatusOr<std::vector<int>> ParseCpuList(const std::string& text);
 
-// Resolves and loads the model, logging what was loaded.
+// Resolves and loads the model (re-quantized as --quantization says), logging what was
+// loaded.
 StatusOr<std::unique_ptr<Model>> LoadModelFromFlags(const ModelFlags& flags);
 
-// Builds the thread pool the flags ask for.
+// The compute threads the flags ask for: --threads, else one per --cpu-affinity core,
+// else the cores in this process's affinity set.
+StatusOr<int> ThreadCount(const ModelFlags& flags);
+
+// Builds the thread pool the flags ask for (pinned as --cpu-affinity says).
 StatusOr<std::unique_ptr<ThreadPool>> MakeThreadPool(const ModelFlags& flags);
 
 // Prints "tandem: <message>" to stderr and returns the exit code for `status`

@@ -61,9 +61,9 @@ void AddIgnoredFlags(CLI::App* cmd, std::vector<CLI::Option*>* ignored) {
     ignored->push_back(cmd->add_flag(std::string(name))->description("accepted; no effect on CPU"));
   }
   for (const char* name :
-       {"--compilation-config", "--additional-config", "--quantization",
-        "--safetensors-load-strategy", "--api-server-count", "--data-parallel-size-local",
-        "--data-parallel-start-rank", "--pipeline-parallel-size", "--prefill-context-parallel-size",
+       {"--compilation-config", "--additional-config", "--safetensors-load-strategy",
+        "--api-server-count", "--data-parallel-size-local", "--data-parallel-start-rank",
+        "--pipeline-parallel-size", "--prefill-context-parallel-size",
         "--decode-context-parallel-size", "--cp-kv-cache-interleave-size"}) {
     // No bound variable: the value stays in the option's results() for the log line.
     ignored->push_back(
@@ -123,7 +123,7 @@ int RunServe(ServeConfig config, const std::vector<CLI::Option*>& ignored) {
     if (const char* env = std::getenv("VLLM_API_KEY"); env != nullptr) config.api_key = env;
   }
 
-  ModelFlags model_flags{config.model, config.threads, config.cpu_affinity};
+  ModelFlags model_flags{config.model, config.threads, config.cpu_affinity, config.quantization};
   auto path = ResolveModelPath(config.model);
   if (!path.ok()) return ReportError(path.status());
   config.model = *path;
@@ -309,6 +309,7 @@ void RegisterServe(CLI::App& app, RunFn* run) {
       ->check(CLI::Range(0, 1024));
   cmd->add_option("--cpu-affinity", c.cpu_affinity,
                   "pin compute threads to these cores, e.g. 0,1 or 0-3");
+  AddQuantizationFlag(*cmd, &c.quantization);
   AddIgnoredFlags(cmd, ignored.get());
   cmd->callback([config, ignored, seed, seed_opt, run] {
     if (seed_opt->count() > 0) config->seed = *seed;

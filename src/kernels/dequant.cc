@@ -1,5 +1,6 @@
 #include "kernels/dequant.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -271,14 +272,24 @@ void QuantizeRowQ8_0(const float* src, void* dst, int64_t n_elems) {
       << "Q8_0: " << n_elems << " is not a multiple of " << kQk;
   auto* out = static_cast<uint8_t*>(dst);
   for (int64_t i = 0; i < n_elems / kQk; ++i, src += kQk, out += sizeof(BlockQ8_0)) {
+    // std::max instead of std::fmax and the rounding below instead of std::round: the
+    // same results (fmax also skips a NaN x; |v| <= ~127 here), without a libm call
+    // per value, which made re-quantizing a model at load (--quantization w8a8) 3x slower.
     float amax = 0.0f;
-    for (int j = 0; j < kQk; ++j) amax = std::fmax(amax, std::fabs(src[j]));
+    for (int j = 0; j < kQk; ++j) amax = std::max(amax, std::fabs(src[j]));
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     BlockQ8_0 b;
     b.d = Fp32ToFp16(d);
-    // std::round rounds halves away from zero, as ggml's roundf does.
-    for (int j = 0; j < kQk; ++j) b.qs[j] = static_cast<int8_t>(std::round(src[j] * id));
+    for (int j = 0; j < kQk; ++j) {
+      // Round half away from zero, as ggml's roundf: v - trunc(v) is exact for |v| < 2^23
+      // (and this equals std::round for every float with |v| <= 130, checked exhaustively).
+      const float v = src[j] * id;
+      int q = static_cast<int>(v);
+      const float frac = v - static_cast<float>(q);
+      q += (frac >= 0.5f) - (frac <= -0.5f);
+      b.qs[j] = static_cast<int8_t>(q);
+    }
     std::memcpy(out, &b, sizeof(b));
   }
 }

@@ -5,10 +5,14 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <sstream>
 
+#include "common/logging.h"
+#include "common/thread_pool.h"
 #include "model/vocab.h"
 
 namespace tandem {
@@ -33,9 +37,34 @@ std::string FingerprintOf(const GgufFile& file) {
   return hex;
 }
 
+// Re-quantizes the float matrices of `weights` to Q8_0 and says what happened in the log.
+void RequantizeW8A8(ModelWeights* weights, std::vector<uint8_t>* storage, ThreadPool* pool,
+                    RequantizeReport* report) {
+  const auto start = std::chrono::steady_clock::now();
+  *report = RequantizeToQ8_0(weights, storage, pool);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::string skipped;
+  for (const std::string& name : report->skipped) skipped += (skipped.empty() ? "" : ", ") + name;
+  std::ostringstream line;
+  line.setf(std::ios::fixed);
+  line.precision(1);
+  if (report->matrices == 0 && skipped.empty()) {
+    TANDEM_LOG(INFO) << "--quantization w8a8: no F16/BF16/F32 matrices; weights used as stored";
+    return;
+  }
+  line << "--quantization w8a8: re-quantized " << report->matrices << " F16/BF16/F32 matri"
+       << (report->matrices == 1 ? "x" : "ces") << " to Q8_0 (" << report->bytes_before / 1e6
+       << " MB -> " << report->bytes_after / 1e6 << " MB) in " << seconds << " s on "
+       << (pool != nullptr ? pool->num_threads() : 1) << " thread(s)";
+  if (!skipped.empty()) line << "; left as stored (columns not a multiple of 32): " << skipped;
+  TANDEM_LOG(INFO) << line.str();
+}
+
 }  // namespace
 
-StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path) {
+StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path,
+                                             const ModelLoadOptions& options) {
   std::unique_ptr<Model> m(new Model());
   TANDEM_ASSIGN_OR_RETURN(m->file_, GgufFile::Open(path));
   auto with_path = [&](const Status& s) { return s.WithContext(path); };
@@ -48,12 +77,16 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   auto weights = BindWeights(*m->file_, m->config_);
   if (!weights.ok()) return with_path(weights.status());
   m->weights_ = std::move(weights).value();
+  if (options.quantization == WeightQuantization::kW8A8) {
+    RequantizeW8A8(&m->weights_, &m->requantized_bytes_, options.pool, &m->requantized_);
+  }
   auto tokenizer = Tokenizer::Create(std::move(vocab).value());
   if (!tokenizer.ok()) return with_path(tokenizer.status());
   m->tokenizer_ = std::move(tokenizer).value();
   m->name_ = m->file_->GetStringOr("general.name", "").value();
   if (m->name_.empty()) m->name_ = std::filesystem::path(path).filename().string();
   m->fingerprint_ = FingerprintOf(*m->file_);
+  if (m->requantized_.matrices > 0) m->fingerprint_ += ":w8a8";
   return m;
 }
 

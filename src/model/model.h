@@ -1,24 +1,39 @@
 // Model: a loaded GGUF model — file mapping, config, weights and tokenizer together.
 //
-// Ownership: the Model owns the GgufFile; weights and tokenizer borrow from it.
+// Ownership: the Model owns the GgufFile; weights and tokenizer borrow from it (and,
+// for matrices re-quantized at load, from the Model's own Q8_0 buffer).
 // Thread safety: immutable after Load; share one Model between threads freely.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "model/gguf_file.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "model/tokenizer.h"
+#include "model/weight_quantization.h"
 
 namespace tandem {
 
+class ThreadPool;
+
+struct ModelLoadOptions {
+  // kW8A8: F16/BF16/F32 matrices re-quantized to Q8_0 (see weight_quantization.h).
+  WeightQuantization quantization = WeightQuantization::kAsStored;
+  // Borrowed, used only during Load: re-quantizes rows in parallel. Null: the calling thread.
+  ThreadPool* pool = nullptr;
+};
+
 class Model {
  public:
-  // Maps the file, reads the config and binds every tensor; errors name the problem.
-  static StatusOr<std::unique_ptr<Model>> Load(const std::string& path);
+  // Maps the file, reads the config and binds every tensor (re-quantizing as `options`
+  // say, with one log line of what changed); errors name the problem.
+  static StatusOr<std::unique_ptr<Model>> Load(const std::string& path,
+                                               const ModelLoadOptions& options = {});
 
   const GgufFile& file() const { return *file_; }
   const ModelConfig& config() const { return config_; }
@@ -27,14 +42,21 @@ class Model {
   // general.name, or the file name.
   const std::string& name() const { return name_; }
   // Identifies the weights and tokenizer: the same file gives the same fingerprint on
-  // every machine (XXH3 of its size and first 16 MiB, hex). Part of every KV block key.
+  // every machine (XXH3 of its size, tensor table and the first 4 KiB of each tensor,
+  // hex), with ":w8a8" appended when matrices were re-quantized at load, so such an
+  // instance never shares KV blocks with one computing on the stored weights. Part of
+  // every KV block key.
   const std::string& fingerprint() const { return fingerprint_; }
+  // What re-quantization did at load (all zero and empty without it).
+  const RequantizeReport& requantized() const { return requantized_; }
 
  private:
   Model() = default;
   std::unique_ptr<GgufFile> file_;
   ModelConfig config_;
   ModelWeights weights_;
+  std::vector<uint8_t> requantized_bytes_;  // Q8_0 rows of the re-quantized matrices
+  RequantizeReport requantized_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::string name_;
   std::string fingerprint_;

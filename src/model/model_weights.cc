@@ -77,6 +77,25 @@ class Binder {
 
 }  // namespace
 
+std::vector<NamedMatrix> ListMatrices(ModelWeights* w) {
+  std::vector<NamedMatrix> out = {{"token_embd.weight", &w->tok_embd},
+                                  {"output.weight", &w->output}};
+  for (size_t il = 0; il < w->layers.size(); ++il) {
+    LayerWeights& l = w->layers[il];
+    const std::string p = "blk." + std::to_string(il) + ".";
+    for (auto [name, m] : {std::pair<const char*, WeightMatrix*>{"attn_q", &l.wq},
+                           {"attn_k", &l.wk},
+                           {"attn_v", &l.wv},
+                           {"attn_output", &l.wo},
+                           {"ffn_gate", &l.ffn_gate},
+                           {"ffn_up", &l.ffn_up},
+                           {"ffn_down", &l.ffn_down}}) {
+      out.push_back({p + name + ".weight", m});
+    }
+  }
+  return out;
+}
+
 StatusOr<ModelWeights> BindWeights(const GgufFile& file, const ModelConfig& c) {
   Binder b(file);
   ModelWeights w;

@@ -36,6 +36,16 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;   // [n_layers]
 };
 
+// Each matrix entry of `w` with its GGUF tensor name: token_embd.weight, output.weight,
+// then blk.N.{attn_q,attn_k,attn_v,attn_output,ffn_gate,ffn_up,ffn_down}.weight. In a
+// tied model output.weight is an entry of its own with token_embd.weight's data. The
+// pointers borrow from *w.
+struct NamedMatrix {
+  std::string name;
+  WeightMatrix* matrix;
+};
+std::vector<NamedMatrix> ListMatrices(ModelWeights* w);
+
 // Binds every tensor the config needs; NotFound lists all missing tensors, and
 // InvalidArgument names a tensor whose shape differs from the config.
 StatusOr<ModelWeights> BindWeights(const GgufFile& file, const ModelConfig& config);

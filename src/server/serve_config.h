@@ -55,6 +55,7 @@ struct ServeConfig {
   std::string scripted_output_file;
   int threads = 0;
   std::string cpu_affinity;
+  std::string quantization;  // "w8a8" re-quantizes float weights at load; "ascend" or "": as stored
   std::vector<std::string> ignored_flags;  // accepted for vLLM compatibility, no effect
 };
 
