@@ -1,0 +1,306 @@
+// kernels_bench, part 2: the building blocks under MatMul (VecDotQ8, VecDotQ8x4,
+// DotInt8Tile4x2, the activation quantizers, DequantizeRow), the element-wise ops of
+// kernels/ops.h, and the attention core. One row / vector per call, so these run from
+// L1/L2: they measure compute, not memory. Counters: `bytes` = weight-row bytes per second
+// (dots), `FLOP` (tile, attention), items_per_second = values per second (the rest).
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/thread_pool.h"
+#include "kernels/dequant.h"
+#include "kernels/half.h"
+#include "kernels/ops.h"
+#include "kernels/quant_dot.h"
+#include "kernels_bench_util.h"
+
+namespace tandem::bench {
+namespace {
+
+constexpr int64_t kCols = 2048;  // one ffn_down row (a multiple of every block size)
+
+// A weight row of `type` and one activation row in its partner format, both [cols].
+struct DotOperands {
+  std::vector<uint8_t> w_row;
+  std::vector<uint8_t> a_row;
+};
+DotOperands MakeDotOperands(TensorType type, int64_t cols, uint64_t seed) {
+  DotOperands d;
+  d.w_row = RandomWeights(type, 1, cols, seed);
+  const std::vector<float> x = RandomFloats(cols, seed + 1);
+  const ActivationFormat format = ActivationFormatFor(type);
+  d.a_row.resize(static_cast<size_t>(ActivationRowBytes(format, cols)));
+  QuantizeActivations(format, x.data(), cols, d.a_row.data());
+  return d;
+}
+
+void BM_VecDotQ8(benchmark::State& state, TensorType type) {
+  const DotOperands d = MakeDotOperands(type, kCols, 11);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(VecDotQ8(type, d.w_row.data(), d.a_row.data(), kCols));
+  }
+  SetBytesRate(state, static_cast<double>(d.w_row.size()));
+}
+
+// Four activation rows against one weight row (the K-quant GEMM path); bytes counts the
+// weight row once, as the kernel reads it once.
+void BM_VecDotQ8x4(benchmark::State& state, TensorType type) {
+  const DotOperands d = MakeDotOperands(type, kCols, 13);
+  const void* a_rows[4] = {d.a_row.data(), d.a_row.data(), d.a_row.data(), d.a_row.data()};
+  float out[4];
+  for (auto _ : state) {
+    VecDotQ8x4(type, d.w_row.data(), a_rows, kCols, out);
+    benchmark::DoNotOptimize(out);
+  }
+  SetBytesRate(state, static_cast<double>(d.w_row.size()));
+}
+
+// 4 weight rows x 2 tokens of unpacked int8 (the Q8_0/Q5_0/Q4_0 prefill inner kernel).
+void BM_DotInt8Tile4x2(benchmark::State& state, int64_t cols) {
+  const int64_t n_blocks = cols / 32;
+  const int64_t row_bytes = *RowBytes(TensorType::kQ8_0, cols);
+  const std::vector<uint8_t> rows = RandomWeights(TensorType::kQ8_0, 6, cols, 17);
+  std::vector<int8_t> q(static_cast<size_t>(6 * cols));     // [4 weight + 2 activation rows, cols]
+  std::vector<float> d(static_cast<size_t>(6 * n_blocks));  // [6, n_blocks] scales
+  const int8_t* q_row[6];
+  const float* d_row[6];
+  for (int r = 0; r < 6; ++r) {
+    UnpackRowToInt8(TensorType::kQ8_0, rows.data() + r * row_bytes, cols, q.data() + r * cols,
+                    d.data() + r * n_blocks);
+    q_row[r] = q.data() + r * cols;
+    d_row[r] = d.data() + r * n_blocks;
+  }
+  float out[4][2];
+  for (auto _ : state) {
+    DotInt8Tile4x2(q_row, d_row, q_row[4], d_row[4], q_row[5], d_row[5], n_blocks, out);
+    benchmark::DoNotOptimize(out);
+  }
+  SetFlopRate(state, 2.0 * 4 * 2 * static_cast<double>(cols));
+}
+
+void BM_QuantizeActivations(benchmark::State& state, ActivationFormat format, int64_t cols) {
+  const std::vector<float> x = RandomFloats(cols, 19);
+  std::vector<uint8_t> out(static_cast<size_t>(ActivationRowBytes(format, cols)));
+  for (auto _ : state) {
+    QuantizeActivations(format, x.data(), cols, out.data());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * cols);
+}
+
+void BM_DequantizeRow(benchmark::State& state, TensorType type) {
+  const std::vector<uint8_t> row = RandomWeights(type, 1, kCols, 23);
+  std::vector<uint8_t> src_storage(row.size() + 64);
+  std::vector<float> dst_storage(static_cast<size_t>(kCols) + 16);
+  uint8_t* src = Align64(src_storage);  // F32 is a plain memcpy: keep it off the slow path
+  float* dst = Align64(dst_storage);
+  std::memcpy(src, row.data(), row.size());
+  for (auto _ : state) {
+    DequantizeRow(type, src, dst, kCols);
+    benchmark::DoNotOptimize(dst);
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * kCols);
+}
+
+// --- ops.h ------------------------------------------------------------------------------
+
+// Runs op(a, b, out) over n-value buffers; `a` is restored from a copy before each call
+// when the op works in place and repeating it would drift (GeluMul would decay to zero
+// and denormals), so that benchmark includes an n-float memcpy.
+template <typename Op>
+void BM_Op(benchmark::State& state, int64_t n, bool restore_input, Op op) {
+  const std::vector<float> a_init = RandomFloats(n, 29);
+  std::vector<float> a0_storage(static_cast<size_t>(n) + 16), a_storage(a0_storage.size());
+  float* a0 = Align64(a0_storage);
+  float* a = Align64(a_storage);
+  std::memcpy(a0, a_init.data(), a_init.size() * sizeof(float));
+  std::memcpy(a, a0, a_init.size() * sizeof(float));
+  const std::vector<float> b = RandomFloats(n, 31);
+  std::vector<float> out(static_cast<size_t>(n));
+  for (auto _ : state) {
+    if (restore_input) std::memcpy(a, a0, a_init.size() * sizeof(float));
+    op(a, b.data(), out.data());
+    benchmark::DoNotOptimize(a);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+
+void BM_DotF16(benchmark::State& state, int64_t n) {
+  std::vector<uint16_t> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+  const std::vector<float> fa = RandomFloats(n, 37), fb = RandomFloats(n, 41);
+  Fp32ToFp16Row(fa.data(), a.data(), n);
+  Fp32ToFp16Row(fb.data(), b.data(), n);
+  for (auto _ : state) benchmark::DoNotOptimize(DotF16(a.data(), b.data(), n));
+  state.SetItemsProcessed(state.iterations() * n);
+}
+
+void BM_AxpyF16(benchmark::State& state, int64_t n) {
+  std::vector<uint16_t> x(static_cast<size_t>(n));
+  const std::vector<float> fx = RandomFloats(n, 43);
+  Fp32ToFp16Row(fx.data(), x.data(), n);
+  std::vector<float> y(static_cast<size_t>(n), 0.0f);
+  for (auto _ : state) {
+    AxpyF16(1e-3f, x.data(), y.data(), n);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+
+// --- Attention --------------------------------------------------------------------------
+
+// gemma3-270m: 4 query heads sharing one KV head of 256; scores scaled by 1/sqrt(256).
+constexpr int kHeads = 4;
+constexpr int kKvHeads = 1;
+constexpr int kHeadDim = 256;
+constexpr float kKqScale = 1.0f / 16.0f;
+
+// The attention core of Forward::Attention (src/model/forward.cc). That is a private
+// member which needs a loaded model, so this is a copy of its second loop over the same
+// public kernels (keep the two in step): for each (token, head) task, split over the pool
+// in contiguous ranges as ForRows does, q -> fp16, scores = DotF16(q, K[j]) * scale for
+// every visible position j (causal, no window), Softmax, then out = sum_j
+// fp16(p_j) * V[j] by AxpyF16. K/V are plain [n_ctx, kKvHeads * kHeadDim] fp16 arrays here
+// instead of a KvStore (which adds one virtual call per row). RoPE, the norms and the K/V
+// writes of Forward::Attention are not included (Rope and RmsNorm are benchmarked above).
+//   q, out: [n_tokens, kHeads * kHeadDim]; token i sits at position first_pos + i.
+void AttentionCore(const float* q, int64_t n_tokens, int64_t first_pos, const uint16_t* keys,
+                   const uint16_t* values, float* out, ThreadPool* pool) {
+  constexpr int q_dim = kHeads * kHeadDim, kv_dim = kKvHeads * kHeadDim, group = kHeads / kKvHeads;
+  pool->ParallelFor(n_tokens * kHeads, 1, [&](int, int64_t b, int64_t e) {
+    thread_local std::vector<float> scores;
+    thread_local std::vector<uint16_t> q16;
+    q16.resize(kHeadDim);
+    for (int64_t task = b; task < e; ++task) {
+      const int64_t i = task / kHeads;
+      const int h = static_cast<int>(task % kHeads);
+      const int kvh = h / group;
+      const int64_t p = first_pos + i;
+      const float* qh = q + i * q_dim + h * kHeadDim;
+      for (int d = 0; d < kHeadDim; ++d) q16[static_cast<size_t>(d)] = Fp32ToFp16(qh[d]);
+      scores.resize(static_cast<size_t>(p + 1));
+      for (int64_t j = 0; j <= p; ++j) {
+        scores[static_cast<size_t>(j)] =
+            DotF16(q16.data(), keys + j * kv_dim + kvh * kHeadDim, kHeadDim) * kKqScale;
+      }
+      Softmax(scores.data(), p + 1);
+      float* o = out + i * q_dim + h * kHeadDim;
+      std::fill(o, o + kHeadDim, 0.0f);
+      for (int64_t j = 0; j <= p; ++j) {
+        const float prob = Fp16ToFp32(Fp32ToFp16(scores[static_cast<size_t>(j)]));
+        AxpyF16(prob, values + j * kv_dim + kvh * kHeadDim, o, kHeadDim);
+      }
+    }
+  });
+}
+
+// n_tokens new tokens whose last sits at position n_ctx - 1: prefill is n_tokens == n_ctx
+// (causal over the prompt), decode is n_tokens == 1 (one token over n_ctx cached positions).
+void BM_Attention(benchmark::State& state, int64_t n_tokens, int64_t n_ctx, int threads) {
+  const int64_t kv_dim = kKvHeads * kHeadDim;
+  const std::vector<float> q = RandomFloats(n_tokens * kHeads * kHeadDim, 47);
+  std::vector<uint16_t> keys(static_cast<size_t>(n_ctx * kv_dim)), values(keys.size());
+  const std::vector<float> fk = RandomFloats(n_ctx * kv_dim, 53),
+                           fv = RandomFloats(n_ctx * kv_dim, 59);
+  Fp32ToFp16Row(fk.data(), keys.data(), n_ctx * kv_dim);
+  Fp32ToFp16Row(fv.data(), values.data(), n_ctx * kv_dim);
+  std::vector<float> out(q.size());
+  ThreadPool pool(threads);
+  const int64_t first_pos = n_ctx - n_tokens;
+  for (auto _ : state) {
+    AttentionCore(q.data(), n_tokens, first_pos, keys.data(), values.data(), out.data(), &pool);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  // Positions attended, summed over tokens; 2 FLOP per element for q·k and for p·v.
+  const int64_t attended = n_tokens * first_pos + n_tokens * (n_tokens + 1) / 2;
+  SetFlopRate(state, 4.0 * kHeads * kHeadDim * static_cast<double>(attended));
+}
+
+// Registers one single-threaded benchmark, timed in real time like the others.
+template <typename... Args>
+void Add(const std::string& name, Args&&... args) {
+  benchmark::RegisterBenchmark(name.c_str(), std::forward<Args>(args)...)->UseRealTime();
+}
+
+}  // namespace
+
+void RegisterOpBenchmarks() {
+  const TensorType dot_types[] = {TensorType::kQ8_0, TensorType::kQ5_0, TensorType::kQ4_0,
+                                  TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K};
+  for (TensorType type : dot_types) {
+    const std::string name = "VecDotQ8/" + TypeName(type) + "/cols:" + std::to_string(kCols);
+    Add(name, BM_VecDotQ8, type);
+  }
+  for (TensorType type : dot_types) {
+    if (!HasMultiTokenDot(type)) continue;
+    const std::string name = "VecDotQ8x4/" + TypeName(type) + "/cols:" + std::to_string(kCols);
+    Add(name, BM_VecDotQ8x4, type);
+  }
+  for (int64_t cols : {int64_t{640}, kCols}) {
+    const std::string name = "DotInt8Tile4x2/cols:" + std::to_string(cols);
+    Add(name, BM_DotInt8Tile4x2, cols);
+  }
+  const std::pair<const char*, ActivationFormat> formats[] = {{"Q8_0", ActivationFormat::kQ8_0},
+                                                              {"Q8_K", ActivationFormat::kQ8_K}};
+  for (const auto& [format_name, format] : formats) {
+    for (int64_t cols : {int64_t{640}, kCols}) {
+      if (format == ActivationFormat::kQ8_K && cols % 256 != 0) continue;
+      const std::string name =
+          std::string("QuantizeActivations/") + format_name + "/cols:" + std::to_string(cols);
+      Add(name, BM_QuantizeActivations, format, cols);
+    }
+  }
+  const TensorType dequant_types[] = {TensorType::kQ8_0, TensorType::kQ5_0, TensorType::kQ4_0,
+                                      TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K,
+                                      TensorType::kBF16, TensorType::kF16,  TensorType::kF32};
+  for (TensorType type : dequant_types) {
+    const std::string name = "DequantizeRow/" + TypeName(type) + "/cols:" + std::to_string(kCols);
+    Add(name, BM_DequantizeRow, type);
+  }
+
+  // ops.h at the sizes Forward uses them (n_embd 640, n_ff 2048, head_dim 256).
+  auto op = [](const std::string& name, int64_t n, bool restore, auto fn) {
+    Add(name, [=](benchmark::State& s) { BM_Op(s, n, restore, fn); });
+  };
+  op("RmsNorm/n:640", 640, false,
+     [](float* a, const float* b, float* out) { RmsNorm(a, b, out, 640, 1e-6f); });
+  op("GeluMul+memcpy/n:2048", 2048, true,
+     [](float* a, const float* b, float*) { GeluMul(a, b, 2048); });
+  op("SiluMul+memcpy/n:2048", 2048, true,
+     [](float* a, const float* b, float*) { SiluMul(a, b, 2048); });
+  op("Softmax/n:512", 512, false, [](float* a, const float*, float*) { Softmax(a, 512); });
+  op("Softmax/n:2048", 2048, false, [](float* a, const float*, float*) { Softmax(a, 2048); });
+  op("Rope/head_dim:256/neox", 256, false,
+     [](float* a, const float*, float*) { Rope(a, 256, 256, 1000, 1e6f, 1.0f, true); });
+  op("AddInPlace/n:640", 640, false,
+     [](float* a, const float* b, float*) { AddInPlace(a, b, 640); });
+  op("DotF32/n:640", 640, false,
+     [](float* a, const float* b, float* out) { out[0] = DotF32(a, b, 640); });
+  Add("DotF16/n:256", BM_DotF16, int64_t{256});
+  Add("AxpyF16/n:256", BM_AxpyF16, int64_t{256});
+
+  for (int threads : {1, 2}) {
+    const std::string t = "/threads:" + std::to_string(threads);
+    const std::string prefill = "Attention/prefill/tokens:512" + t;
+    benchmark::RegisterBenchmark(prefill.c_str(), BM_Attention, int64_t{512}, int64_t{512}, threads)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+    for (int64_t n_ctx : {int64_t{512}, int64_t{2048}}) {
+      const std::string decode = "Attention/decode/ctx:" + std::to_string(n_ctx) + t;
+      benchmark::RegisterBenchmark(decode.c_str(), BM_Attention, int64_t{1}, n_ctx, threads)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+    }
+  }
+}
+
+}  // namespace tandem::bench
