@@ -14,6 +14,7 @@
 #include "common/thread_pool.h"
 #include "kernels/dequant.h"
 #include "kernels/half.h"
+#include "kernels/int8_tile.h"
 #include "kernels/ops.h"
 #include "kernels/quant_dot.h"
 #include "kernels_bench_util.h"
@@ -59,27 +60,49 @@ void BM_VecDotQ8x4(benchmark::State& state, TensorType type) {
   SetBytesRate(state, static_cast<double>(d.w_row.size()));
 }
 
-// 4 weight rows x 2 tokens of unpacked int8 (the Q8_0/Q5_0/Q4_0 prefill inner kernel).
-void BM_DotInt8Tile4x2(benchmark::State& state, int64_t cols) {
-  const int64_t n_blocks = cols / 32;
-  const int64_t row_bytes = *RowBytes(TensorType::kQ8_0, cols);
-  const std::vector<uint8_t> rows = RandomWeights(TensorType::kQ8_0, 6, cols, 17);
-  std::vector<int8_t> q(static_cast<size_t>(6 * cols));     // [4 weight + 2 activation rows, cols]
-  std::vector<float> d(static_cast<size_t>(6 * n_blocks));  // [6, n_blocks] scales
-  const int8_t* q_row[6];
-  const float* d_row[6];
-  for (int r = 0; r < 6; ++r) {
-    UnpackRowToInt8(TensorType::kQ8_0, rows.data() + r * row_bytes, cols, q.data() + r * cols,
-                    d.data() + r * n_blocks);
-    q_row[r] = q.data() + r * cols;
-    d_row[r] = d.data() + r * n_blocks;
+// The int8 tile (int8_tile.h), 4 weight rows x 2 tokens of prepared operands: the
+// Q8_0/Q5_0/Q4_0 prefill inner kernel. Operand preparation is outside the timed loop.
+void BM_DotInt8Tile4x2(benchmark::State& state, TensorType type, int64_t cols) {
+  const int64_t row_bytes = *RowBytes(type, cols);
+  const std::vector<uint8_t> rows = RandomWeights(type, 4, cols, 17);
+  const std::vector<float> x = RandomFloats(2 * cols, 18);
+  const int offset = Int8TileOffset(type);
+  std::vector<uint8_t> wq(static_cast<size_t>(4 * cols));
+  std::vector<float> wd(static_cast<size_t>(4 * cols / 8)), ad(static_cast<size_t>(2 * cols / 8));
+  std::vector<int8_t> aq(static_cast<size_t>(2 * cols));
+  std::vector<int32_t> ac(static_cast<size_t>(2 * cols / 8));
+  TileOperand w[4];
+  for (int r = 0; r < 4; ++r) {
+    PrepareTileWeightRow(type, rows.data() + r * row_bytes, cols, wq.data() + r * cols,
+                         wd.data() + r * cols / 8);
+    w[r] = TileOperand{wq.data() + r * cols, wd.data() + r * cols / 8, nullptr};
   }
+  for (int t = 0; t < 2; ++t) {
+    PrepareTileActivationRow(x.data() + t * cols, cols, offset, aq.data() + t * cols,
+                             ad.data() + t * cols / 8, ac.data() + t * cols / 8);
+  }
+  const TileOperand a0{aq.data(), ad.data(), ac.data()};
+  const TileOperand a1{aq.data() + cols, ad.data() + cols / 8, ac.data() + cols / 8};
   float out[4][2];
   for (auto _ : state) {
-    DotInt8Tile4x2(q_row, d_row, q_row[4], d_row[4], q_row[5], d_row[5], n_blocks, out);
+    DotInt8Tile4x2(offset, w, a0, a1, cols / 64, out);
     benchmark::DoNotOptimize(out);
   }
   SetFlopRate(state, 2.0 * 4 * 2 * static_cast<double>(cols));
+}
+
+// One stored weight row against one prepared activation row (the decode path of the tile
+// types), weight bytes per second.
+void BM_DotTileRow(benchmark::State& state, TensorType type, int64_t cols) {
+  const std::vector<uint8_t> row = RandomWeights(type, 1, cols, 21);
+  const std::vector<float> x = RandomFloats(cols, 22);
+  std::vector<int8_t> aq(static_cast<size_t>(cols));
+  std::vector<float> ad(static_cast<size_t>(cols / 8));
+  std::vector<int32_t> ac(static_cast<size_t>(cols / 8));
+  PrepareTileActivationRow(x.data(), cols, Int8TileOffset(type), aq.data(), ad.data(), ac.data());
+  const TileOperand a{aq.data(), ad.data(), ac.data()};
+  for (auto _ : state) benchmark::DoNotOptimize(DotTileRow(type, row.data(), a, cols / 64));
+  SetBytesRate(state, static_cast<double>(row.size()));
 }
 
 void BM_QuantizeActivations(benchmark::State& state, ActivationFormat format, int64_t cols) {
@@ -165,39 +188,55 @@ constexpr float kKqScale = 1.0f / 16.0f;
 
 // The attention core of Forward::Attention (src/model/forward.cc). That is a private
 // member which needs a loaded model, so this is a copy of its second loop over the same
-// public kernels (keep the two in step): for each (token, head) task, split over the pool
-// in contiguous ranges as ForRows does, q -> fp16, scores = DotF16(q, K[j]) * scale for
-// every visible position j (causal, no window), Softmax, then out = sum_j
-// fp16(p_j) * V[j] by AxpyF16. K/V are plain [n_ctx, kKvHeads * kHeadDim] fp16 arrays here
-// instead of a KvStore (which adds one virtual call per row). RoPE, the norms and the K/V
-// writes of Forward::Attention are not included (Rope and RmsNorm are benchmarked above).
+// public kernels (keep the two in step): one task per (token, KV head), tokens taken
+// first/last alternately, split over the pool in contiguous ranges as ForRows does; per
+// task the group's query heads are rounded to fp16, scored against every visible position
+// by DotF16RowsGroup (causal, no window), softmaxed, the probabilities rounded to fp16,
+// and weighted over V by WeightedSumF16RowsGroup. K/V are plain [n_ctx, kKvHeads *
+// kHeadDim] fp16 arrays here instead of a KvStore. RoPE, the norms and the K/V writes
+// of Forward::Attention are not included (Rope and RmsNorm are benchmarked above).
 //   q, out: [n_tokens, kHeads * kHeadDim]; token i sits at position first_pos + i.
 void AttentionCore(const float* q, int64_t n_tokens, int64_t first_pos, const uint16_t* keys,
                    const uint16_t* values, float* out, ThreadPool* pool) {
   constexpr int q_dim = kHeads * kHeadDim, kv_dim = kKvHeads * kHeadDim, group = kHeads / kKvHeads;
-  pool->ParallelFor(n_tokens * kHeads, 1, [&](int, int64_t b, int64_t e) {
-    thread_local std::vector<float> scores;
-    thread_local std::vector<uint16_t> q16;
+  pool->ParallelFor(n_tokens * kKvHeads, 1, [&](int, int64_t b, int64_t e) {
+    thread_local std::vector<float> scores, qs;
+    thread_local std::vector<uint16_t> q16, p16;
+    thread_local std::vector<const uint16_t*> k_rows, v_rows;
     q16.resize(kHeadDim);
+    qs.resize(group * kHeadDim);
     for (int64_t task = b; task < e; ++task) {
-      const int64_t i = task / kHeads;
-      const int h = static_cast<int>(task % kHeads);
-      const int kvh = h / group;
-      const int64_t p = first_pos + i;
-      const float* qh = q + i * q_dim + h * kHeadDim;
-      for (int d = 0; d < kHeadDim; ++d) q16[static_cast<size_t>(d)] = Fp32ToFp16(qh[d]);
-      scores.resize(static_cast<size_t>(p + 1));
+      const int64_t k = task / kKvHeads;
+      const int64_t i = k % 2 == 0 ? k / 2 : n_tokens - 1 - k / 2;
+      const int kvh = static_cast<int>(task % kKvHeads);
+      const int64_t p = first_pos + i, len = p + 1;
+      k_rows.resize(static_cast<size_t>(len));
+      v_rows.resize(static_cast<size_t>(len));
       for (int64_t j = 0; j <= p; ++j) {
-        scores[static_cast<size_t>(j)] =
-            DotF16(q16.data(), keys + j * kv_dim + kvh * kHeadDim, kHeadDim) * kKqScale;
+        k_rows[static_cast<size_t>(j)] = keys + j * kv_dim + kvh * kHeadDim;
+        v_rows[static_cast<size_t>(j)] = values + j * kv_dim + kvh * kHeadDim;
       }
-      Softmax(scores.data(), p + 1);
-      float* o = out + i * q_dim + h * kHeadDim;
-      std::fill(o, o + kHeadDim, 0.0f);
-      for (int64_t j = 0; j <= p; ++j) {
-        const float prob = Fp16ToFp32(Fp32ToFp16(scores[static_cast<size_t>(j)]));
-        AxpyF16(prob, values + j * kv_dim + kvh * kHeadDim, o, kHeadDim);
+      scores.resize(static_cast<size_t>(group * len));
+      p16.resize(static_cast<size_t>(len));
+      const float* q_heads[group];
+      float* score_heads[group];
+      float* out_heads[group];
+      for (int g = 0; g < group; ++g) {
+        const int h = kvh * group + g;
+        float* qg = &qs[static_cast<size_t>(g * kHeadDim)];
+        Fp32ToFp16Row(q + i * q_dim + h * kHeadDim, q16.data(), kHeadDim);
+        Fp16ToFp32Row(q16.data(), qg, kHeadDim);
+        q_heads[g] = qg;
+        score_heads[g] = &scores[static_cast<size_t>(g * len)];
+        out_heads[g] = out + i * q_dim + h * kHeadDim;
       }
+      DotF16RowsGroup(q_heads, group, k_rows.data(), len, kHeadDim, kKqScale, score_heads);
+      for (int g = 0; g < group; ++g) {
+        Softmax(score_heads[g], len);
+        Fp32ToFp16Row(score_heads[g], p16.data(), len);
+        Fp16ToFp32Row(p16.data(), score_heads[g], len);
+      }
+      WeightedSumF16RowsGroup(score_heads, group, v_rows.data(), len, kHeadDim, out_heads);
     }
   });
 }
@@ -245,9 +284,12 @@ void RegisterOpBenchmarks() {
     const std::string name = "VecDotQ8x4/" + TypeName(type) + "/cols:" + std::to_string(kCols);
     Add(name, BM_VecDotQ8x4, type);
   }
-  for (int64_t cols : {int64_t{640}, kCols}) {
-    const std::string name = "DotInt8Tile4x2/cols:" + std::to_string(cols);
-    Add(name, BM_DotInt8Tile4x2, cols);
+  for (TensorType type : {TensorType::kQ8_0, TensorType::kQ5_0, TensorType::kQ4_0}) {
+    for (int64_t cols : {int64_t{640}, kCols}) {
+      const std::string suffix = TypeName(type) + "/cols:" + std::to_string(cols);
+      Add("DotInt8Tile4x2/" + suffix, BM_DotInt8Tile4x2, type, cols);
+      Add("DotTileRow/" + suffix, BM_DotTileRow, type, cols);
+    }
   }
   const std::pair<const char*, ActivationFormat> formats[] = {{"Q8_0", ActivationFormat::kQ8_0},
                                                               {"Q8_K", ActivationFormat::kQ8_K}};

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "common/logging.h"
@@ -233,6 +234,12 @@ void DequantizeRow(TensorType type, const void* src, float* dst, int64_t n_elems
       return;
     case TensorType::kF16:
     case TensorType::kBF16: {
+      if (reinterpret_cast<uintptr_t>(src) % alignof(uint16_t) == 0) {
+        // Tensor data in a GGUF file is aligned: the row converters (F16C for fp16).
+        const auto* halves = static_cast<const uint16_t*>(src);
+        if (type == TensorType::kF16) return Fp16ToFp32Row(halves, dst, n_elems);
+        return Bf16ToFp32Row(halves, dst, n_elems);
+      }
       const auto* bytes = static_cast<const uint8_t*>(src);
       for (int64_t i = 0; i < n_elems; ++i) {
         uint16_t h;
