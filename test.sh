@@ -95,6 +95,8 @@ if [ "$MODE" != "--quick" ]; then
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_ctest asan build-asan -E "RealModel|NOT_BUILT"
 
   if [ "$MODE" = "--full" ]; then
+    echo "== kernel microbenchmarks compile (bench/kernels_bench*.cc)"
+    cmake --build build -j"$JOBS" --target kernels_bench || record kernels-bench-build 0 1
     echo "== integration tests under ASan+UBSan (serve, PD, proxy, bad input, pool, security)"
     # The ASan `tandem` (built with the targets above): a memory error or UB ends a server
     # at once, LeakSanitizer reports leaks at shutdown, and the test harness fails a test
