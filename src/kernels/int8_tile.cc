@@ -82,31 +82,75 @@ float QuantizeBlockQ8_0(const float* x, int8_t* q) {
 
 namespace {
 
+// Pair p of 32-blocks of a stored Q8_0/Q5_0/Q4_0 row as the tile takes it: the values
+// (Q8_0 as int8, Q5_0/Q4_0 as unsigned bytes) and the two fp16 scales.
+template <TensorType kType>
+__attribute__((target("avx2,fma,f16c"))) inline void DecodeWeightPair(const void* w_row, int64_t p,
+                                                                      __m256i* w0, __m256i* w1,
+                                                                      uint16_t* d0, uint16_t* d1) {
+  if constexpr (kType == TensorType::kQ8_0) {
+    const BlockQ8_0* b = static_cast<const BlockQ8_0*>(w_row) + 2 * p;
+    *w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[0].qs));
+    *w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[1].qs));
+    *d0 = b[0].d;
+    *d1 = b[1].d;
+  } else if constexpr (kType == TensorType::kQ5_0) {
+    const BlockQ5_0* b = static_cast<const BlockQ5_0*>(w_row) + 2 * p;
+    const __m256i bit4 = _mm256_set1_epi8(0x10);
+    *w0 =
+        _mm256_or_si256(NibblesToBytes(b[0].qs), _mm256_and_si256(BytesFromBits32(b[0].qh), bit4));
+    *w1 =
+        _mm256_or_si256(NibblesToBytes(b[1].qs), _mm256_and_si256(BytesFromBits32(b[1].qh), bit4));
+    *d0 = b[0].d;
+    *d1 = b[1].d;
+  } else {
+    const BlockQ4_0* b = static_cast<const BlockQ4_0*>(w_row) + 2 * p;
+    *w0 = NibblesToBytes(b[0].qs);
+    *w1 = NibblesToBytes(b[1].qs);
+    *d0 = b[0].d;
+    *d1 = b[1].d;
+  }
+}
+
+// [d0 d0 d1 d1 d0 d0 d1 d1] from two fp16 scales: one conversion, one permute.
+__attribute__((target("avx2,fma,f16c"))) inline __m256 PairScaleLanes(uint16_t d0, uint16_t d1) {
+  const __m128 both =
+      _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(d0 | (static_cast<uint32_t>(d1) << 16))));
+  return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(both),
+                                  _mm256_setr_epi32(0, 0, 1, 1, 0, 0, 1, 1));
+}
+
+// One pair of 32-blocks of one weight row against one token: int32 lanes
+// [b0 b0 b1 b1 b0 b0 b1 b1], each the exact sum of 8 products (unsigned weights' offset
+// taken back out by `corr`). The tile and DotTileRow both use it, so they agree bit for bit.
+template <bool kSigned>
+__attribute__((target("avx2,fma"))) inline __m256i PairSums(__m256i w0, __m256i w1, __m256i x0,
+                                                            __m256i x1, const int32_t* corr) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i m0, m1;
+  if constexpr (kSigned) {
+    m0 = _mm256_maddubs_epi16(_mm256_sign_epi8(w0, w0), _mm256_sign_epi8(x0, w0));
+    m1 = _mm256_maddubs_epi16(_mm256_sign_epi8(w1, w1), _mm256_sign_epi8(x1, w1));
+  } else {
+    m0 = _mm256_maddubs_epi16(w0, x0);
+    m1 = _mm256_maddubs_epi16(w1, x1);
+  }
+  const __m256i h = _mm256_hadd_epi32(_mm256_madd_epi16(m0, ones), _mm256_madd_epi16(m1, ones));
+  if constexpr (kSigned) return h;
+  return _mm256_sub_epi32(h, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(corr)));
+}
+
 template <TensorType kType>
 __attribute__((target("avx2,fma,f16c"))) void PrepareTileWeightRowAvx2(const void* w_row,
                                                                        int64_t n_pairs, uint8_t* q,
                                                                        float* d_lanes) {
   for (int64_t p = 0; p < n_pairs; ++p, q += 64, d_lanes += 8) {
-    float d[2];
-    for (int k = 0; k < 2; ++k) {
-      __m256i v;
-      if constexpr (kType == TensorType::kQ8_0) {
-        const BlockQ8_0& b = static_cast<const BlockQ8_0*>(w_row)[2 * p + k];
-        v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs));
-        d[k] = HalfToFloat(b.d);
-      } else if constexpr (kType == TensorType::kQ5_0) {
-        const BlockQ5_0& b = static_cast<const BlockQ5_0*>(w_row)[2 * p + k];
-        v = _mm256_or_si256(NibblesToBytes(b.qs),
-                            _mm256_and_si256(BytesFromBits32(b.qh), _mm256_set1_epi8(0x10)));
-        d[k] = HalfToFloat(b.d);
-      } else {
-        const BlockQ4_0& b = static_cast<const BlockQ4_0*>(w_row)[2 * p + k];
-        v = NibblesToBytes(b.qs);
-        d[k] = HalfToFloat(b.d);
-      }
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32 * k), v);
-    }
-    _mm256_storeu_ps(d_lanes, _mm256_setr_ps(d[0], d[0], d[1], d[1], d[0], d[0], d[1], d[1]));
+    __m256i w0, w1;
+    uint16_t d0, d1;
+    DecodeWeightPair<kType>(w_row, p, &w0, &w1, &d0, &d1);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), w0);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32), w1);
+    _mm256_storeu_ps(d_lanes, PairScaleLanes(d0, d1));
   }
 }
 
@@ -211,7 +255,6 @@ __attribute__((target("avx2,fma"))) void DotInt8Tile4x2Avx2(const TileOperand w[
                                                             float out[4][2]) {
   __m256 acc[4][2];
   for (int r = 0; r < 4; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
-  const __m256i ones = _mm256_set1_epi16(1);
   const uint8_t* wq[4];
   const float* wd[4];
   for (int r = 0; r < 4; ++r) {
@@ -228,20 +271,7 @@ __attribute__((target("avx2,fma"))) void DotInt8Tile4x2Avx2(const TileOperand w[
         const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq[r] + 64 * p));
         const __m256i w1 =
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq[r] + 64 * p + 32));
-        __m256i m0, m1;
-        if constexpr (kSigned) {
-          m0 = _mm256_maddubs_epi16(_mm256_sign_epi8(w0, w0), _mm256_sign_epi8(x0, w0));
-          m1 = _mm256_maddubs_epi16(_mm256_sign_epi8(w1, w1), _mm256_sign_epi8(x1, w1));
-        } else {
-          m0 = _mm256_maddubs_epi16(w0, x0);
-          m1 = _mm256_maddubs_epi16(w1, x1);
-        }
-        // Lanes: [b0 b0 b1 b1 b0 b0 b1 b1], each the sum of 8 products.
-        __m256i h = _mm256_hadd_epi32(_mm256_madd_epi16(m0, ones), _mm256_madd_epi16(m1, ones));
-        if constexpr (!kSigned) {
-          h = _mm256_sub_epi32(
-              h, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t].corr + 8 * p)));
-        }
+        const __m256i h = PairSums<kSigned>(w0, w1, x0, x1, a[t].corr + 8 * p);
         const __m256 scale = _mm256_mul_ps(_mm256_loadu_ps(wd[r] + 8 * p), da);
         acc[r][t] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(h), acc[r][t]);
       }
@@ -253,63 +283,21 @@ __attribute__((target("avx2,fma"))) void DotInt8Tile4x2Avx2(const TileOperand w[
   }
 }
 
-// [d0 d0 d1 d1 d0 d0 d1 d1] from two fp16 scales: one conversion, one permute.
-__attribute__((target("avx2,fma,f16c"))) inline __m256 PairScaleLanes(uint16_t d0, uint16_t d1) {
-  const __m128 both =
-      _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(d0 | (static_cast<uint32_t>(d1) << 16))));
-  return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(both),
-                                  _mm256_setr_epi32(0, 0, 1, 1, 0, 0, 1, 1));
-}
-
 // DotTileRow's vector path: each pair of weight blocks decoded as PrepareTileWeightRow
 // would, then exactly the tile's per-lane steps for one row and one token.
 template <TensorType kType>
 __attribute__((target("avx2,fma,f16c"))) float DotTileRowAvx2(const void* w_row,
                                                               const TileOperand& a,
                                                               int64_t n_pairs) {
-  constexpr bool kSigned = kType == TensorType::kQ8_0;
-  const __m256i ones = _mm256_set1_epi16(1);
   const int8_t* aq = static_cast<const int8_t*>(a.q);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t p = 0; p < n_pairs; ++p) {
     __m256i w0, w1;
     uint16_t d0, d1;
-    if constexpr (kType == TensorType::kQ8_0) {
-      const BlockQ8_0* b = static_cast<const BlockQ8_0*>(w_row) + 2 * p;
-      w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[0].qs));
-      w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[1].qs));
-      d0 = b[0].d;
-      d1 = b[1].d;
-    } else if constexpr (kType == TensorType::kQ5_0) {
-      const BlockQ5_0* b = static_cast<const BlockQ5_0*>(w_row) + 2 * p;
-      const __m256i bit4 = _mm256_set1_epi8(0x10);
-      w0 = _mm256_or_si256(NibblesToBytes(b[0].qs),
-                           _mm256_and_si256(BytesFromBits32(b[0].qh), bit4));
-      w1 = _mm256_or_si256(NibblesToBytes(b[1].qs),
-                           _mm256_and_si256(BytesFromBits32(b[1].qh), bit4));
-      d0 = b[0].d;
-      d1 = b[1].d;
-    } else {
-      const BlockQ4_0* b = static_cast<const BlockQ4_0*>(w_row) + 2 * p;
-      w0 = NibblesToBytes(b[0].qs);
-      w1 = NibblesToBytes(b[1].qs);
-      d0 = b[0].d;
-      d1 = b[1].d;
-    }
+    DecodeWeightPair<kType>(w_row, p, &w0, &w1, &d0, &d1);
     const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq + 64 * p));
     const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq + 64 * p + 32));
-    __m256i m0, m1;
-    if constexpr (kSigned) {
-      m0 = _mm256_maddubs_epi16(_mm256_sign_epi8(w0, w0), _mm256_sign_epi8(x0, w0));
-      m1 = _mm256_maddubs_epi16(_mm256_sign_epi8(w1, w1), _mm256_sign_epi8(x1, w1));
-    } else {
-      m0 = _mm256_maddubs_epi16(w0, x0);
-      m1 = _mm256_maddubs_epi16(w1, x1);
-    }
-    __m256i h = _mm256_hadd_epi32(_mm256_madd_epi16(m0, ones), _mm256_madd_epi16(m1, ones));
-    if constexpr (!kSigned) {
-      h = _mm256_sub_epi32(h, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.corr + 8 * p)));
-    }
+    const __m256i h = PairSums<kType == TensorType::kQ8_0>(w0, w1, x0, x1, a.corr + 8 * p);
     const __m256 wd = PairScaleLanes(d0, d1);
     const __m256 scale = _mm256_mul_ps(wd, _mm256_loadu_ps(a.d_lanes + 8 * p));
     acc = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(h), acc);
