@@ -295,8 +295,9 @@ __attribute__((target("avx2,fma,f16c"))) float DotTileRowAvx2(const void* w_row,
   // Decode streams the weights once from DRAM; the hardware prefetcher alone leaves one
   // core at ~80% of its read bandwidth (kernels_bench lm_head GEMV), so each pair also
   // asks for the line kPrefetchBytes ahead (past this row: the next rows of the matrix).
-  using Block = std::conditional_t<kType == TensorType::kQ8_0, BlockQ8_0,
-                                   std::conditional_t<kType == TensorType::kQ5_0, BlockQ5_0, BlockQ4_0>>;
+  using Block =
+      std::conditional_t<kType == TensorType::kQ8_0, BlockQ8_0,
+                         std::conditional_t<kType == TensorType::kQ5_0, BlockQ5_0, BlockQ4_0>>;
   constexpr int64_t kPairBytes = 2 * static_cast<int64_t>(sizeof(Block));
   constexpr int64_t kPrefetchBytes = 1536;
   const char* ahead = static_cast<const char*>(w_row) + kPrefetchBytes;
