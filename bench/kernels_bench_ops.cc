@@ -67,15 +67,16 @@ void BM_DotInt8Tile4x2(benchmark::State& state, TensorType type, int64_t cols) {
   const std::vector<uint8_t> rows = RandomWeights(type, 4, cols, 17);
   const std::vector<float> x = RandomFloats(2 * cols, 18);
   const int offset = Int8TileOffset(type);
-  std::vector<uint8_t> wq(static_cast<size_t>(4 * cols));
+  const int64_t w_stride = TileWeightRowBytes(type, cols);
+  std::vector<uint8_t> wq(static_cast<size_t>(4 * w_stride));
   std::vector<float> wd(static_cast<size_t>(4 * cols / 8)), ad(static_cast<size_t>(2 * cols / 8));
   std::vector<int8_t> aq(static_cast<size_t>(2 * cols));
   std::vector<int32_t> ac(static_cast<size_t>(2 * cols / 8));
   TileOperand w[4];
   for (int r = 0; r < 4; ++r) {
-    PrepareTileWeightRow(type, rows.data() + r * row_bytes, cols, wq.data() + r * cols,
+    PrepareTileWeightRow(type, rows.data() + r * row_bytes, cols, wq.data() + r * w_stride,
                          wd.data() + r * cols / 8);
-    w[r] = TileOperand{wq.data() + r * cols, wd.data() + r * cols / 8, nullptr};
+    w[r] = TileOperand{wq.data() + r * w_stride, wd.data() + r * cols / 8, nullptr};
   }
   for (int t = 0; t < 2; ++t) {
     PrepareTileActivationRow(x.data() + t * cols, cols, offset, aq.data() + t * cols,

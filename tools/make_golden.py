@@ -6,7 +6,7 @@ and at every position llama.cpp's top-1 next token and its top-K logits. Also th
 perplexity of tests/data/perplexity.txt computed from llama.cpp's logits exactly as
 llama-perplexity does (windows of n_ctx tokens, BOS first, second half scored).
 
-Usage: tools/make_golden.py --model models/default.gguf --name default --ppl-chunks 2
+Usage: tools/make_golden.py --model models/default.gguf --name default --ppl-chunks 7
        tools/make_golden.py --model build/fixtures/llama.gguf --name fixture_llama
 Writes tests/data/golden_<name>.json. llama-cpp-python is a tool here, never a
 runtime or CI dependency.
@@ -33,6 +33,25 @@ PROMPTS = [
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def perplexity(llm, tokens, ctx, n_chunks):
+    """llama-perplexity's figure: windows of ctx tokens, BOS first, second half scored."""
+    first = ctx // 2
+    nll, count = 0.0, 0
+    for c in range(n_chunks):
+        window = list(tokens[c * ctx:(c + 1) * ctx])
+        window[0] = llm.token_bos()
+        llm.reset()
+        llm.eval(window)
+        logits = np.array(llm.scores[:ctx], dtype=np.float64)
+        for j in range(first, ctx - 1):
+            row = logits[j]
+            m = row.max()
+            lse = m + math.log(np.exp(row - m).sum())
+            nll += lse - row[tokens[c * ctx + j + 1]]
+            count += 1
+    return math.exp(nll / count), count
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
@@ -44,6 +63,8 @@ def main():
     ap.add_argument("--long-tokens", type=int, default=256,
                     help="also teacher-force this many tokens of tests/data/perplexity.txt")
     ap.add_argument("--out", default="", help="output path (default tests/data/golden_<name>.json)")
+    ap.add_argument("--ppl-only", action="store_true",
+                    help="recompute only the perplexity entry of an existing golden file")
     args = ap.parse_args()
 
     from llama_cpp import Llama  # imported here: only this tool needs it
@@ -63,8 +84,13 @@ def main():
            "top_k": args.top_k, "prompts": []}
     with open(os.path.join(ROOT, "tests", "data", "perplexity.txt"), encoding="utf-8") as f:
         long_text = f.read()
-    inputs = [(p, llm.tokenize(p.encode("utf-8"), add_bos=True, special=True)) for p in PROMPTS]
-    if args.long_tokens > 0:
+    path = args.out or os.path.join(ROOT, "tests", "data", f"golden_{args.name}.json")
+    if args.ppl_only:
+        with open(path, encoding="utf-8") as f:
+            out = json.load(f)
+    inputs = [] if args.ppl_only else [
+        (p, llm.tokenize(p.encode("utf-8"), add_bos=True, special=True)) for p in PROMPTS]
+    if args.long_tokens > 0 and not args.ppl_only:
         long_tokens = llm.tokenize(long_text.encode("utf-8"), add_bos=True, special=False)
         inputs.append(("<first %d tokens of perplexity.txt>" % args.long_tokens,
                        long_tokens[: args.long_tokens]))
@@ -87,33 +113,24 @@ def main():
         out["prompts"].append({"text": prompt, "tokens": [int(t) for t in tokens],
                                "top1": top1, "top": top})
 
-    out["llamacpp_self_top1_agreement"] = self_agree / positions
+    if not args.ppl_only:
+        out["llamacpp_self_top1_agreement"] = self_agree / positions
     if args.ppl_chunks > 0:
         tokens = llm.tokenize(long_text.encode("utf-8"), add_bos=True, special=False)
         ctx = args.ppl_ctx
         n_chunks = min(args.ppl_chunks, len(tokens) // ctx)
-        first = ctx // 2
-        nll, count = 0.0, 0
-        for c in range(n_chunks):
-            window = list(tokens[c * ctx:(c + 1) * ctx])
-            window[0] = llm.token_bos()
-            llm.reset()
-            llm.eval(window)
-            logits = np.array(llm.scores[:ctx], dtype=np.float64)
-            for j in range(first, ctx - 1):
-                row = logits[j]
-                m = row.max()
-                lse = m + math.log(np.exp(row - m).sum())
-                nll += lse - row[tokens[c * ctx + j + 1]]
-                count += 1
+        ppl, count = perplexity(llm, tokens, ctx, n_chunks)
+        # The same windows through llama.cpp's token-by-token path: how far llama.cpp's
+        # own figure moves with its float summation order.
+        ppl_single, _ = perplexity(llm_single, tokens, ctx, n_chunks)
         out["perplexity"] = {"ctx": ctx, "chunks": n_chunks, "scored_tokens": count,
-                             "ppl": math.exp(nll / count)}
-    path = args.out or os.path.join(ROOT, "tests", "data", f"golden_{args.name}.json")
+                             "ppl": ppl, "ppl_token_by_token": ppl_single}
     with open(path, "w", encoding="utf-8") as f:
         json.dump(out, f, ensure_ascii=False, separators=(",", ":"))
         f.write("\n")
-    print(f"wrote {path}: {len(out['prompts'])} prompts, {positions} positions, "
-          f"llama.cpp batched vs token-by-token top-1 agreement {self_agree / positions:.4f}"
+    print(f"wrote {path}: {len(out['prompts'])} prompts, "
+          f"llama.cpp batched vs token-by-token top-1 agreement "
+          f"{out['llamacpp_self_top1_agreement']:.4f}"
           + (f", ppl {out['perplexity']['ppl']:.4f}" if "perplexity" in out else ""))
 
 

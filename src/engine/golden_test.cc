@@ -122,6 +122,10 @@ TEST(ForwardGoldenRealModel, PerplexityWithinOnePercentOfLlamaCpp) {
   const double want = ref["ppl"].get<double>();
   std::printf("perplexity: tandem %.4f, llama.cpp %.4f (%d chunks of %d)\n", result->ppl, want,
               ref["chunks"].get<int>(), ref["ctx"].get<int>());
+  if (ref.contains("ppl_token_by_token")) {
+    std::printf("llama.cpp token by token (its own float-order noise): %.4f\n",
+                ref["ppl_token_by_token"].get<double>());
+  }
   EXPECT_EQ(result->scored_tokens, ref["scored_tokens"].get<int64_t>());
   EXPECT_NEAR(result->ppl, want, 0.01 * want);
 }

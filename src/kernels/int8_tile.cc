@@ -20,6 +20,17 @@ bool HasInt8Tile(TensorType type) {
   return type == TensorType::kQ8_0 || type == TensorType::kQ5_0 || type == TensorType::kQ4_0;
 }
 
+int TilePosition(int i) {
+  const int block = i / 32, v = i % 32, group = v / 4;  // group: 4-value group of the block
+  const int lane = group / 4, q = group % 4;            // 128-bit lane, group within it
+  const int half = q / 2;                               // unpacklo (0) or unpackhi (1)
+  return 32 * half + 16 * lane + 4 * (2 * (q % 2) + block) + v % 4;
+}
+
+int64_t TileWeightRowBytes(TensorType type, int64_t cols) {
+  return type == TensorType::kQ8_0 ? 2 * cols : cols;
+}
+
 int Int8TileOffset(TensorType type) {
   switch (type) {
     case TensorType::kQ5_0:
@@ -33,10 +44,18 @@ int Int8TileOffset(TensorType type) {
 
 namespace {
 
-// Scale lanes of one pair of blocks: [d0 d0 d1 d1 d0 d0 d1 d1] (see int8_tile.h).
+// Scale lanes of one pair of blocks: [d0 d1 d0 d1 d0 d1 d0 d1] (see int8_tile.h).
 inline void PairLanes(float d0, float d1, float* lanes) {
-  lanes[0] = lanes[1] = lanes[4] = lanes[5] = d0;
-  lanes[2] = lanes[3] = lanes[6] = lanes[7] = d1;
+  for (int j = 0; j < 8; j += 2) {
+    lanes[j] = d0;
+    lanes[j + 1] = d1;
+  }
+}
+
+// The 64 values of a pair (natural order, block 0 then block 1) into the tile's order.
+template <typename T>
+void ScatterPair(const T* natural, T* tile) {
+  for (int i = 0; i < 64; ++i) tile[TilePosition(i)] = natural[i];
 }
 
 // QuantizeActivationsQ8_0's arithmetic, 32 values at a time: amax, id = 127 / amax,
@@ -113,44 +132,71 @@ __attribute__((target("avx2,fma,f16c"))) inline void DecodeWeightPair(const void
   }
 }
 
-// [d0 d0 d1 d1 d0 d0 d1 d1] from two fp16 scales: one conversion, one permute.
+// [d0 d1 d0 d1 d0 d1 d0 d1] from two fp16 scales: one conversion, one permute.
 __attribute__((target("avx2,fma,f16c"))) inline __m256 PairScaleLanes(uint16_t d0, uint16_t d1) {
   const __m128 both =
       _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(d0 | (static_cast<uint32_t>(d1) << 16))));
   return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(both),
-                                  _mm256_setr_epi32(0, 0, 1, 1, 0, 0, 1, 1));
+                                  _mm256_setr_epi32(0, 1, 0, 1, 0, 1, 0, 1));
 }
 
-// One pair of 32-blocks of one weight row against one token: int32 lanes
-// [b0 b0 b1 b1 b0 b0 b1 b1], each the exact sum of 8 products (unsigned weights' offset
-// taken back out by `corr`). The tile and DotTileRow both use it, so they agree bit for bit.
+// Two blocks in natural order -> the pair's two 32-byte halves in tile order.
+__attribute__((target("avx2"))) inline void ToTileOrder(__m256i* w0, __m256i* w1) {
+  const __m256i lo = _mm256_unpacklo_epi32(*w0, *w1), hi = _mm256_unpackhi_epi32(*w0, *w1);
+  *w0 = lo;
+  *w1 = hi;
+}
+
+// One pair of 32-blocks (tile order) of one weight row against one token: int32 lane j
+// is the exact sum of 8 products of block j % 2 (unsigned weights' offset taken back out
+// by `corr`). The tile and DotTileRow both use it, so they agree bit for bit. For
+// unsigned weights (<= 31) two products-of-pairs fit int16 (4 * 31 * 127 < 2^15), so the
+// halves are added before `vpmaddwd`; signed ones (up to 2 * 127 * 127 each) are not.
 template <bool kSigned>
 __attribute__((target("avx2,fma"))) inline __m256i PairSums(__m256i w0, __m256i w1, __m256i x0,
                                                             __m256i x1, const int32_t* corr) {
   const __m256i ones = _mm256_set1_epi16(1);
-  __m256i m0, m1;
   if constexpr (kSigned) {
-    m0 = _mm256_maddubs_epi16(_mm256_sign_epi8(w0, w0), _mm256_sign_epi8(x0, w0));
-    m1 = _mm256_maddubs_epi16(_mm256_sign_epi8(w1, w1), _mm256_sign_epi8(x1, w1));
+    const __m256i m0 = _mm256_maddubs_epi16(_mm256_sign_epi8(w0, w0), _mm256_sign_epi8(x0, w0));
+    const __m256i m1 = _mm256_maddubs_epi16(_mm256_sign_epi8(w1, w1), _mm256_sign_epi8(x1, w1));
+    return _mm256_add_epi32(_mm256_madd_epi16(m0, ones), _mm256_madd_epi16(m1, ones));
   } else {
-    m0 = _mm256_maddubs_epi16(w0, x0);
-    m1 = _mm256_maddubs_epi16(w1, x1);
+    const __m256i m = _mm256_add_epi16(_mm256_maddubs_epi16(w0, x0), _mm256_maddubs_epi16(w1, x1));
+    return _mm256_sub_epi32(_mm256_madd_epi16(m, ones),
+                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(corr)));
   }
-  const __m256i h = _mm256_hadd_epi32(_mm256_madd_epi16(m0, ones), _mm256_madd_epi16(m1, ones));
-  if constexpr (kSigned) return h;
-  return _mm256_sub_epi32(h, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(corr)));
+}
+
+// PairSums<true> with the weights' magnitudes |w| given (the tile stores them), so only
+// the activations' sign flip is left per token. Same integers.
+__attribute__((target("avx2,fma"))) inline __m256i SignedPairSums(__m256i abs0, __m256i abs1,
+                                                                  __m256i w0, __m256i w1,
+                                                                  __m256i x0, __m256i x1) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i m0 = _mm256_maddubs_epi16(abs0, _mm256_sign_epi8(x0, w0));
+  const __m256i m1 = _mm256_maddubs_epi16(abs1, _mm256_sign_epi8(x1, w1));
+  return _mm256_add_epi32(_mm256_madd_epi16(m0, ones), _mm256_madd_epi16(m1, ones));
 }
 
 template <TensorType kType>
 __attribute__((target("avx2,fma,f16c"))) void PrepareTileWeightRowAvx2(const void* w_row,
                                                                        int64_t n_pairs, uint8_t* q,
                                                                        float* d_lanes) {
-  for (int64_t p = 0; p < n_pairs; ++p, q += 64, d_lanes += 8) {
+  constexpr bool kSigned = kType == TensorType::kQ8_0;
+  for (int64_t p = 0; p < n_pairs; ++p, q += kSigned ? 128 : 64, d_lanes += 8) {
     __m256i w0, w1;
     uint16_t d0, d1;
     DecodeWeightPair<kType>(w_row, p, &w0, &w1, &d0, &d1);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), w0);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32), w1);
+    ToTileOrder(&w0, &w1);
+    if constexpr (kSigned) {  // magnitudes first, then the values (for their signs)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm256_sign_epi8(w0, w0));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32), _mm256_sign_epi8(w1, w1));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 64), w0);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 96), w1);
+    } else {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), w0);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32), w1);
+    }
     _mm256_storeu_ps(d_lanes, PairScaleLanes(d0, d1));
   }
 }
@@ -171,29 +217,30 @@ void PrepareTileWeightRow(TensorType type, const void* w_row, int64_t cols, uint
         break;
     }
   }
-  const int64_t n = cols / 32;
+  uint8_t natural[64];
   float d[2];
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = 0; i < cols / 32; ++i) {
+    uint8_t* v = natural + 32 * (i % 2);
     switch (type) {
       case TensorType::kQ8_0: {
         const BlockQ8_0& b = static_cast<const BlockQ8_0*>(w_row)[i];
-        std::memcpy(q + 32 * i, b.qs, 32);
+        std::memcpy(v, b.qs, 32);
         d[i % 2] = Fp16ToFp32(b.d);
         break;
       }
       case TensorType::kQ5_0: {
         const BlockQ5_0& b = static_cast<const BlockQ5_0*>(w_row)[i];
-        int8_t v[32];
-        UnpackQ5_0(b, v);
-        for (int j = 0; j < 32; ++j) q[32 * i + j] = static_cast<uint8_t>(v[j] + 16);
+        int8_t values[32];
+        UnpackQ5_0(b, values);
+        for (int j = 0; j < 32; ++j) v[j] = static_cast<uint8_t>(values[j] + 16);
         d[i % 2] = Fp16ToFp32(b.d);
         break;
       }
       case TensorType::kQ4_0: {
         const BlockQ4_0& b = static_cast<const BlockQ4_0*>(w_row)[i];
         for (int j = 0; j < 16; ++j) {
-          q[32 * i + j] = b.qs[j] & 0x0F;
-          q[32 * i + j + 16] = b.qs[j] >> 4;
+          v[j] = b.qs[j] & 0x0F;
+          v[j + 16] = b.qs[j] >> 4;
         }
         d[i % 2] = Fp16ToFp32(b.d);
         break;
@@ -201,32 +248,57 @@ void PrepareTileWeightRow(TensorType type, const void* w_row, int64_t cols, uint
       default:
         TANDEM_CHECK(false) << "no int8 tile for type " << static_cast<int>(type);
     }
-    if (i % 2 == 1) PairLanes(d[0], d[1], d_lanes + 8 * (i / 2));
+    if (i % 2 == 1) {
+      if (type == TensorType::kQ8_0) {
+        uint8_t* out = q + 128 * (i / 2);
+        ScatterPair(natural, out + 64);
+        for (int j = 0; j < 64; ++j) {
+          const int v = static_cast<int8_t>(out[64 + j]);
+          out[j] = static_cast<uint8_t>(v < 0 ? -v : v);  // |-128| = 128, as vpsignb leaves it
+        }
+      } else {
+        ScatterPair(natural, q + 64 * (i / 2));
+      }
+      PairLanes(d[0], d[1], d_lanes + 8 * (i / 2));
+    }
   }
 }
 
 void PrepareTileActivationRow(const float* x, int64_t cols, int offset, int8_t* q, float* d_lanes,
                               int32_t* corr) {
-  const int64_t n = cols / 32;
+  int8_t natural[64];
   float d[2];
   int32_t sums[2];
-  for (int64_t i = 0; i < n; ++i) {
-    const float amax = QuantizeBlockQ8_0(x + 32 * i, q + 32 * i);
+  for (int64_t i = 0; i < cols / 32; ++i) {
+    int8_t* v = natural + 32 * (i % 2);
+    const float amax = QuantizeBlockQ8_0(x + 32 * i, v);
     d[i % 2] = Fp16ToFp32(Fp32ToFp16(amax / 127.0f));
     int32_t sum = 0;
-    for (int j = 0; j < 32; ++j) sum += q[32 * i + j];
+    for (int j = 0; j < 32; ++j) sum += v[j];
     sums[i % 2] = sum;
     if (i % 2 == 1) {
+      ScatterPair(natural, q + 64 * (i / 2));
       PairLanes(d[0], d[1], d_lanes + 8 * (i / 2));
       int32_t* c = corr + 8 * (i / 2);
       std::fill(c, c + 8, 0);
-      c[0] = offset * sums[0];  // lane 0 belongs to the pair's first block, lane 2 to its second
-      c[2] = offset * sums[1];
+      c[0] =
+          offset * sums[0];  // lane 0 holds products of the pair's first block, lane 1 its second
+      c[1] = offset * sums[1];
     }
   }
 }
 
 namespace {
+
+// The vector path's arithmetic lane by lane (same integers, same fused multiply-adds,
+// same horizontal sum), so the two paths give the same bits.
+float TileLanesSum(const float acc[8]) {
+  float s[4];
+  for (int j = 0; j < 4; ++j) s[j] = acc[j] + acc[j + 4];
+  return (s[0] + s[2]) + (s[1] + s[3]);
+}
+
+}  // namespace
 
 void DotInt8Tile4x2Scalar(int offset, const TileOperand w[4], const TileOperand a[2],
                           int64_t n_pairs, float out[4][2]) {
@@ -234,21 +306,30 @@ void DotInt8Tile4x2Scalar(int offset, const TileOperand w[4], const TileOperand 
     const uint8_t* wq = static_cast<const uint8_t*>(w[r].q);
     for (int t = 0; t < 2; ++t) {
       const int8_t* aq = static_cast<const int8_t*>(a[t].q);
-      float sum = 0;
-      for (int64_t b = 0; b < 2 * n_pairs; ++b) {
-        int32_t isum = 0;
-        for (int j = 0; j < 32; ++j) {
-          const int wv =
-              offset == 0 ? static_cast<int8_t>(wq[32 * b + j]) : wq[32 * b + j] - offset;
-          isum += wv * aq[32 * b + j];
+      float acc[8] = {};
+      for (int64_t p = 0; p < n_pairs; ++p) {
+        for (int j = 0; j < 8; ++j) {
+          int32_t isum = 0;
+          for (int half = 0; half < 2; ++half) {
+            for (int k = 0; k < 4; ++k) {
+              const int64_t pos = 64 * p + 32 * half + 4 * j + k;
+              // Unsigned weights as stored; their offset leaves through the corrections.
+              const int wv = offset == 0 ? static_cast<int8_t>(wq[pos + 64 * p + 64]) : wq[pos];
+              isum += wv * aq[pos];
+            }
+          }
+          const int64_t lane = 8 * p + j;
+          if (offset != 0) isum -= a[t].corr[lane];
+          acc[j] =
+              std::fma(w[r].d_lanes[lane] * a[t].d_lanes[lane], static_cast<float>(isum), acc[j]);
         }
-        const int64_t lane = 8 * (b / 2) + 2 * (b % 2);
-        sum += w[r].d_lanes[lane] * a[t].d_lanes[lane] * static_cast<float>(isum);
       }
-      out[r][t] = sum;
+      out[r][t] = TileLanesSum(acc);
     }
   }
 }
+
+namespace {
 
 template <bool kSigned>
 __attribute__((target("avx2,fma"))) void DotInt8Tile4x2Avx2(const TileOperand w[4],
@@ -269,10 +350,17 @@ __attribute__((target("avx2,fma"))) void DotInt8Tile4x2Avx2(const TileOperand w[
       const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq + 32));
       const __m256 da = _mm256_loadu_ps(a[t].d_lanes + 8 * p);
       for (int r = 0; r < 4; ++r) {
-        const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq[r] + 64 * p));
-        const __m256i w1 =
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq[r] + 64 * p + 32));
-        const __m256i h = PairSums<kSigned>(w0, w1, x0, x1, a[t].corr + 8 * p);
+        const uint8_t* pair = wq[r] + (kSigned ? 128 : 64) * p;
+        const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair));
+        const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair + 32));
+        __m256i h;
+        if constexpr (kSigned) {
+          h = SignedPairSums(
+              w0, w1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair + 64)),
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair + 96)), x0, x1);
+        } else {
+          h = PairSums<false>(w0, w1, x0, x1, a[t].corr + 8 * p);
+        }
         const __m256 scale = _mm256_mul_ps(_mm256_loadu_ps(wd[r] + 8 * p), da);
         acc[r][t] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(h), acc[r][t]);
       }
@@ -306,6 +394,7 @@ __attribute__((target("avx2,fma,f16c"))) float DotTileRowAvx2(const void* w_row,
     __m256i w0, w1;
     uint16_t d0, d1;
     DecodeWeightPair<kType>(w_row, p, &w0, &w1, &d0, &d1);
+    ToTileOrder(&w0, &w1);
     const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq + 64 * p));
     const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq + 64 * p + 32));
     const __m256i h = PairSums<kType == TensorType::kQ8_0>(w0, w1, x0, x1, a.corr + 8 * p);
@@ -334,7 +423,7 @@ float DotTileRow(TensorType type, const void* w_row, const TileOperand& a, int64
   // Scalar: decode the row and run the tile's scalar arithmetic for it.
   thread_local std::vector<uint8_t> q;
   thread_local std::vector<float> d;
-  q.resize(static_cast<size_t>(64 * n_pairs));
+  q.resize(static_cast<size_t>(TileWeightRowBytes(type, 64 * n_pairs)));
   d.resize(static_cast<size_t>(8 * n_pairs));
   PrepareTileWeightRow(type, w_row, 64 * n_pairs, q.data(), d.data());
   const TileOperand w[4] = {{q.data(), d.data(), nullptr},

@@ -13,13 +13,25 @@ namespace tandem {
 // rows are decoded once per call into plain bytes: Q8_0 as its int8 values, Q5_0 and
 // Q4_0 as unsigned values (stored + 16, + 8) so that `vpmaddubsw` takes them without
 // a sign fix-up; the offset comes back out through per-block integer corrections carried
-// by the activation rows (offset * sum of the block's activation values). Scales of each
-// pair of 32-blocks are laid out as the tile's lanes need them: [d0 d0 d1 d1 d0 d0 d1 d1].
-// Integer sums are exact; only float accumulation order differs from VecDotQ8.
+// by the activation rows (offset * sum of the block's activation values).
+//
+// Layout of each pair of 32-blocks (64 values, weights and activations alike): the two
+// blocks' 32-bit groups of 4 values interleaved as `vpunpckldq` / `vpunpckhdq` of the
+// blocks leave them (TilePosition), so that int32 lane j of the sum of the two 32-byte
+// halves' `vpmaddubsw`+`vpmaddwd` holds 8 products of one block, block j % 2, with no
+// horizontal add. Scale lanes of a pair: [d0 d1 d0 d1 d0 d1 d0 d1]; corrections in lanes
+// 0 (first block) and 1 (second). Integer sums are exact; only float accumulation order
+// differs from VecDotQ8.
 bool HasInt8Tile(TensorType type);
 // 0 for Q8_0, 16 for Q5_0, 8 for Q4_0.
 int Int8TileOffset(TensorType type);
-// Preconditions: HasInt8Tile(type); cols % 64 == 0; q holds cols bytes, d_lanes cols / 8 floats.
+// Byte offset, within a pair's 64 bytes, of value i (0..63; 0..31 the first block).
+int TilePosition(int i);
+// Bytes of one prepared weight row: cols, or 2 * cols for Q8_0, whose pairs hold the
+// magnitudes |w| (64 bytes, tile order) and then the values (64 bytes, for their signs).
+int64_t TileWeightRowBytes(TensorType type, int64_t cols);
+// Preconditions: HasInt8Tile(type); cols % 64 == 0; q holds TileWeightRowBytes(type, cols)
+// bytes, d_lanes cols / 8 floats.
 void PrepareTileWeightRow(TensorType type, const void* w_row, int64_t cols, uint8_t* q,
                           float* d_lanes);
 // x quantized exactly as QuantizeActivations(kQ8_0) does (same int8 values, same fp16
@@ -29,7 +41,7 @@ void PrepareTileActivationRow(const float* x, int64_t cols, int offset, int8_t* 
                               int32_t* corr);
 
 struct TileOperand {
-  const void* q;         // weight: uint8_t[cols]; activation: int8_t[cols]
+  const void* q;         // weight: uint8_t[TileWeightRowBytes]; activation: int8_t[cols]
   const float* d_lanes;  // [cols / 8]
   const int32_t* corr;   // activation rows only: [cols / 8]
 };
@@ -37,6 +49,10 @@ struct TileOperand {
 // over n_pairs pairs of 32-blocks. a1 may equal a0 (odd token count).
 void DotInt8Tile4x2(int offset, const TileOperand w[4], const TileOperand& a0,
                     const TileOperand& a1, int64_t n_pairs, float out[4][2]);
+// The portable path of DotInt8Tile4x2 (taken where AVX2 is missing): the same integers,
+// fused multiply-adds and horizontal sum, lane by lane, so it gives the same bits.
+void DotInt8Tile4x2Scalar(int offset, const TileOperand w[4], const TileOperand a[2],
+                          int64_t n_pairs, float out[4][2]);
 // One weight row straight from its stored blocks against one prepared activation row:
 // the same lanes and the same float steps as the tile, so a token gets the same bits
 // whether it is multiplied alone (decode) or in a batch (batching never changes outputs).

@@ -80,10 +80,11 @@ struct TileActivations {
 void MatMulRowsInt8Tiled(const WeightMatrix& w, const TileActivations& a, int64_t n_tokens,
                          float* y, int64_t r0, int64_t r1) {
   const int64_t cols = w.cols, n_lanes = cols / 8;
+  const int64_t w_stride = TileWeightRowBytes(w.type, cols);
   const int offset = Int8TileOffset(w.type);
   thread_local std::vector<uint8_t> w_q;
   thread_local std::vector<float> w_d;
-  w_q.resize(static_cast<size_t>(4 * cols));
+  w_q.resize(static_cast<size_t>(4 * w_stride));
   w_d.resize(static_cast<size_t>(4 * n_lanes));
   auto token = [&](int64_t t) {
     return TileOperand{a.q + t * cols, a.d_lanes + t * n_lanes, a.corr + t * n_lanes};
@@ -94,10 +95,10 @@ void MatMulRowsInt8Tiled(const WeightMatrix& w, const TileActivations& a, int64_
     for (int r = 0; r < 4; ++r) {
       const int64_t row = rb + std::min<int64_t>(r, nr - 1);  // pad a short tile with its last row
       if (r < nr)
-        PrepareTileWeightRow(w.type, w.data + row * w.row_bytes, cols, w_q.data() + r * cols,
+        PrepareTileWeightRow(w.type, w.data + row * w.row_bytes, cols, w_q.data() + r * w_stride,
                              w_d.data() + r * n_lanes);
       const int64_t slot = std::min<int64_t>(r, nr - 1);
-      wt[r] = TileOperand{w_q.data() + slot * cols, w_d.data() + slot * n_lanes, nullptr};
+      wt[r] = TileOperand{w_q.data() + slot * w_stride, w_d.data() + slot * n_lanes, nullptr};
     }
     for (int64_t t = 0; t < n_tokens; t += 2) {
       const int64_t t1 = std::min(t + 1, n_tokens - 1);

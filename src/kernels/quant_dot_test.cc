@@ -238,7 +238,8 @@ TEST(MatMulTest, AllTypesMatchNaiveReference) {
 }
 
 // The prefill tile's activation layout holds exactly the values and scales of
-// QuantizeActivations(kQ8_0), plus corrections offset * (block sum) in lanes 0 and 2.
+// QuantizeActivations(kQ8_0) at TilePosition, scale lanes [d0 d1 d0 d1 ...] and the
+// corrections offset * (block sum) in lanes 0 and 1 of each pair.
 TEST(Int8TileTest, ActivationLayoutMatchesQ8_0Quantization) {
   std::mt19937 rng(5);
   const int64_t cols = 640;
@@ -254,16 +255,32 @@ TEST(Int8TileTest, ActivationLayoutMatchesQ8_0Quantization) {
   for (int64_t b = 0; b < cols / 32; ++b) {
     int32_t sum = 0;
     for (int j = 0; j < 32; ++j) {
-      ASSERT_EQ(q[32 * b + j], blocks[b].qs[j]) << b << " " << j;
-      sum += q[32 * b + j];
+      const int64_t pos = 64 * (b / 2) + TilePosition(static_cast<int>(32 * (b % 2) + j));
+      ASSERT_EQ(q[pos], blocks[b].qs[j]) << b << " " << j;
+      sum += blocks[b].qs[j];
     }
-    const int64_t lane = 8 * (b / 2) + 2 * (b % 2);
-    EXPECT_EQ(d[lane], Fp16ToFp32(blocks[b].d));
-    EXPECT_EQ(d[lane + 1], d[lane]);
-    EXPECT_EQ(d[lane + 4], d[lane]);
-    EXPECT_EQ(corr[lane], 16 * sum);
-    EXPECT_EQ(corr[lane + 1], 0);
+    for (int64_t lane = 8 * (b / 2) + b % 2; lane < 8 * (b / 2 + 1); lane += 2) {
+      EXPECT_EQ(d[lane], Fp16ToFp32(blocks[b].d)) << lane;
+    }
+    EXPECT_EQ(corr[8 * (b / 2) + b % 2], 16 * sum);
+    EXPECT_EQ(corr[8 * (b / 2) + 2 + b % 2], 0);
   }
+}
+
+// TilePosition is a permutation of a pair's 64 bytes in which each 4-byte group of a
+// block stays together, and the int32 lane j (bytes 4j..4j+3 of either 32-byte half)
+// only holds values of block j % 2.
+TEST(Int8TileTest, TilePositionIsAPermutationKeepingLanesInOneBlock) {
+  std::vector<int> seen(64, 0);
+  for (int i = 0; i < 64; ++i) {
+    const int pos = TilePosition(i);
+    ASSERT_GE(pos, 0);
+    ASSERT_LT(pos, 64);
+    ++seen[pos];
+    EXPECT_EQ(pos % 4, i % 4) << i;
+    EXPECT_EQ((pos % 32) / 4 % 2, i / 32) << i;
+  }
+  for (int n : seen) EXPECT_EQ(n, 1);
 }
 
 // The tile (vector path here) against VecDotQ8Reference on the original blocks: same
@@ -274,13 +291,14 @@ TEST(Int8TileTest, TileMatchesReferenceDot) {
     const int64_t cols = 640;
     std::vector<uint8_t> w = RandomRow(type, 4 * cols, rng);
     const int64_t row_bytes = *RowBytes(type, cols);
-    std::vector<uint8_t> wq(4 * cols);
+    const int64_t w_stride = TileWeightRowBytes(type, cols);
+    std::vector<uint8_t> wq(4 * w_stride);
     std::vector<float> wd(4 * cols / 8);
     TileOperand wt[4];
     for (int r = 0; r < 4; ++r) {
-      PrepareTileWeightRow(type, w.data() + r * row_bytes, cols, wq.data() + r * cols,
+      PrepareTileWeightRow(type, w.data() + r * row_bytes, cols, wq.data() + r * w_stride,
                            wd.data() + r * cols / 8);
-      wt[r] = TileOperand{wq.data() + r * cols, wd.data() + r * cols / 8, nullptr};
+      wt[r] = TileOperand{wq.data() + r * w_stride, wd.data() + r * cols / 8, nullptr};
     }
     const int offset = Int8TileOffset(type);
     std::vector<float> x = RandomFloats(2 * cols, rng);
@@ -293,9 +311,11 @@ TEST(Int8TileTest, TileMatchesReferenceDot) {
     }
     const TileOperand a0{aq.data(), ad.data(), ac.data()};
     const TileOperand a1{aq.data() + cols, ad.data() + cols / 8, ac.data() + cols / 8};
-    float out[4][2], same[4][2];
+    float out[4][2], same[4][2], portable[4][2];
     DotInt8Tile4x2(offset, wt, a0, a1, cols / 64, out);
     DotInt8Tile4x2(offset, wt, a1, a1, cols / 64, same);
+    const TileOperand both[2] = {a0, a1};
+    DotInt8Tile4x2Scalar(offset, wt, both, cols / 64, portable);
     for (int t = 0; t < 2; ++t) {
       std::vector<BlockQ8_0> blocks(cols / 32);
       QuantizeActivations(ActivationFormat::kQ8_0, x.data() + t * cols, cols, blocks.data());
@@ -306,6 +326,8 @@ TEST(Int8TileTest, TileMatchesReferenceDot) {
         if (t == 1) {
           ASSERT_EQ(same[r][0], out[r][1]);
         }
+        // The portable path gives the vector path's bits (machines without AVX2).
+        ASSERT_EQ(portable[r][t], out[r][t]) << TraitsOf(type).name << " r " << r;
         // One row alone gives the tile's bits (decode vs batched prefill).
         ASSERT_EQ(DotTileRow(type, w.data() + r * row_bytes, t == 0 ? a0 : a1, cols / 64),
                   out[r][t]);
