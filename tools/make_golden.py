@@ -103,15 +103,16 @@ def main():
         llm_prompts.reset()
         llm_prompts.eval(tokens)
         logits = np.array(llm_prompts.scores[: len(tokens)], dtype=np.float32)
-        top1, top = [], []
+        top1, top1_single, top = [], [], []
         for pos, row in enumerate(logits):
             positions += 1
-            self_agree += int(np.argmax(row) == np.argmax(single[pos]))
+            top1_single.append(int(np.argmax(single[pos])))
+            self_agree += int(np.argmax(row) == top1_single[-1])
             idx = np.argsort(-row, kind="stable")[: args.top_k]
             top1.append(int(idx[0]))
             top.append([[int(i), float(row[i])] for i in idx])
         out["prompts"].append({"text": prompt, "tokens": [int(t) for t in tokens],
-                               "top1": top1, "top": top})
+                               "top1": top1, "top1_token_by_token": top1_single, "top": top})
 
     if not args.ppl_only:
         out["llamacpp_self_top1_agreement"] = self_agree / positions
