@@ -375,9 +375,9 @@ __attribute__((target("avx2,fma"))) void DotInt8Tile4x2Avx2(const TileOperand w[
 // DotTileRow's vector path: each pair of weight blocks decoded as PrepareTileWeightRow
 // would, then exactly the tile's per-lane steps for one row and one token.
 template <TensorType kType>
-__attribute__((target("avx2,fma,f16c"))) float DotTileRowAvx2(const void* w_row,
-                                                              const TileOperand& a,
-                                                              int64_t n_pairs) {
+__attribute__((target("avx2,fma,f16c"))) inline float DotTileRowAvx2(const void* w_row,
+                                                                     const TileOperand& a,
+                                                                     int64_t n_pairs) {
   const int8_t* aq = static_cast<const int8_t*>(a.q);
   __m256 acc = _mm256_setzero_ps();
   // Decode streams the weights once from DRAM; the hardware prefetcher alone leaves one
@@ -405,7 +405,45 @@ __attribute__((target("avx2,fma,f16c"))) float DotTileRowAvx2(const void* w_row,
   return HorizontalSum(acc);
 }
 
+// Rows outer, tokens inner: a row read from DRAM once serves every token (from L1).
+template <TensorType kType>
+__attribute__((target("avx2,fma,f16c"))) void DotTileRowsAvx2(const uint8_t* w, int64_t row_bytes,
+                                                              int64_t rows, const TileOperand* a,
+                                                              int n_tokens, int64_t n_pairs,
+                                                              float* y, int64_t y_stride) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int t = 0; t < n_tokens; ++t) {
+      y[t * y_stride + r] = DotTileRowAvx2<kType>(w + r * row_bytes, a[t], n_pairs);
+    }
+  }
+}
+
 }  // namespace
+
+void DotTileRows(TensorType type, const void* w, int64_t row_bytes, int64_t rows,
+                 const TileOperand* a, int n_tokens, int64_t n_pairs, float* y, int64_t y_stride) {
+  const uint8_t* base = static_cast<const uint8_t*>(w);
+  if (kUseAvx2Quantize) {
+    switch (type) {
+      case TensorType::kQ8_0:
+        return DotTileRowsAvx2<TensorType::kQ8_0>(base, row_bytes, rows, a, n_tokens, n_pairs, y,
+                                                  y_stride);
+      case TensorType::kQ5_0:
+        return DotTileRowsAvx2<TensorType::kQ5_0>(base, row_bytes, rows, a, n_tokens, n_pairs, y,
+                                                  y_stride);
+      case TensorType::kQ4_0:
+        return DotTileRowsAvx2<TensorType::kQ4_0>(base, row_bytes, rows, a, n_tokens, n_pairs, y,
+                                                  y_stride);
+      default:
+        TANDEM_CHECK(false) << "no int8 tile for type " << static_cast<int>(type);
+    }
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int t = 0; t < n_tokens; ++t) {
+      y[t * y_stride + r] = DotTileRow(type, base + r * row_bytes, a[t], n_pairs);
+    }
+  }
+}
 
 float DotTileRow(TensorType type, const void* w_row, const TileOperand& a, int64_t n_pairs) {
   if (kUseAvx2Quantize) {

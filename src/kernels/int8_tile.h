@@ -57,5 +57,10 @@ void DotInt8Tile4x2Scalar(int offset, const TileOperand w[4], const TileOperand 
 // the same lanes and the same float steps as the tile, so a token gets the same bits
 // whether it is multiplied alone (decode) or in a batch (batching never changes outputs).
 float DotTileRow(TensorType type, const void* w_row, const TileOperand& a, int64_t n_pairs);
+// y[t * y_stride + r] = DotTileRow(type, w + r * row_bytes, a[t], n_pairs) for r < rows,
+// t < n_tokens, the same bits; each row is read once for all the tokens (decode of a few
+// sequences) and the type is dispatched once per call, not per row.
+void DotTileRows(TensorType type, const void* w, int64_t row_bytes, int64_t rows,
+                 const TileOperand* a, int n_tokens, int64_t n_pairs, float* y, int64_t y_stride);
 
 }  // namespace tandem

@@ -166,13 +166,13 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
       for_rows(
           [&](int64_t begin, int64_t end) { MatMulRowsInt8Tiled(w, a, n_tokens, y, begin, end); });
     } else {
+      TileOperand at[kMinTokensForTiling];
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        at[t] = TileOperand{a.q + t * w.cols, a.d_lanes + t * n_lanes, a.corr + t * n_lanes};
+      }
       for_rows([&](int64_t begin, int64_t end) {
-        for (int64_t t = 0; t < n_tokens; ++t) {
-          const TileOperand at{a.q + t * w.cols, a.d_lanes + t * n_lanes, a.corr + t * n_lanes};
-          float* yt = y + t * w.rows;
-          for (int64_t r = begin; r < end; ++r)
-            yt[r] = DotTileRow(w.type, w.data + r * w.row_bytes, at, w.cols / 64);
-        }
+        DotTileRows(w.type, w.data + begin * w.row_bytes, w.row_bytes, end - begin, at,
+                    static_cast<int>(n_tokens), w.cols / 64, y + begin, w.rows);
       });
     }
     return;
