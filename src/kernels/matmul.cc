@@ -1,6 +1,7 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "common/logging.h"
@@ -112,6 +113,9 @@ void MatMulRowsInt8Tiled(const WeightMatrix& w, const TileActivations& a, int64_
   }
 }
 
+// Chunks of rows per pool thread (see MatMul's for_rows).
+constexpr int64_t kChunksPerThread = 8;
+
 // Tokens from which quantizing the activations is worth spreading over the pool.
 constexpr int64_t kMinTokensForParallelQuantize = 16;
 
@@ -133,13 +137,24 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
       });
     }
   };
+  // Rows in chunks of whole tiles taken from a shared counter, kChunksPerThread per thread
+  // on average: a thread that a busy neighbour on the same core slows down takes fewer
+  // chunks instead of holding the others at the end of every MatMul.
   auto for_rows = [&](const auto& rows) {
     if (pool == nullptr || pool->num_threads() == 1) {
       rows(0, w.rows);
-    } else {
-      pool->ParallelFor(w.rows, kTileRows,
-                        [&](int, int64_t begin, int64_t end) { rows(begin, end); });
+      return;
     }
+    const int64_t tiles = (w.rows + kTileRows - 1) / kTileRows;
+    const int64_t n_chunks = std::min<int64_t>(tiles, kChunksPerThread * pool->num_threads());
+    const int64_t chunk_rows = (tiles + n_chunks - 1) / n_chunks * kTileRows;
+    std::atomic<int64_t> next{0};
+    pool->ParallelFor(pool->num_threads(), 1, [&](int, int64_t, int64_t) {
+      for (int64_t begin = next.fetch_add(chunk_rows, std::memory_order_relaxed); begin < w.rows;
+           begin = next.fetch_add(chunk_rows, std::memory_order_relaxed)) {
+        rows(begin, std::min(w.rows, begin + chunk_rows));
+      }
+    });
   };
   if (HasInt8Tile(w.type) && w.cols % 64 == 0) {
     // Activations quantized once, by the calling thread, in the tile's layout; the
