@@ -289,8 +289,8 @@ void PrepareTileActivationRow(const float* x, int64_t cols, int offset, int8_t* 
       PairLanes(d[0], d[1], d_lanes + 8 * (i / 2));
       int32_t* c = corr + 8 * (i / 2);
       std::fill(c, c + 8, 0);
-      c[0] =
-          offset * sums[0];  // lane 0 holds products of the pair's first block, lane 1 its second
+      // Lane 0 holds products of the pair's first block, lane 1 of its second.
+      c[0] = offset * sums[0];
       c[1] = offset * sums[1];
     }
   }

@@ -331,6 +331,11 @@ TEST(Int8TileTest, TileMatchesReferenceDot) {
         // One row alone gives the tile's bits (decode vs batched prefill).
         ASSERT_EQ(DotTileRow(type, w.data() + r * row_bytes, t == 0 ? a0 : a1, cols / 64),
                   out[r][t]);
+        // The row-range form (decode of 1-3 sequences) too.
+        const TileOperand tokens[2] = {a0, a1};
+        float rows_out[2][4];
+        DotTileRows(type, w.data(), row_bytes, 4, tokens, 2, cols / 64, rows_out[0], 4);
+        ASSERT_EQ(rows_out[t][r], out[r][t]);
       }
     }
   }
