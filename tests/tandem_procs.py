@@ -18,6 +18,9 @@ import requests
 # client's connection before the server binds it.
 _PORT_LOW, _PORT_HIGH = 20000, 32700
 _rng = random.Random(os.getpid() ^ int(time.time() * 1000))
+# Every port handed out by this process: a test asks for several ports before any is
+# bound (a cluster file names six), so "free now" alone can give the same port twice.
+_handed_out = set()
 
 
 def ports_free(port, n=1):
@@ -38,10 +41,12 @@ def ports_free(port, n=1):
 
 def free_port(n=1):
     """A port (the first of n consecutive ones) that nothing uses now, outside the
-    ephemeral range."""
+    ephemeral range, and that this process has not handed out before."""
     for _ in range(1000):
         port = _rng.randrange(_PORT_LOW, _PORT_HIGH - n)
-        if ports_free(port, n):
+        wanted = set(range(port, port + n))
+        if not wanted & _handed_out and ports_free(port, n):
+            _handed_out.update(wanted)
             return port
     raise RuntimeError("no free port")
 
