@@ -30,6 +30,7 @@ record() {  # record NAME PASSED FAILED
 }
 finish() {
   echo
+  echo "== done (at ${SECONDS}s)"
   if [ ${#failures[@]} -gt 0 ]; then printf 'FAILED: %s\n' "${failures[@]}"; fi
   echo "$passed passed, $failed failed"
   [ "$failed" -eq 0 ]
@@ -55,15 +56,15 @@ run_ctest() {  # run_ctest NAME BUILD_DIR [ctest args...]
 
 scripts/setup.sh || { record setup 0 1; finish; }
 
-echo "== build (release)"
+echo "== build (release) (at ${SECONDS}s)"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null &&
   cmake --build build -j"$JOBS" || { record build 0 1; finish; }
 
-echo "== fixtures"
+echo "== fixtures (at ${SECONDS}s)"
 python3 tools/make_fixtures.py build/fixtures || { record fixtures 0 1; finish; }
 export TANDEM_FIXTURE_DIR=$ROOT/build/fixtures
 
-echo "== unit tests (release)"
+echo "== unit tests (release) (at ${SECONDS}s)"
 run_ctest unit build
 
 # pytest summary "N passed, F failed, E errors" -> record.
@@ -81,11 +82,11 @@ run_pytest() {  # run_pytest NAME LOG [pytest args...]
   record "$name" "$p" "$f"
 }
 
-echo "== integration tests (pytest)"
+echo "== integration tests (pytest) (at ${SECONDS}s)"
 TANDEM_BIN=$ROOT/build/src/cli/tandem run_pytest pytest build/pytest.log tests
 
 if [ "$MODE" != "--quick" ]; then
-  echo "== unit tests under ASan+UBSan"
+  echo "== unit tests under ASan+UBSan (at ${SECONDS}s)"
   ASAN_TARGETS=(common_test kernels_test model_test kv_test transfer_test engine_test parsers_test)
   [ "$MODE" = "--full" ] && ASAN_TARGETS+=(net_test server_test)
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_SANITIZE=ON >/dev/null &&
@@ -95,9 +96,9 @@ if [ "$MODE" != "--quick" ]; then
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_ctest asan build-asan -E "RealModel|NOT_BUILT"
 
   if [ "$MODE" = "--full" ]; then
-    echo "== kernel microbenchmarks compile (bench/kernels_bench*.cc)"
+    echo "== kernel microbenchmarks compile (bench/kernels_bench*.cc) (at ${SECONDS}s)"
     cmake --build build -j"$JOBS" --target kernels_bench || record kernels-bench-build 0 1
-    echo "== integration tests under ASan+UBSan (serve, PD, proxy, bad input, pool, security)"
+    echo "== integration tests under ASan+UBSan (serve, PD, proxy, bad input, pool, security) (at ${SECONDS}s)"
     # The ASan `tandem` (built with the targets above): a memory error or UB ends a server
     # at once, LeakSanitizer reports leaks at shutdown, and the test harness fails a test
     # whose processes printed any sanitizer report (tests/tandem_procs.py, stop()).
@@ -108,7 +109,7 @@ if [ "$MODE" != "--quick" ]; then
       tests/test_pool_connector.py tests/test_security.py
   fi
 
-  echo "== fuzzing (bounded)"
+  echo "== fuzzing (bounded) (at ${SECONDS}s)"
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DTANDEM_FUZZ=ON -DTANDEM_BUILD_TESTS=OFF >/dev/null &&
     cmake --build build-fuzz -j"$JOBS" --target gguf_fuzz transfer_fuzz http_fuzz chat_template_fuzz \
@@ -136,7 +137,7 @@ if [ "$MODE" != "--quick" ]; then
 fi
 
 if [ "$MODE" = "--full" ]; then
-  echo "== unit tests under TSan"
+  echo "== unit tests under TSan (at ${SECONDS}s)"
   # scripts/tsan.supp holds only third-party false positives (each with its reason).
   export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 suppressions=$ROOT/scripts/tsan.supp"
   cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_TSAN=ON >/dev/null &&
@@ -144,7 +145,7 @@ if [ "$MODE" = "--full" ]; then
   # As under ASan, the real-model tests are left out (slow, same code as the fixtures).
   run_ctest tsan build-tsan -E "RealModel|NOT_BUILT"
 
-  echo "== integration tests under TSan (serve, PD, proxy, pool)"
+  echo "== integration tests under TSan (serve, PD, proxy, pool) (at ${SECONDS}s)"
   # A race report ends the TSan binary at once (halt_on_error, exit code 66), which these
   # tests see as a failed or crashed server.
   TANDEM_BIN=$ROOT/build-tsan/src/cli/tandem run_pytest pytest-tsan build-tsan/pytest.log \

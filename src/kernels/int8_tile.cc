@@ -102,14 +102,6 @@ float QuantizeBlockQ8_0(const float* x, int8_t* q) {
 
 namespace {
 
-// NibblesToBytes with one 128-bit broadcast load and a per-half shift (0 or 4 bits).
-__attribute__((target("avx2"))) inline __m256i NibblesToBytesSrlv(const uint8_t* qs) {
-  const __m256i both =
-      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
-  return _mm256_and_si256(_mm256_srlv_epi64(both, _mm256_setr_epi64x(0, 0, 4, 4)),
-                          _mm256_set1_epi8(0x0F));
-}
-
 // Pair p of 32-blocks of a stored Q8_0/Q5_0/Q4_0 row as the tile takes it: the values
 // (Q8_0 as int8, Q5_0/Q4_0 as unsigned bytes) and the two fp16 scales.
 template <TensorType kType>
@@ -125,16 +117,16 @@ __attribute__((target("avx2,fma,f16c"))) inline void DecodeWeightPair(const void
   } else if constexpr (kType == TensorType::kQ5_0) {
     const BlockQ5_0* b = static_cast<const BlockQ5_0*>(w_row) + 2 * p;
     const __m256i bit4 = _mm256_set1_epi8(0x10);
-    *w0 = _mm256_or_si256(NibblesToBytesSrlv(b[0].qs),
+    *w0 = _mm256_or_si256(NibblesToBytes(b[0].qs),
                           _mm256_and_si256(BytesFromBits32(b[0].qh), bit4));
-    *w1 = _mm256_or_si256(NibblesToBytesSrlv(b[1].qs),
+    *w1 = _mm256_or_si256(NibblesToBytes(b[1].qs),
                           _mm256_and_si256(BytesFromBits32(b[1].qh), bit4));
     *d0 = b[0].d;
     *d1 = b[1].d;
   } else {
     const BlockQ4_0* b = static_cast<const BlockQ4_0*>(w_row) + 2 * p;
-    *w0 = NibblesToBytesSrlv(b[0].qs);
-    *w1 = NibblesToBytesSrlv(b[1].qs);
+    *w0 = NibblesToBytes(b[0].qs);
+    *w1 = NibblesToBytes(b[1].qs);
     *d0 = b[0].d;
     *d1 = b[1].d;
   }

@@ -63,11 +63,13 @@ __attribute__((target("avx2"))) inline __m256i BytesFromBits32(const uint8_t* p)
   return _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1));
 }
 
-// 16 bytes of nibbles -> 32 bytes: low nibbles first (values 0..15), then high.
+// 16 bytes of nibbles -> 32 bytes: low nibbles first (values 0..15), then high. One
+// 128-bit broadcast load and a per-half shift (0 or 4 bits).
 __attribute__((target("avx2"))) inline __m256i NibblesToBytes(const uint8_t* qs) {
-  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
-  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+  const __m256i both =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+  return _mm256_and_si256(_mm256_srlv_epi64(both, _mm256_setr_epi64x(0, 0, 4, 4)),
+                          _mm256_set1_epi8(0x0F));
 }
 
 __attribute__((target("avx2,fma"))) inline float HorizontalSum(__m256 v) {
