@@ -86,11 +86,12 @@ void BM_MatMul(benchmark::State& state, TensorType type, Shape shape, int64_t n_
   }
 }
 
-// The weight types of the issue, most used first.
+// The weight types of the issue, most used first (Q5_0 / Q4_0 also as repacked at load).
 const std::vector<TensorType>& MatMulTypes() {
   static const std::vector<TensorType> types = {
-      TensorType::kQ8_0, TensorType::kQ5_0, TensorType::kQ4_0, TensorType::kQ4_K, TensorType::kQ5_K,
-      TensorType::kQ6_K, TensorType::kBF16, TensorType::kF16,  TensorType::kF32};
+      TensorType::kQ8_0,   TensorType::kQ5_0, TensorType::kQ5_0x2, TensorType::kQ4_0,
+      TensorType::kQ4_0x2, TensorType::kQ4_K, TensorType::kQ5_K,   TensorType::kQ6_K,
+      TensorType::kBF16,   TensorType::kF16,  TensorType::kF32};
   return types;
 }
 
@@ -145,8 +146,9 @@ void RegisterMatMulBenchmarks() {
   // ~60% of the multiply-adds of a batched decode step (16 sequences).
   for (int64_t n_tokens : {1, 16}) {
     for (int threads : {1, 2}) {
-      const std::string name = "MatMul/Q8_0/" + ShapeName(kLmHead) + "/tokens:" +
-                               std::to_string(n_tokens) + "/threads:" + std::to_string(threads);
+      const std::string name = "MatMul/Q8_0/" + ShapeName(kLmHead) +
+                               "/tokens:" + std::to_string(n_tokens) +
+                               "/threads:" + std::to_string(threads);
       benchmark::RegisterBenchmark(name.c_str(), BM_MatMul, TensorType::kQ8_0, kLmHead, n_tokens,
                                    threads)
           ->UseRealTime()

@@ -285,7 +285,8 @@ void RegisterOpBenchmarks() {
     const std::string name = "VecDotQ8x4/" + TypeName(type) + "/cols:" + std::to_string(kCols);
     Add(name, BM_VecDotQ8x4, type);
   }
-  for (TensorType type : {TensorType::kQ8_0, TensorType::kQ5_0, TensorType::kQ4_0}) {
+  for (TensorType type : {TensorType::kQ8_0, TensorType::kQ5_0, TensorType::kQ4_0,
+                          TensorType::kQ5_0x2, TensorType::kQ4_0x2}) {
     for (int64_t cols : {int64_t{640}, kCols}) {
       const std::string suffix = TypeName(type) + "/cols:" + std::to_string(cols);
       Add("DotInt8Tile4x2/" + suffix, BM_DotInt8Tile4x2, type, cols);

@@ -8,6 +8,7 @@
 
 #include "common/logging.h"
 #include "kernels/half.h"
+#include "kernels/int8_tile.h"
 
 namespace tandem::bench {
 namespace {
@@ -56,6 +57,16 @@ std::vector<uint8_t> RandomWeights(TensorType type, int64_t rows, int64_t cols, 
   TANDEM_CHECK(row_bytes.has_value()) << TypeName(type) << " cannot hold rows of " << cols;
   const int64_t n_values = rows * cols;
   std::vector<uint8_t> out(static_cast<size_t>(rows * *row_bytes));
+  if (type == TensorType::kQ5_0x2 || type == TensorType::kQ4_0x2) {  // repacked file rows
+    const TensorType file_type =
+        type == TensorType::kQ5_0x2 ? TensorType::kQ5_0 : TensorType::kQ4_0;
+    const std::vector<uint8_t> stored = RandomWeights(file_type, rows, cols, seed);
+    for (int64_t r = 0; r < rows; ++r) {
+      RepackRowForTile(file_type, stored.data() + r * *row_bytes, cols,
+                       out.data() + r * *row_bytes);
+    }
+    return out;
+  }
   Rng rng(seed);
   switch (type) {
     case TensorType::kF32: {

@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <iostream>
 #include <sstream>
 #include <thread>
@@ -16,7 +17,8 @@ void AddModelFlags(CLI::App& cmd, ModelFlags* flags) {
                  "GGUF model file (default: $TANDEM_MODEL, then the assembled default model)");
   cmd.add_option("-t,--threads", flags->threads, "compute threads (default: cores available)")
       ->check(CLI::Range(1, 1024));
-  cmd.add_option("--cpu-affinity", flags->cpu_affinity, "pin compute threads to these cores, e.g. 0,1 or 0-3");
+  cmd.add_option("--cpu-affinity", flags->cpu_affinity,
+                 "pin compute threads to these cores, e.g. 0,1 or 0-3");
   AddQuantizationFlag(cmd, &flags->quantization);
 }
 
@@ -50,7 +52,8 @@ StatusOr<std::vector<int>> ParseCpuList(const std::string& text) {
         int a = std::stoi(part.substr(0, dash), &used);
         if (used != dash) throw std::invalid_argument(part);
         int b = std::stoi(part.substr(dash + 1), &used);
-        if (used != part.size() - dash - 1 || a < 0 || b < a || b - a > 4096) throw std::invalid_argument(part);
+        if (used != part.size() - dash - 1 || a < 0 || b < a || b - a > 4096)
+          throw std::invalid_argument(part);
         for (int v = a; v <= b; ++v) cpus.push_back(v);
       }
     } catch (const std::exception&) {
@@ -69,6 +72,10 @@ StatusOr<std::unique_ptr<Model>> LoadModelFromFlags(const ModelFlags& flags) {
     TANDEM_LOG(INFO)
         << "--quantization ascend: weights used as stored in the file (no re-quantization on CPU)";
   }
+  // TANDEM_NO_REPACK=1 keeps Q5_0 / Q4_0 matrices in their file layout (same outputs;
+  // for A/B measurements of the repacked kernels).
+  const char* no_repack = std::getenv("TANDEM_NO_REPACK");
+  options.repack_for_tile = no_repack == nullptr || std::string(no_repack) != "1";
   std::unique_ptr<ThreadPool> load_pool;
   if (options.quantization == WeightQuantization::kW8A8) {
     // As many threads as computing will use, unpinned: pinning would pin this (the
@@ -79,8 +86,9 @@ StatusOr<std::unique_ptr<Model>> LoadModelFromFlags(const ModelFlags& flags) {
   }
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::Load(path, options));
   const ModelConfig& c = model->config();
-  TANDEM_LOG(INFO) << "loaded " << path << ": " << c.arch << ", " << c.n_layers << " layers, n_embd "
-                   << c.n_embd << ", vocab " << c.n_vocab << ", context " << c.context_length;
+  TANDEM_LOG(INFO) << "loaded " << path << ": " << c.arch << ", " << c.n_layers
+                   << " layers, n_embd " << c.n_embd << ", vocab " << c.n_vocab << ", context "
+                   << c.context_length;
   return model;
 }
 
@@ -108,7 +116,9 @@ StatusOr<std::unique_ptr<ThreadPool>> MakeThreadPool(const ModelFlags& flags) {
 
 int ReportError(const Status& status) {
   std::cerr << "tandem: " << status.message() << "\n";
-  return status.code() == StatusCode::kInvalidArgument || status.code() == StatusCode::kNotFound ? 2 : 1;
+  return status.code() == StatusCode::kInvalidArgument || status.code() == StatusCode::kNotFound
+             ? 2
+             : 1;
 }
 
 }  // namespace tandem::cli

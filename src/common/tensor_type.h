@@ -11,7 +11,8 @@
 
 namespace tandem {
 
-// Numeric values are GGML's `ggml_type` ids (the on-disk encoding).
+// Numeric values are GGML's `ggml_type` ids (the on-disk encoding), except the in-memory
+// layouts from kFirstInMemoryType on, which no file holds.
 enum class TensorType : uint32_t {
   kF32 = 0,
   kF16 = 1,
@@ -33,7 +34,13 @@ enum class TensorType : uint32_t {
   kI64 = 27,
   kF64 = 28,
   kBF16 = 30,
+  // Pairs of Q5_0 / Q4_0 blocks repacked at load for the int8 tile (kernels/int8_tile.h):
+  // the same values and scales, 64 values per block.
+  kQ4_0x2 = 0x10002,
+  kQ5_0x2 = 0x10006,
 };
+
+inline constexpr uint32_t kFirstInMemoryType = 0x10000;
 
 struct TensorTypeTraits {
   std::string_view name;  // "Q8_0", "F16", ...
@@ -41,13 +48,12 @@ struct TensorTypeTraits {
   int64_t block_bytes;    // bytes per block
 };
 
-// Traits of a known type id, or nullopt for an id Tandem does not know.
+// Traits of a known file type id (a GGUF tensor's), or nullopt for an id Tandem does not
+// know or an in-memory layout.
 std::optional<TensorTypeTraits> GetTensorTypeTraits(uint32_t type_id);
 
-// Preconditions: `type` is a known type.
-inline TensorTypeTraits TraitsOf(TensorType type) {
-  return *GetTensorTypeTraits(static_cast<uint32_t>(type));
-}
+// Preconditions: `type` is a known type (a file type or an in-memory layout).
+TensorTypeTraits TraitsOf(TensorType type);
 
 // Bytes taken by a row of `n_elems` values; nullopt if n_elems is not a multiple of the block.
 std::optional<int64_t> RowBytes(TensorType type, int64_t n_elems);

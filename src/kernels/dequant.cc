@@ -8,6 +8,7 @@
 
 #include "common/logging.h"
 #include "kernels/half.h"
+#include "kernels/int8_tile.h"
 #include "kernels/quant_dot_internal.h"
 
 namespace tandem {
@@ -216,6 +217,8 @@ bool CanDequantize(TensorType type) {
     case TensorType::kQ4_K:
     case TensorType::kQ5_K:
     case TensorType::kQ6_K:
+    case TensorType::kQ5_0x2:
+    case TensorType::kQ4_0x2:
       return true;
     default:
       return false;
@@ -268,6 +271,9 @@ void DequantizeRow(TensorType type, const void* src, float* dst, int64_t n_elems
       return DequantizeQ5_K(src, dst, n_blocks);
     case TensorType::kQ6_K:
       return DequantizeQ6_K(src, dst, n_blocks);
+    case TensorType::kQ5_0x2:
+    case TensorType::kQ4_0x2:
+      return DequantizeRepackedRow(type, src, dst, n_elems);
     default:
       break;
   }

@@ -54,6 +54,24 @@ struct BlockQ8_0 {
   int8_t qs[kQk];
 };
 
+// Q5_0x2 and Q4_0x2 (in memory only): two consecutive Q5_0 / Q4_0 blocks repacked at load
+// for the int8 tile (RepackRowForTile, kernels/int8_tile.h), same values and scales. Tile
+// byte j (0..31) of the pair's first half is the low nibble of qs[j], of its second half
+// the high nibble (the halves in TilePosition's order, values stored + 16 / + 8). For
+// Q5_0x2, bit 4 of first-half byte 8k+b (k 0..3, b 0..7) is bit 8b+4+k of the little-
+// endian uint64 `qh`, of second-half byte 8k+b bit 8b+k: one broadcast and a 64-bit
+// variable shift per half put each where the byte needs it.
+struct BlockQ5_0x2 {
+  Fp16Bits d[2];
+  uint8_t qh[8];
+  uint8_t qs[kQk];
+};
+
+struct BlockQ4_0x2 {
+  Fp16Bits d[2];
+  uint8_t qs[kQk];
+};
+
 // Q2_K, 84 bytes / 256 values in 16 sub-blocks of 16:
 //   x = d * (scales[s] & 0xF) * q - dmin * (scales[s] >> 4), q in [0, 3].
 // Each 128-value half uses 32 bytes of qs; value 32*k + l of that half (k in 0..3)
@@ -118,6 +136,8 @@ static_assert(sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ5_0) == 22);
 static_assert(sizeof(BlockQ5_1) == 24);
 static_assert(sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockQ5_0x2) == 44);
+static_assert(sizeof(BlockQ4_0x2) == 36);
 static_assert(sizeof(BlockQ2_K) == 84);
 static_assert(sizeof(BlockQ3_K) == 110);
 static_assert(sizeof(BlockQ4_K) == 144);
@@ -125,7 +145,7 @@ static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 
 // True for the types DequantizeRow handles: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1,
-// Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K.
+// Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, and the in-memory Q5_0x2 / Q4_0x2.
 bool CanDequantize(TensorType type);
 
 // Expands `n_elems` values of `type` stored at `src` (any alignment) into dst[n_elems].

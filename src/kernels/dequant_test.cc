@@ -22,15 +22,28 @@ std::vector<float> Dequant(TensorType type, const Block& block) {
 }
 
 TEST(DequantTest, CanDequantizeListsTheSupportedTypes) {
-  for (TensorType t :
-       {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ4_0, TensorType::kQ4_1,
-        TensorType::kQ5_0, TensorType::kQ5_1, TensorType::kQ8_0, TensorType::kQ2_K,
-        TensorType::kQ3_K, TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K}) {
+  for (TensorType t : {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ4_0,
+                       TensorType::kQ4_1, TensorType::kQ5_0, TensorType::kQ5_1, TensorType::kQ8_0,
+                       TensorType::kQ2_K, TensorType::kQ3_K, TensorType::kQ4_K, TensorType::kQ5_K,
+                       TensorType::kQ6_K, TensorType::kQ5_0x2, TensorType::kQ4_0x2}) {
     EXPECT_TRUE(CanDequantize(t)) << TraitsOf(t).name;
   }
   EXPECT_FALSE(CanDequantize(TensorType::kQ8_1));
   EXPECT_FALSE(CanDequantize(TensorType::kQ8_K));
   EXPECT_FALSE(CanDequantize(TensorType::kI32));
+}
+
+// The repacked in-memory layouts have traits (64 values per pair of blocks, the file
+// type's bytes per row) but are no file type id: a GGUF tensor cannot claim one.
+TEST(DequantTest, InMemoryLayoutsAreNoFileTypes) {
+  EXPECT_EQ(TraitsOf(TensorType::kQ5_0x2).block_bytes, 44);
+  EXPECT_EQ(TraitsOf(TensorType::kQ4_0x2).block_elems, 64);
+  EXPECT_EQ(*RowBytes(TensorType::kQ5_0x2, 640), *RowBytes(TensorType::kQ5_0, 640));
+  EXPECT_EQ(*RowBytes(TensorType::kQ4_0x2, 640), *RowBytes(TensorType::kQ4_0, 640));
+  EXPECT_FALSE(RowBytes(TensorType::kQ5_0x2, 96).has_value());
+  EXPECT_FALSE(GetTensorTypeTraits(static_cast<uint32_t>(TensorType::kQ5_0x2)).has_value());
+  EXPECT_FALSE(GetTensorTypeTraits(static_cast<uint32_t>(TensorType::kQ4_0x2)).has_value());
+  EXPECT_TRUE(GetTensorTypeTraits(static_cast<uint32_t>(TensorType::kQ5_0)).has_value());
 }
 
 TEST(DequantDeathTest, RejectsUnsupportedTypeAndPartialBlocks) {

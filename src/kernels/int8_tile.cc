@@ -17,7 +17,8 @@
 namespace tandem {
 
 bool HasInt8Tile(TensorType type) {
-  return type == TensorType::kQ8_0 || type == TensorType::kQ5_0 || type == TensorType::kQ4_0;
+  return type == TensorType::kQ8_0 || type == TensorType::kQ5_0 || type == TensorType::kQ4_0 ||
+         type == TensorType::kQ5_0x2 || type == TensorType::kQ4_0x2;
 }
 
 int TilePosition(int i) {
@@ -34,8 +35,10 @@ int64_t TileWeightRowBytes(TensorType type, int64_t cols) {
 int Int8TileOffset(TensorType type) {
   switch (type) {
     case TensorType::kQ5_0:
+    case TensorType::kQ5_0x2:
       return 16;
     case TensorType::kQ4_0:
+    case TensorType::kQ4_0x2:
       return 8;
     default:
       return 0;
@@ -56,6 +59,37 @@ inline void PairLanes(float d0, float d1, float* lanes) {
 template <typename T>
 void ScatterPair(const T* natural, T* tile) {
   for (int i = 0; i < 64; ++i) tile[TilePosition(i)] = natural[i];
+}
+
+// Bit of a Q5_0x2 pair's `qh` that holds bit 4 of tile byte i (0..63; see BlockQ5_0x2).
+inline int Q5_0x2HighBit(int i) {
+  const int j = i % 32, k = j / 8, b = j % 8;
+  return i < 32 ? 8 * b + 4 + k : 8 * b + k;
+}
+
+// Pair p of a Q5_0x2 / Q4_0x2 row: its 64 unsigned values in tile order and two scales.
+void UnpackRepackedPair(TensorType type, const void* row, int64_t p, uint8_t tile[64], float d[2]) {
+  uint8_t qs[32];
+  uint64_t qh = 0;
+  if (type == TensorType::kQ5_0x2) {
+    BlockQ5_0x2 b;
+    std::memcpy(&b, static_cast<const BlockQ5_0x2*>(row) + p, sizeof(b));
+    std::memcpy(&qh, b.qh, sizeof(qh));
+    std::memcpy(qs, b.qs, sizeof(qs));
+    for (int j = 0; j < 2; ++j) d[j] = Fp16ToFp32(b.d[j]);
+  } else {
+    BlockQ4_0x2 b;
+    std::memcpy(&b, static_cast<const BlockQ4_0x2*>(row) + p, sizeof(b));
+    std::memcpy(qs, b.qs, sizeof(qs));
+    for (int j = 0; j < 2; ++j) d[j] = Fp16ToFp32(b.d[j]);
+  }
+  for (int j = 0; j < 32; ++j) {
+    tile[j] = qs[j] & 0x0F;
+    tile[32 + j] = qs[j] >> 4;
+  }
+  if (type == TensorType::kQ5_0x2) {
+    for (int i = 0; i < 64; ++i) tile[i] |= ((qh >> Q5_0x2HighBit(i)) & 1u) << 4;
+  }
 }
 
 // QuantizeActivationsQ8_0's arithmetic, 32 values at a time: amax, id = 127 / amax,
@@ -117,20 +151,51 @@ __attribute__((target("avx2,fma,f16c"))) inline void DecodeWeightPair(const void
   } else if constexpr (kType == TensorType::kQ5_0) {
     const BlockQ5_0* b = static_cast<const BlockQ5_0*>(w_row) + 2 * p;
     const __m256i bit4 = _mm256_set1_epi8(0x10);
-    *w0 = _mm256_or_si256(NibblesToBytes(b[0].qs),
-                          _mm256_and_si256(BytesFromBits32(b[0].qh), bit4));
-    *w1 = _mm256_or_si256(NibblesToBytes(b[1].qs),
-                          _mm256_and_si256(BytesFromBits32(b[1].qh), bit4));
+    *w0 =
+        _mm256_or_si256(NibblesToBytes(b[0].qs), _mm256_and_si256(BytesFromBits32(b[0].qh), bit4));
+    *w1 =
+        _mm256_or_si256(NibblesToBytes(b[1].qs), _mm256_and_si256(BytesFromBits32(b[1].qh), bit4));
     *d0 = b[0].d;
     *d1 = b[1].d;
-  } else {
+  } else if constexpr (kType == TensorType::kQ4_0) {
     const BlockQ4_0* b = static_cast<const BlockQ4_0*>(w_row) + 2 * p;
     *w0 = NibblesToBytes(b[0].qs);
     *w1 = NibblesToBytes(b[1].qs);
     *d0 = b[0].d;
     *d1 = b[1].d;
+  } else {  // Q5_0x2 / Q4_0x2: already in tile order (see BlockQ5_0x2)
+    using Pair = std::conditional_t<kType == TensorType::kQ5_0x2, BlockQ5_0x2, BlockQ4_0x2>;
+    const Pair* b = static_cast<const Pair*>(w_row) + p;
+    const __m256i low = _mm256_set1_epi8(0x0F);
+    const __m256i qs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qs));
+    *w0 = _mm256_and_si256(qs, low);
+    *w1 = _mm256_and_si256(_mm256_srli_epi16(qs, 4), low);
+    if constexpr (kType == TensorType::kQ5_0x2) {
+      int64_t bits;
+      std::memcpy(&bits, b->qh, sizeof(bits));
+      const __m256i qh = _mm256_set1_epi64x(bits);
+      const __m256i bit4 = _mm256_set1_epi8(0x10);
+      *w0 = _mm256_or_si256(
+          *w0, _mm256_and_si256(_mm256_srlv_epi64(qh, _mm256_setr_epi64x(0, 1, 2, 3)), bit4));
+      *w1 = _mm256_or_si256(
+          *w1, _mm256_and_si256(_mm256_sllv_epi64(qh, _mm256_setr_epi64x(4, 3, 2, 1)), bit4));
+    }
+    *d0 = b->d[0];
+    *d1 = b->d[1];
   }
 }
+
+// Q5_0x2 and Q4_0x2 pairs are stored in tile order; the file types are reordered.
+template <TensorType kType>
+constexpr bool kStoredInTileOrder = kType == TensorType::kQ5_0x2 || kType == TensorType::kQ4_0x2;
+
+// Bytes of one pair of 32-blocks as stored.
+template <TensorType kType>
+constexpr int64_t kStoredPairBytes = kType == TensorType::kQ8_0     ? 2 * sizeof(BlockQ8_0)
+                                     : kType == TensorType::kQ5_0   ? 2 * sizeof(BlockQ5_0)
+                                     : kType == TensorType::kQ4_0   ? 2 * sizeof(BlockQ4_0)
+                                     : kType == TensorType::kQ5_0x2 ? sizeof(BlockQ5_0x2)
+                                                                    : sizeof(BlockQ4_0x2);
 
 // [d0 d1 d0 d1 d0 d1 d0 d1] from two fp16 scales: one conversion, one permute.
 __attribute__((target("avx2,fma,f16c"))) inline __m256 PairScaleLanes(uint16_t d0, uint16_t d1) {
@@ -187,7 +252,7 @@ __attribute__((target("avx2,fma,f16c"))) void PrepareTileWeightRowAvx2(const voi
     __m256i w0, w1;
     uint16_t d0, d1;
     DecodeWeightPair<kType>(w_row, p, &w0, &w1, &d0, &d1);
-    ToTileOrder(&w0, &w1);
+    if constexpr (!kStoredInTileOrder<kType>) ToTileOrder(&w0, &w1);
     if constexpr (kSigned) {  // magnitudes first, then the values (for their signs)
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), _mm256_sign_epi8(w0, w0));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 32), _mm256_sign_epi8(w1, w1));
@@ -213,9 +278,21 @@ void PrepareTileWeightRow(TensorType type, const void* w_row, int64_t cols, uint
         return PrepareTileWeightRowAvx2<TensorType::kQ5_0>(w_row, cols / 64, q, d_lanes);
       case TensorType::kQ4_0:
         return PrepareTileWeightRowAvx2<TensorType::kQ4_0>(w_row, cols / 64, q, d_lanes);
+      case TensorType::kQ5_0x2:
+        return PrepareTileWeightRowAvx2<TensorType::kQ5_0x2>(w_row, cols / 64, q, d_lanes);
+      case TensorType::kQ4_0x2:
+        return PrepareTileWeightRowAvx2<TensorType::kQ4_0x2>(w_row, cols / 64, q, d_lanes);
       default:
         break;
     }
+  }
+  if (type == TensorType::kQ5_0x2 || type == TensorType::kQ4_0x2) {
+    for (int64_t p = 0; p < cols / 64; ++p) {
+      float d[2];
+      UnpackRepackedPair(type, w_row, p, q + 64 * p, d);
+      PairLanes(d[0], d[1], d_lanes + 8 * p);
+    }
+    return;
   }
   uint8_t natural[64];
   float d[2];
@@ -260,6 +337,66 @@ void PrepareTileWeightRow(TensorType type, const void* w_row, int64_t cols, uint
         ScatterPair(natural, q + 64 * (i / 2));
       }
       PairLanes(d[0], d[1], d_lanes + 8 * (i / 2));
+    }
+  }
+}
+
+TensorType TileRepackedType(TensorType type) {
+  switch (type) {
+    case TensorType::kQ5_0:
+      return TensorType::kQ5_0x2;
+    case TensorType::kQ4_0:
+      return TensorType::kQ4_0x2;
+    default:
+      return type;
+  }
+}
+
+void RepackRowForTile(TensorType type, const void* src, int64_t cols, void* dst) {
+  const TensorType out_type = TileRepackedType(type);
+  TANDEM_CHECK(out_type != type && cols % 64 == 0)
+      << "no tile repacking of " << TraitsOf(type).name << " rows of " << cols << " values";
+  uint8_t tile[128];  // TileWeightRowBytes(type, 64) <= 128
+  float unused[8];
+  for (int64_t p = 0; p < cols / 64; ++p) {
+    // The tile-order unsigned values, as the tile takes them from the stored blocks.
+    const int64_t block_bytes = TraitsOf(type).block_bytes;
+    PrepareTileWeightRow(type, static_cast<const uint8_t*>(src) + 2 * p * block_bytes, 64, tile,
+                         unused);
+    Fp16Bits d[2];
+    std::memcpy(&d[0], static_cast<const uint8_t*>(src) + 2 * p * block_bytes, sizeof(Fp16Bits));
+    std::memcpy(&d[1], static_cast<const uint8_t*>(src) + (2 * p + 1) * block_bytes,
+                sizeof(Fp16Bits));
+    uint8_t qs[32];
+    for (int j = 0; j < 32; ++j) {
+      qs[j] = static_cast<uint8_t>((tile[j] & 0x0F) | (tile[32 + j] & 0x0F) << 4);
+    }
+    if (out_type == TensorType::kQ5_0x2) {
+      BlockQ5_0x2 b;
+      std::memcpy(b.d, d, sizeof(d));
+      uint64_t qh = 0;
+      for (int i = 0; i < 64; ++i) qh |= static_cast<uint64_t>(tile[i] >> 4) << Q5_0x2HighBit(i);
+      std::memcpy(b.qh, &qh, sizeof(qh));
+      std::memcpy(b.qs, qs, sizeof(qs));
+      std::memcpy(static_cast<BlockQ5_0x2*>(dst) + p, &b, sizeof(b));
+    } else {
+      BlockQ4_0x2 b;
+      std::memcpy(b.d, d, sizeof(d));
+      std::memcpy(b.qs, qs, sizeof(qs));
+      std::memcpy(static_cast<BlockQ4_0x2*>(dst) + p, &b, sizeof(b));
+    }
+  }
+}
+
+void DequantizeRepackedRow(TensorType type, const void* src, float* dst, int64_t cols) {
+  TANDEM_CHECK((type == TensorType::kQ5_0x2 || type == TensorType::kQ4_0x2) && cols % 64 == 0);
+  const int offset = Int8TileOffset(type);
+  uint8_t tile[64];
+  float d[2];
+  for (int64_t p = 0; p < cols / 64; ++p, dst += 64) {
+    UnpackRepackedPair(type, src, p, tile, d);
+    for (int i = 0; i < 64; ++i) {
+      dst[i] = static_cast<float>(tile[TilePosition(i)] - offset) * d[i / 32];
     }
   }
 }
@@ -383,10 +520,7 @@ __attribute__((target("avx2,fma,f16c"))) inline float DotTileRowAvx2(const void*
   // Decode streams the weights once from DRAM; the hardware prefetcher alone leaves one
   // core at ~80% of its read bandwidth (kernels_bench lm_head GEMV), so each pair also
   // asks for the line kPrefetchBytes ahead (past this row: the next rows of the matrix).
-  using Block =
-      std::conditional_t<kType == TensorType::kQ8_0, BlockQ8_0,
-                         std::conditional_t<kType == TensorType::kQ5_0, BlockQ5_0, BlockQ4_0>>;
-  constexpr int64_t kPairBytes = 2 * static_cast<int64_t>(sizeof(Block));
+  constexpr int64_t kPairBytes = kStoredPairBytes<kType>;
   constexpr int64_t kPrefetchBytes = 1536;
   const char* ahead = static_cast<const char*>(w_row) + kPrefetchBytes;
   for (int64_t p = 0; p < n_pairs; ++p) {
@@ -394,7 +528,7 @@ __attribute__((target("avx2,fma,f16c"))) inline float DotTileRowAvx2(const void*
     __m256i w0, w1;
     uint16_t d0, d1;
     DecodeWeightPair<kType>(w_row, p, &w0, &w1, &d0, &d1);
-    ToTileOrder(&w0, &w1);
+    if constexpr (!kStoredInTileOrder<kType>) ToTileOrder(&w0, &w1);
     const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq + 64 * p));
     const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq + 64 * p + 32));
     const __m256i h = PairSums<kType == TensorType::kQ8_0>(w0, w1, x0, x1, a.corr + 8 * p);
@@ -434,6 +568,12 @@ void DotTileRows(TensorType type, const void* w, int64_t row_bytes, int64_t rows
       case TensorType::kQ4_0:
         return DotTileRowsAvx2<TensorType::kQ4_0>(base, row_bytes, rows, a, n_tokens, n_pairs, y,
                                                   y_stride);
+      case TensorType::kQ5_0x2:
+        return DotTileRowsAvx2<TensorType::kQ5_0x2>(base, row_bytes, rows, a, n_tokens, n_pairs, y,
+                                                    y_stride);
+      case TensorType::kQ4_0x2:
+        return DotTileRowsAvx2<TensorType::kQ4_0x2>(base, row_bytes, rows, a, n_tokens, n_pairs, y,
+                                                    y_stride);
       default:
         TANDEM_CHECK(false) << "no int8 tile for type " << static_cast<int>(type);
     }
@@ -454,6 +594,10 @@ float DotTileRow(TensorType type, const void* w_row, const TileOperand& a, int64
         return DotTileRowAvx2<TensorType::kQ5_0>(w_row, a, n_pairs);
       case TensorType::kQ4_0:
         return DotTileRowAvx2<TensorType::kQ4_0>(w_row, a, n_pairs);
+      case TensorType::kQ5_0x2:
+        return DotTileRowAvx2<TensorType::kQ5_0x2>(w_row, a, n_pairs);
+      case TensorType::kQ4_0x2:
+        return DotTileRowAvx2<TensorType::kQ4_0x2>(w_row, a, n_pairs);
       default:
         TANDEM_CHECK(false) << "no int8 tile for type " << static_cast<int>(type);
     }

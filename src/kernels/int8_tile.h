@@ -1,4 +1,5 @@
-// The int8 GEMM tile for Q8_0, Q5_0 and Q4_0 weights (MatMul's path for these types).
+// The int8 GEMM tile for Q8_0, Q5_0 and Q4_0 weights (MatMul's path for these types),
+// and the Q5_0x2 / Q4_0x2 layouts those are repacked into at load.
 //
 // Thread safety: pure functions (DotTileRow's scalar fallback uses thread_local scratch).
 #pragma once
@@ -39,6 +40,20 @@ void PrepareTileWeightRow(TensorType type, const void* w_row, int64_t cols, uint
 // Preconditions: cols % 64 == 0.
 void PrepareTileActivationRow(const float* x, int64_t cols, int offset, int8_t* q, float* d_lanes,
                               int32_t* corr);
+
+// Load-time repacking (llama.cpp's CPU "repack" idea, with the tile's own layout): the
+// layout RepackRowForTile turns `type` into, Q5_0 -> Q5_0x2 and Q4_0 -> Q4_0x2 (see
+// BlockQ5_0x2 in dequant.h), or `type` itself where there is none.
+TensorType TileRepackedType(TensorType type);
+// One row of cols values (cols % 64 == 0) of a Q5_0 / Q4_0 matrix rewritten as
+// TileRepackedType(type): the same values and scales in the same bytes per row, already
+// in tile order with bit 4 placed for one shift, so the tile and DotTileRow(s) decode a
+// pair with ~half the instructions. Products and sums are unchanged (same bits).
+// Preconditions: TileRepackedType(type) != type; dst does not overlap src.
+void RepackRowForTile(TensorType type, const void* src, int64_t cols, void* dst);
+// dst[cols] = the values of a Q5_0x2 / Q4_0x2 row: those DequantizeRow gives for the row
+// it was repacked from.
+void DequantizeRepackedRow(TensorType type, const void* src, float* dst, int64_t cols);
 
 struct TileOperand {
   const void* q;         // weight: uint8_t[TileWeightRowBytes]; activation: int8_t[cols]

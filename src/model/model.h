@@ -26,6 +26,9 @@ struct ModelLoadOptions {
   WeightQuantization quantization = WeightQuantization::kAsStored;
   // Borrowed, used only during Load: re-quantizes rows in parallel. Null: the calling thread.
   ThreadPool* pool = nullptr;
+  // Q5_0 / Q4_0 matrices repacked for the int8 tile (RepackForInt8Tile; the same bits).
+  // False keeps every matrix in its file layout (tests compare the two).
+  bool repack_for_tile = true;
 };
 
 class Model {
@@ -49,6 +52,8 @@ class Model {
   const std::string& fingerprint() const { return fingerprint_; }
   // What re-quantization did at load (all zero and empty without it).
   const RequantizeReport& requantized() const { return requantized_; }
+  // What load-time repacking did (all zero with repack_for_tile false).
+  const RepackReport& repacked() const { return repacked_; }
 
  private:
   Model() = default;
@@ -57,6 +62,8 @@ class Model {
   ModelWeights weights_;
   std::vector<uint8_t> requantized_bytes_;  // Q8_0 rows of the re-quantized matrices
   RequantizeReport requantized_;
+  std::vector<uint8_t> repacked_bytes_;  // Q5_0x2 / Q4_0x2 rows of the repacked matrices
+  RepackReport repacked_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::string name_;
   std::string fingerprint_;

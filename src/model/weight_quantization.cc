@@ -5,6 +5,7 @@
 
 #include "common/thread_pool.h"
 #include "kernels/dequant.h"
+#include "kernels/int8_tile.h"
 
 namespace tandem {
 namespace {
@@ -83,6 +84,56 @@ RequantizeReport RequantizeToQ8_0(ModelWeights* weights, std::vector<uint8_t>* s
                           [&](int, int64_t begin, int64_t end) { rows(begin, end); });
       }
       done = converted.emplace(m.data, q).first;
+    }
+    m = done->second;
+  }
+  return report;
+}
+
+RepackReport RepackForInt8Tile(ModelWeights* weights, std::vector<uint8_t>* storage,
+                               ThreadPool* pool) {
+  RepackReport report;
+  std::vector<NamedMatrix> all = ListMatrices(weights);
+  // Pass 1, as in RequantizeToQ8_0: the distinct matrices and the room they need.
+  std::map<const uint8_t*, int64_t> offset_of;  // source data -> offset in storage
+  int64_t total_bytes = 0;
+  for (const NamedMatrix& nm : all) {
+    const WeightMatrix& m = *nm.matrix;
+    if (!m.valid() || TileRepackedType(m.type) == m.type || m.cols % 64 != 0 ||
+        offset_of.count(m.data) != 0) {
+      continue;
+    }
+    offset_of[m.data] = total_bytes;
+    total_bytes += m.rows * m.row_bytes;
+    ++report.matrices;
+  }
+  report.bytes = total_bytes;
+  storage->assign(static_cast<size_t>(total_bytes), 0);
+
+  // Pass 2: repack each distinct matrix, then point every entry that shared it at the copy.
+  std::map<const uint8_t*, WeightMatrix> repacked;  // source data -> its repacked matrix
+  for (const NamedMatrix& nm : all) {
+    WeightMatrix& m = *nm.matrix;
+    auto offset = offset_of.find(m.data);
+    if (offset == offset_of.end()) continue;
+    auto done = repacked.find(m.data);
+    if (done == repacked.end()) {
+      WeightMatrix q = m;
+      q.type = TileRepackedType(m.type);
+      uint8_t* out = storage->data() + offset->second;
+      q.data = out;
+      auto rows = [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+          RepackRowForTile(m.type, m.data + r * m.row_bytes, m.cols, out + r * m.row_bytes);
+        }
+      };
+      if (pool == nullptr) {
+        rows(0, m.rows);
+      } else {
+        pool->ParallelFor(m.rows, kRowsPerChunk,
+                          [&](int, int64_t begin, int64_t end) { rows(begin, end); });
+      }
+      done = repacked.emplace(m.data, q).first;
     }
     m = done->second;
   }

@@ -1,5 +1,6 @@
 // WeightQuantization: what `--quantization` asks of the weights at load, and the
-// re-quantization of float weight matrices to Q8_0 that `w8a8` performs.
+// re-quantization of float weight matrices to Q8_0 that `w8a8` performs; and the
+// lossless load-time repacking of Q5_0 / Q4_0 matrices for the int8 tile.
 //
 // With kW8A8 every weight matrix stored as F16, BF16 or F32 is rewritten as Q8_0 (32
 // int8 values + one fp16 scale per block, ggml's reference rounding), so MatMul runs it
@@ -53,5 +54,19 @@ struct RequantizeReport {
 // the copy. Rows are converted in parallel on `pool` if not null.
 RequantizeReport RequantizeToQ8_0(ModelWeights* weights, std::vector<uint8_t>* storage,
                                   ThreadPool* pool = nullptr);
+
+// What RepackForInt8Tile did, for the load log line.
+struct RepackReport {
+  int matrices = 0;   // distinct matrices rewritten in a repacked layout
+  int64_t bytes = 0;  // their size (the same before and after)
+};
+
+// Rewrites every Q5_0 / Q4_0 matrix of `weights` whose cols are a multiple of 64 in the
+// int8 tile's load-time layout (Q5_0x2 / Q4_0x2, RepackRowForTile in kernels/int8_tile.h):
+// the same values and scales, so every product and sum is unchanged (same bits), but
+// decode and prefill skip the per-use nibble shuffles. Storage, sharing (a tied matrix is
+// rewritten once) and `pool` as for RequantizeToQ8_0.
+RepackReport RepackForInt8Tile(ModelWeights* weights, std::vector<uint8_t>* storage,
+                               ThreadPool* pool = nullptr);
 
 }  // namespace tandem

@@ -250,5 +250,60 @@ TEST(WeightQuantizationTest, W8a8ChangesTheFingerprint) {
   EXPECT_EQ(w8a8->fingerprint(), plain->fingerprint() + ":w8a8");
 }
 
+// Load-time repacking: every Q5_0 / Q4_0 matrix with whole pairs of blocks per row (and
+// only those) becomes Q5_0x2 / Q4_0x2 holding the same values; a tied LM head stays one
+// matrix; the logits are the same bits; the fingerprint does not change (KV blocks stay
+// shareable with an instance computing on the file layout).
+TEST(WeightQuantizationTest, RepackingKeepsValuesLogitsAndFingerprint) {
+  ThreadPool pool(2);
+  for (const char* fixture : kFixtures) {
+    SCOPED_TRACE(fixture);
+    ModelLoadOptions as_stored;
+    as_stored.repack_for_tile = false;
+    auto plain_or = Model::Load(FixturePath(fixture), as_stored);
+    auto packed_or = Model::Load(FixturePath(fixture), ModelLoadOptions{});
+    ASSERT_TRUE(plain_or.ok() && packed_or.ok());
+    std::unique_ptr<Model> plain = std::move(plain_or).value();
+    std::unique_ptr<Model> packed = std::move(packed_or).value();
+    EXPECT_EQ(plain->repacked().matrices, 0);
+    ModelWeights a = plain->weights(), b = packed->weights();
+    std::vector<NamedMatrix> before = ListMatrices(&a), after = ListMatrices(&b);
+    ASSERT_EQ(before.size(), after.size());
+    int repacked = 0;
+    for (size_t i = 0; i < before.size(); ++i) {
+      SCOPED_TRACE(before[i].name);
+      const WeightMatrix& x = *before[i].matrix;
+      const WeightMatrix& y = *after[i].matrix;
+      if (!x.valid()) continue;
+      ASSERT_EQ(y.row_bytes, x.row_bytes);
+      const bool expect_repack =
+          (x.type == TensorType::kQ5_0 || x.type == TensorType::kQ4_0) && x.cols % 64 == 0;
+      if (!expect_repack) {
+        EXPECT_EQ(y.type, x.type);
+        EXPECT_EQ(std::memcmp(y.data, x.data, static_cast<size_t>(x.rows * x.row_bytes)), 0);
+        continue;
+      }
+      ++repacked;
+      EXPECT_EQ(y.type, x.type == TensorType::kQ5_0 ? TensorType::kQ5_0x2 : TensorType::kQ4_0x2);
+      std::vector<float> want(static_cast<size_t>(x.cols)), got(static_cast<size_t>(x.cols));
+      for (int64_t r = 0; r < x.rows; ++r) {
+        GetRow(x, r, want.data());
+        GetRow(y, r, got.data());
+        ASSERT_EQ(got, want) << "row " << r;
+      }
+    }
+    EXPECT_GT(repacked, 0) << "the fixture should hold Q5_0 / Q4_0 matrices";
+    EXPECT_GT(packed->repacked().matrices, 0);
+    EXPECT_LE(packed->repacked().matrices, repacked);
+    EXPECT_EQ(b.output.data == b.tok_embd.data, packed->config().tied_output);
+    EXPECT_EQ(packed->fingerprint(), plain->fingerprint());
+    std::vector<int32_t> tokens;
+    for (int i = 0; i < 24; ++i) tokens.push_back((i * 37 + 5) % plain->config().n_vocab);
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      EXPECT_EQ(AllLogits(*packed, p, tokens), AllLogits(*plain, p, tokens));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tandem
