@@ -106,6 +106,11 @@ def test_bench_model_json(tandem_bin, fixture_dir):
     # The roofline is the measured bandwidth over the bytes a token reads.
     assert abs(out["roofline_decode_tokens_per_s"] * out["weight_bytes_per_token"]
                - out["memory_bandwidth_gb_s"] * 1e9) < 0.01 * out["memory_bandwidth_gb_s"] * 1e9
+    # The smallest lengths the flags accept run too (the warm-up request fits).
+    tiny = run([tandem_bin, "bench", "model", "--model", str(fixture_dir / "llama.gguf"), "--json", "--repeat", "1",
+                "--prompt-tokens", "1", "--gen-tokens", "2", "--batch", "1", "--threads", "1"])
+    assert tiny.returncode == 0, tiny.stderr
+    assert json.loads(tiny.stdout)["prompt_tokens"] == 1
     bad = run([tandem_bin, "bench", "model", "--model", str(fixture_dir / "llama.gguf"), "--batch", "0"])
     assert bad.returncode == 2 and "--batch" in bad.stderr
 

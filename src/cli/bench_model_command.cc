@@ -48,8 +48,10 @@ struct AlignedAllocator {
   AlignedAllocator() = default;
   template <typename U>
   AlignedAllocator(const AlignedAllocator<U>&) {}
-  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
-  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t{64}); }
+  T* allocate(size_t n) {
+    return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{64}));
+  }
+  void deallocate(T* p, size_t) { ::operator delete (p, std::align_val_t{64}); }
   friend bool operator==(const AlignedAllocator&, const AlignedAllocator&) { return true; }
 };
 
@@ -70,8 +72,8 @@ int64_t WeightBytesPerToken(const Model& model) {
   auto bytes = [](const WeightMatrix& m) { return m.valid() ? m.rows * m.row_bytes : 0; };
   int64_t total = bytes(w.output);
   for (const LayerWeights& l : w.layers) {
-    total += bytes(l.wq) + bytes(l.wk) + bytes(l.wv) + bytes(l.wo) + bytes(l.ffn_gate) + bytes(l.ffn_up) +
-             bytes(l.ffn_down);
+    total += bytes(l.wq) + bytes(l.wk) + bytes(l.wv) + bytes(l.wo) + bytes(l.ffn_gate) +
+             bytes(l.ffn_up) + bytes(l.ffn_down);
   }
   return total;
 }
@@ -87,7 +89,8 @@ __attribute__((target("avx2"))) uint64_t SumAvx2(const uint64_t* p, size_t lo, s
     d = _mm256_add_epi64(d, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 12)));
   }
   alignas(32) uint64_t lanes[4];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d)));
+  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes),
+                     _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d)));
   uint64_t s = lanes[0] + lanes[1] + lanes[2] + lanes[3];
   for (; i < hi; ++i) s += p[i];
   return s;
@@ -120,12 +123,15 @@ double MeasureBandwidth(int threads) {
     const auto start = Clock::now();
     for (int t = 0; t < threads; ++t) {
       workers.emplace_back([&, t] {
-        const size_t lo = n * t / threads / 8 * 8, hi = t + 1 == threads ? n : n * (t + 1) / threads / 8 * 8;
-        sink.fetch_add(avx2 ? SumAvx2(buf.data(), lo, hi) : SumScalar(buf.data(), lo, hi), std::memory_order_relaxed);
+        const size_t lo = n * t / threads / 8 * 8,
+                     hi = t + 1 == threads ? n : n * (t + 1) / threads / 8 * 8;
+        sink.fetch_add(avx2 ? SumAvx2(buf.data(), lo, hi) : SumScalar(buf.data(), lo, hi),
+                       std::memory_order_relaxed);
       });
     }
     for (auto& w : workers) w.join();
-    best = std::max(best, static_cast<double>(n * sizeof(uint64_t)) / Seconds(Clock::now() - start) / 1e9);
+    best = std::max(
+        best, static_cast<double>(n * sizeof(uint64_t)) / Seconds(Clock::now() - start) / 1e9);
   }
   if (sink.load() == 42) std::fprintf(stderr, " ");  // keeps the sums alive
   return best;
@@ -138,8 +144,8 @@ struct BatchResult {
   int64_t window_tokens = 0;   // tokens generated in that window
 };
 
-StatusOr<BatchResult> RunBatch(Engine& engine, const std::vector<std::vector<int32_t>>& prompts, int max_tokens,
-                               int tag) {
+StatusOr<BatchResult> RunBatch(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
+                               int max_tokens, int tag) {
   struct State {
     std::mutex mu;
     std::condition_variable cv;
@@ -193,7 +199,8 @@ std::vector<int32_t> SyntheticPrompt(const Model& model, int n, int salt) {
   const int32_t vocab = static_cast<int32_t>(model.config().n_vocab);
   std::vector<int32_t> ids;
   uint64_t x = 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(salt + 1);
-  const std::vector<int32_t> bos = model.tokenizer().Encode("", /*add_special=*/true, /*parse_special=*/false);
+  const std::vector<int32_t> bos =
+      model.tokenizer().Encode("", /*add_special=*/true, /*parse_special=*/false);
   ids.insert(ids.end(), bos.begin(), bos.end());
   while (static_cast<int>(ids.size()) < n) {
     x ^= x << 13;
@@ -203,6 +210,9 @@ std::vector<int32_t> SyntheticPrompt(const Model& model, int n, int salt) {
   }
   return ids;
 }
+
+// The warm-up request's prompt (it then decodes 4 tokens).
+constexpr int kWarmupPromptTokens = 32;
 
 int RunBenchModel(const BenchModelFlags& f) {
   auto model = LoadModelFromFlags(f.model);
@@ -217,17 +227,21 @@ int RunBenchModel(const BenchModelFlags& f) {
   o.enable_prefix_caching = false;
   o.max_num_seqs = std::max(max_batch, 1);
   o.max_num_batched_tokens = std::max(f.prompt_tokens, 2048);
-  o.max_model_len = std::max(f.prompt_tokens + 8, 16 + f.gen_tokens + 8);
+  // Room for the longest request: the prompt run, the decode run (16-token prompt) or
+  // the warm-up (32-token prompt, 4 tokens).
+  o.max_model_len = std::max({f.prompt_tokens + 8, 16 + f.gen_tokens + 8, kWarmupPromptTokens + 8});
   o.kv_cache_bytes = int64_t{1} << 30;
   SetMinLogLevel(LogLevel::kWarning);  // not a line per benchmark request
   auto engine = Engine::Create(**model, o, nullptr);
   if (!engine.ok()) return ReportError(engine.status());
-  const int threads = f.model.threads > 0 ? f.model.threads
-                                          : static_cast<int>(cpus->empty() ? std::thread::hardware_concurrency()
-                                                                           : cpus->size());
+  const int threads =
+      f.model.threads > 0
+          ? f.model.threads
+          : static_cast<int>(cpus->empty() ? std::thread::hardware_concurrency() : cpus->size());
   int tag = 0;
   // Warm-up: touches the weights and the code paths once.
-  if (auto w = RunBatch(**engine, {SyntheticPrompt(**model, 32, 999)}, 4, tag++); !w.ok()) {
+  if (auto w = RunBatch(**engine, {SyntheticPrompt(**model, kWarmupPromptTokens, 999)}, 4, tag++);
+      !w.ok()) {
     return ReportError(w.status());
   }
   double pp = 0, tg = 0;
@@ -244,7 +258,8 @@ int RunBenchModel(const BenchModelFlags& f) {
     double best = 0;
     for (int r = 0; r < f.repeat; ++r) {
       std::vector<std::vector<int32_t>> prompts;
-      for (int i = 0; i < b; ++i) prompts.push_back(SyntheticPrompt(**model, 16, 1000 * (r + 1) + b * 37 + i));
+      for (int i = 0; i < b; ++i)
+        prompts.push_back(SyntheticPrompt(**model, 16, 1000 * (r + 1) + b * 37 + i));
       auto res = RunBatch(**engine, prompts, f.gen_tokens / 2 + 1, tag++);
       if (!res.ok()) return ReportError(res.status());
       best = std::max(best, res->window_tokens / res->window_seconds);
@@ -272,7 +287,8 @@ int RunBenchModel(const BenchModelFlags& f) {
       out << (first ? "" : ", ") << "\"" << b << "\": " << v;
       first = false;
     }
-    out << "}, \"memory_bandwidth_gb_s\": " << bandwidth << ", \"weight_bytes_per_token\": " << bytes
+    out << "}, \"memory_bandwidth_gb_s\": " << bandwidth
+        << ", \"weight_bytes_per_token\": " << bytes
         << ", \"roofline_decode_tokens_per_s\": " << roofline
         << ", \"decode_roofline_fraction\": " << (roofline > 0 ? tg / roofline : 0) << "}\n";
   } else {
@@ -281,11 +297,12 @@ int RunBenchModel(const BenchModelFlags& f) {
         << "prompt (" << f.prompt_tokens << " tokens): " << pp << " tok/s\n"
         << "decode (1 stream): " << tg << " tok/s\n";
     for (auto [b, v] : batched) {
-      out << "decode (" << b << " streams): " << v << " tok/s total (" << (tg > 0 ? v / tg : 0) << "x one stream)\n";
+      out << "decode (" << b << " streams): " << v << " tok/s total (" << (tg > 0 ? v / tg : 0)
+          << "x one stream)\n";
     }
     out << "memory bandwidth: " << bandwidth << " GB/s; weights read per token: " << bytes / 1e6
-        << " MB; roofline " << roofline << " tok/s (decode at " << 100 * (roofline > 0 ? tg / roofline : 0)
-        << "%)\n";
+        << " MB; roofline " << roofline << " tok/s (decode at "
+        << 100 * (roofline > 0 ? tg / roofline : 0) << "%)\n";
   }
   std::fputs(out.str().c_str(), stdout);
   return 0;
@@ -295,8 +312,9 @@ int RunBenchModel(const BenchModelFlags& f) {
 
 void RegisterBenchModel(CLI::App& bench, RunFn* run) {
   auto flags = std::make_shared<BenchModelFlags>();
-  CLI::App* cmd = bench.add_subcommand(
-      "model", "engine throughput on a model (prompt, decode, batched decode) beside the bandwidth roofline");
+  CLI::App* cmd = bench.add_subcommand("model",
+                                       "engine throughput on a model (prompt, decode, batched "
+                                       "decode) beside the bandwidth roofline");
   AddModelFlags(*cmd, &flags->model);
   cmd->add_option("--prompt-tokens", flags->prompt_tokens, "prompt length for prompt_tokens_per_s")
       ->check(CLI::Range(1, 1 << 16))
@@ -311,9 +329,7 @@ void RegisterBenchModel(CLI::App& bench, RunFn* run) {
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
   cmd->add_flag("--json", flags->json, "print one JSON object");
-  cmd->callback([flags, run] {
-    *run = [flags]() -> int { return RunBenchModel(*flags); };
-  });
+  cmd->callback([flags, run] { *run = [flags]() -> int { return RunBenchModel(*flags); }; });
 }
 
 }  // namespace tandem::cli
