@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/sampling_ops.h"
+
 namespace tandem {
 
 int32_t Argmax(const float* logits, int32_t n_vocab) {
@@ -16,32 +18,19 @@ int32_t Argmax(const float* logits, int32_t n_vocab) {
 Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
 
 // No top-k / top-p: the same draw as the candidate list below (tokens in index order,
-// the same probabilities, the same double total), with the probabilities written over
-// the logits instead of into a 262k-entry list.
+// the same probabilities), with the probabilities written over the logits instead of
+// into a 262k-entry list (SamplingWeights: one vectorized pass).
 int32_t Sampler::SampleAll(float* logits, int32_t n_vocab, float max, float inv_t, float floor) {
-  double total = 0;
-  int32_t last = -1;
-  for (int32_t i = 0; i < n_vocab; ++i) {
-    float p = 0.0f;
-    if (std::isfinite(logits[i])) {
-      p = std::exp((logits[i] - max) * inv_t);
-      if (p >= floor && p > 0.0f) {
-        total += p;
-        last = i;
-      } else {
-        p = 0.0f;
-      }
-    }
-    logits[i] = p;
-  }
+  int64_t last = -1;
+  const double total = SamplingWeights(logits, n_vocab, max, inv_t, floor, &last);
   std::uniform_real_distribution<double> uniform(0.0, total);
   double r = uniform(rng_);
-  for (int32_t i = 0; i <= last; ++i) {
+  for (int64_t i = 0; i <= last; ++i) {
     if (logits[i] == 0.0f) continue;
     r -= logits[i];
-    if (r <= 0) return i;
+    if (r <= 0) return static_cast<int32_t>(i);
   }
-  return last;
+  return static_cast<int32_t>(last);
 }
 
 int32_t Sampler::Sample(float* logits, int32_t n_vocab) {
@@ -51,10 +40,7 @@ int32_t Sampler::Sample(float* logits, int32_t n_vocab) {
   // survivors: a full sort of a 262k vocabulary per token would cost more than the
   // forward pass of a small model.
   const float inv_t = 1.0f / params_.temperature;
-  float max = -INFINITY;
-  for (int32_t i = 0; i < n_vocab; ++i) {
-    if (std::isfinite(logits[i])) max = std::max(max, logits[i]);
-  }
+  const float max = MaxFinite(logits, n_vocab);
   if (max == -INFINITY) return Argmax(logits, n_vocab);
   // Unnormalised probabilities; min_p keeps tokens with p >= min_p * p_max (p_max -> 1).
   const float floor = params_.min_p > 0.0f ? params_.min_p : 0.0f;
@@ -63,12 +49,15 @@ int32_t Sampler::Sample(float* logits, int32_t n_vocab) {
   candidates_.clear();
   for (int32_t i = 0; i < n_vocab; ++i) {
     if (!std::isfinite(logits[i])) continue;
-    const float p = std::exp((logits[i] - max) * inv_t);
+    const float p = ExpNonPositive((logits[i] - max) * inv_t);
     if (p >= floor && p > 0.0f) candidates_.emplace_back(p, i);
   }
-  auto by_prob = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  auto by_prob = [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
   if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < candidates_.size()) {
-    std::nth_element(candidates_.begin(), candidates_.begin() + params_.top_k, candidates_.end(), by_prob);
+    std::nth_element(candidates_.begin(), candidates_.begin() + params_.top_k, candidates_.end(),
+                     by_prob);
     candidates_.resize(params_.top_k);
   }
   if (params_.top_p < 1.0f) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/generator.h"
+#include "kernels/sampling_ops.h"
 
 namespace tandem {
 namespace {
@@ -41,7 +42,8 @@ TEST(SamplerTest, SeedReproducesAndTopKRestricts) {
 }
 
 // Without top-k / top-p the sampler draws over the whole vocabulary in place: the same
-// tokens as the candidate-list definition (index order, p = exp((l - max) / T), p below
+// tokens as the candidate-list definition (index order, p = e^((l - max) / T) by
+// ExpNonPositive, total in SamplingWeights' order, p below
 // min_p or non-finite logits left out, u ~ U(0, total) from the request's RNG).
 TEST(SamplerTest, FullVocabularyDrawMatchesDefinition) {
   for (float min_p : {0.0f, 0.05f}) {
@@ -61,15 +63,17 @@ TEST(SamplerTest, FullVocabularyDrawMatchesDefinition) {
       l[500] = 9.0f;
       const float max = *std::max_element(l.begin(), l.end());
       std::vector<std::pair<double, int>> cand;
-      double total = 0;
+      double partial[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // the total as SamplingWeights adds it
       for (int i = 0; i < 1000; ++i) {
         if (!std::isfinite(l[i])) continue;
-        const float q = std::exp((l[i] - max) * (1.0f / p.temperature));
+        const float q = ExpNonPositive((l[i] - max) * (1.0f / p.temperature));
         if (q >= min_p && q > 0.0f) {
           cand.emplace_back(q, i);
-          total += q;
+          partial[i % 8] += q;
         }
       }
+      double total = 0;
+      for (double part : partial) total += part;
       std::uniform_real_distribution<double> u(0.0, total);
       double r = u(rng);
       int want = cand.back().second;
@@ -115,11 +119,15 @@ TEST(Utf8StreamTest, HoldsBackIncompleteSequences) {
 TEST(Utf8StreamTest, ReplacesInvalidBytes) {
   Utf8Stream u;
   const std::string fffd = "\xEF\xBF\xBD";
-  EXPECT_EQ(u.Push("a\xFF" "b"), "a" + fffd + "b");
-  EXPECT_EQ(u.Push("\xE1" "c"), fffd + "c");                 // lead byte without continuation
-  EXPECT_EQ(u.Push("\xC0\xAF"), fffd + fffd);                 // overlong encoding
-  EXPECT_EQ(u.Push("\xED\xA0\x80"), fffd + fffd + fffd);      // surrogate
-  EXPECT_EQ(u.Push("\x80"), fffd);                             // stray continuation
+  EXPECT_EQ(u.Push("a\xFF"
+                   "b"),
+            "a" + fffd + "b");
+  EXPECT_EQ(u.Push("\xE1"
+                   "c"),
+            fffd + "c");                                  // lead byte without continuation
+  EXPECT_EQ(u.Push("\xC0\xAF"), fffd + fffd);             // overlong encoding
+  EXPECT_EQ(u.Push("\xED\xA0\x80"), fffd + fffd + fffd);  // surrogate
+  EXPECT_EQ(u.Push("\x80"), fffd);                        // stray continuation
   EXPECT_EQ(u.Flush(), "");
 }
 

@@ -1,0 +1,145 @@
+#include "kernels/sampling_ops.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu_features.h"
+
+namespace tandem {
+namespace {
+
+// ExpNonPositive's constants.
+constexpr float kLog2e = 1.44269504088896341f;
+constexpr float kLn2Hi = 0.693145751953125f;  // 11 bits of ln 2: n * kLn2Hi is exact
+constexpr float kLn2Lo = 1.42860682030941723212e-6f;
+constexpr float kMinArg = -87.0f;
+constexpr float kTaylor[8] = {1.0f,      1.0f,       1.0f / 2,   1.0f / 6,
+                              1.0f / 24, 1.0f / 120, 1.0f / 720, 1.0f / 5040};
+
+const bool kUseAvx2 = GetCpuFeatures().avx2 && GetCpuFeatures().fma;
+
+__attribute__((target("avx2,fma"))) inline __m256 ExpNonPositive8(__m256 x) {
+  // x >= kMinArg (false for NaN) keeps a lane; the others end up 0.
+  const __m256 keep = _mm256_cmp_ps(x, _mm256_set1_ps(kMinArg), _CMP_GE_OQ);
+  x = _mm256_max_ps(x, _mm256_set1_ps(kMinArg));  // NaN -> kMinArg (masked below)
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), r);
+  __m256 p = _mm256_set1_ps(kTaylor[7]);
+  for (int k = 6; k >= 0; --k) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kTaylor[k]));
+  const __m256i bits =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(bits)), keep);
+}
+
+__attribute__((target("avx2,fma"))) float MaxFiniteAvx2(const float* x, int64_t n) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 inf = _mm256_set1_ps(INFINITY);
+  __m256 m = _mm256_set1_ps(-INFINITY);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256 finite = _mm256_cmp_ps(_mm256_and_ps(v, abs_mask), inf, _CMP_LT_OQ);
+    m = _mm256_max_ps(m, _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), v, finite));
+  }
+  float lanes[8];
+  _mm256_storeu_ps(lanes, m);
+  float best = -INFINITY;
+  for (float v : lanes) best = std::max(best, v);
+  for (; i < n; ++i) {
+    if (std::isfinite(x[i])) best = std::max(best, x[i]);
+  }
+  return best;
+}
+
+// The scalar weight of one logit (SamplingWeights' definition).
+inline float Weight(float v, float max, float inv_t, float floor) {
+  if (!std::isfinite(v)) return 0.0f;
+  const float w = ExpNonPositive((v - max) * inv_t);
+  return w >= floor && w > 0.0f ? w : 0.0f;
+}
+
+__attribute__((target("avx2,fma"))) double SamplingWeightsAvx2(float* x, int64_t n, float max,
+                                                               float inv_t, float floor,
+                                                               int64_t* last) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 inf = _mm256_set1_ps(INFINITY);
+  const __m256 vmax = _mm256_set1_ps(max), vinv = _mm256_set1_ps(inv_t);
+  const __m256 vfloor = _mm256_set1_ps(floor), zero = _mm256_setzero_ps();
+  __m256d sum_lo = _mm256_setzero_pd(), sum_hi = _mm256_setzero_pd();  // partials 0-3, 4-7
+  int64_t found = -1;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256 finite = _mm256_cmp_ps(_mm256_and_ps(v, abs_mask), inf, _CMP_LT_OQ);
+    // (v - max) * inv_t, not fused: the scalar form rounds the difference first.
+    __m256 w = ExpNonPositive8(_mm256_mul_ps(_mm256_sub_ps(v, vmax), vinv));
+    const __m256 ok = _mm256_and_ps(finite, _mm256_and_ps(_mm256_cmp_ps(w, vfloor, _CMP_GE_OQ),
+                                                          _mm256_cmp_ps(w, zero, _CMP_GT_OQ)));
+    w = _mm256_and_ps(w, ok);
+    _mm256_storeu_ps(x + i, w);
+    sum_lo = _mm256_add_pd(sum_lo, _mm256_cvtps_pd(_mm256_castps256_ps128(w)));
+    sum_hi = _mm256_add_pd(sum_hi, _mm256_cvtps_pd(_mm256_extractf128_ps(w, 1)));
+    const int mask = _mm256_movemask_ps(ok);
+    if (mask != 0) found = i + 31 - __builtin_clz(static_cast<unsigned>(mask));
+  }
+  double partial[8];
+  _mm256_storeu_pd(partial, sum_lo);
+  _mm256_storeu_pd(partial + 4, sum_hi);
+  for (; i < n; ++i) {
+    const float w = Weight(x[i], max, inv_t, floor);
+    x[i] = w;
+    partial[i % 8] += w;
+    if (w > 0.0f) found = i;
+  }
+  *last = found;
+  double total = 0;
+  for (double p : partial) total += p;
+  return total;
+}
+
+}  // namespace
+
+float ExpNonPositive(float x) {
+  if (!(x >= kMinArg)) return 0.0f;  // also NaN
+  const float n = std::nearbyint(x * kLog2e);
+  float r = std::fma(-n, kLn2Hi, x);
+  r = std::fma(-n, kLn2Lo, r);
+  float p = kTaylor[7];
+  for (int k = 6; k >= 0; --k) p = std::fma(p, r, kTaylor[k]);
+  const uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return p * scale;
+}
+
+float MaxFinite(const float* x, int64_t n) {
+  if (kUseAvx2) return MaxFiniteAvx2(x, n);
+  float best = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isfinite(x[i])) best = std::max(best, x[i]);
+  }
+  return best;
+}
+
+double SamplingWeights(float* x, int64_t n, float max, float inv_t, float floor, int64_t* last) {
+  if (kUseAvx2) return SamplingWeightsAvx2(x, n, max, inv_t, floor, last);
+  double partial[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t found = -1;
+  for (int64_t i = 0; i < n; ++i) {
+    const float w = Weight(x[i], max, inv_t, floor);
+    x[i] = w;
+    partial[i % 8] += w;
+    if (w > 0.0f) found = i;
+  }
+  *last = found;
+  double total = 0;
+  for (double p : partial) total += p;
+  return total;
+}
+
+}  // namespace tandem

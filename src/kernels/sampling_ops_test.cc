@@ -1,0 +1,83 @@
+#include "kernels/sampling_ops.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace tandem {
+namespace {
+
+// Within 2 ulp of e^x (double reference) over [-87, 0]; 0 below and for NaN / -inf.
+TEST(SamplingOpsTest, ExpNonPositiveWithinTwoUlp) {
+  EXPECT_EQ(ExpNonPositive(0.0f), 1.0f);
+  EXPECT_EQ(ExpNonPositive(-0.0f), 1.0f);
+  EXPECT_EQ(ExpNonPositive(-87.5f), 0.0f);
+  EXPECT_EQ(ExpNonPositive(-INFINITY), 0.0f);
+  EXPECT_EQ(ExpNonPositive(NAN), 0.0f);
+  double worst = 0;
+  for (float x = -87.0f; x <= 0.0f; x += 0.000731f) {
+    const double want = std::exp(static_cast<double>(x));
+    const float got = ExpNonPositive(x);
+    const double ulp =
+        std::nextafter(static_cast<float>(want), INFINITY) - static_cast<float>(want);
+    worst = std::max(worst, std::fabs(got - want) / ulp);
+  }
+  EXPECT_LE(worst, 2.0);
+  EXPECT_GT(ExpNonPositive(-87.0f), 0.0f);
+}
+
+TEST(SamplingOpsTest, MaxFiniteSkipsInfAndNan) {
+  std::vector<float> x(37, -3.0f);
+  x[5] = INFINITY;
+  x[6] = NAN;
+  x[20] = 2.5f;
+  x[36] = 2.75f;  // in the scalar tail of the vector path
+  EXPECT_EQ(MaxFinite(x.data(), 37), 2.75f);
+  EXPECT_EQ(MaxFinite(x.data(), 36), 2.5f);
+  std::vector<float> none = {-INFINITY, NAN, INFINITY};
+  EXPECT_EQ(MaxFinite(none.data(), 3), -INFINITY);
+}
+
+// SamplingWeights (the vector path here) gives its definition's bits: each weight, the
+// total from 8 partial sums and the last non-zero index.
+TEST(SamplingOpsTest, SamplingWeightsMatchDefinition) {
+  std::mt19937 gen(11);
+  std::normal_distribution<float> logit(0.0f, 3.0f);
+  for (float floor : {0.0f, 0.05f}) {
+    for (int64_t n : {int64_t{1}, int64_t{8}, int64_t{1003}, int64_t{4096}}) {
+      std::vector<float> x(n);
+      for (float& v : x) v = logit(gen);
+      if (n > 10) {
+        x[3] = -INFINITY;
+        x[4] = NAN;
+        x[9] = INFINITY;
+        x[n - 1] = -200.0f;  // weight 0: not the last non-zero one
+      }
+      const float max = MaxFinite(x.data(), n), inv_t = 1.0f / 0.7f;
+      std::vector<float> want(n);
+      double partial[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      int64_t want_last = -1;
+      for (int64_t i = 0; i < n; ++i) {
+        float w = 0.0f;
+        if (std::isfinite(x[i])) w = ExpNonPositive((x[i] - max) * inv_t);
+        if (!(w >= floor && w > 0.0f)) w = 0.0f;
+        want[i] = w;
+        partial[i % 8] += w;
+        if (w > 0.0f) want_last = i;
+      }
+      double want_total = 0;
+      for (double p : partial) want_total += p;
+      int64_t last = -2;
+      const double total = SamplingWeights(x.data(), n, max, inv_t, floor, &last);
+      ASSERT_EQ(x, want) << "n " << n << " floor " << floor;
+      EXPECT_EQ(total, want_total);
+      EXPECT_EQ(last, want_last);
+      EXPECT_GT(total, 0.0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tandem
