@@ -23,6 +23,7 @@ Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.se
 int32_t Sampler::SampleAll(float* logits, int32_t n_vocab, float max, float inv_t, float floor) {
   int64_t last = -1;
   const double total = SamplingWeights(logits, n_vocab, max, inv_t, floor, &last);
+  if (last < 0) return 0;  // unreachable: the largest logit weighs e^0 = 1 >= floor
   std::uniform_real_distribution<double> uniform(0.0, total);
   double r = uniform(rng_);
   for (int64_t i = 0; i <= last; ++i) {
@@ -34,7 +35,9 @@ int32_t Sampler::SampleAll(float* logits, int32_t n_vocab, float max, float inv_
 }
 
 int32_t Sampler::Sample(float* logits, int32_t n_vocab) {
-  if (params_.temperature <= 0.0f) return Argmax(logits, n_vocab);
+  // As vLLM does, a temperature below 1e-5 is greedy: 1 / T would overflow float for a
+  // tiny T, and e^((l - max) / T) is then 0 * inf = NaN even for the largest logit.
+  if (params_.temperature < kGreedyTemperature) return Argmax(logits, n_vocab);
 
   // Everything below is O(n_vocab) except the sort of the (few) top-k / nucleus
   // survivors: a full sort of a 262k vocabulary per token would cost more than the
@@ -78,6 +81,7 @@ int32_t Sampler::Sample(float* logits, int32_t n_vocab) {
       k = std::min(candidates_.size(), k * 4);
     }
   }
+  if (candidates_.empty()) return 0;  // unreachable, as in SampleAll
   double total = 0;
   for (const auto& c : candidates_) total += c.first;
   std::uniform_real_distribution<double> uniform(0.0, total);

@@ -1,8 +1,8 @@
 // Sampler: picks the next token from a row of logits.
 //
-// Greedy when temperature <= 0; otherwise temperature, then top_k, top_p and min_p
-// filtering, then a draw from the per-request RNG (seeded, so a seed reproduces the
-// same tokens). Thread safety: one Sampler per sequence; not shared.
+// Greedy when temperature < 1e-5 (kGreedyTemperature); otherwise temperature, then top_k, top_p and
+// min_p filtering, then a draw from the per-request RNG (seeded, so a seed reproduces the same
+// tokens). Thread safety: one Sampler per sequence; not shared.
 #pragma once
 
 #include <cstdint>
@@ -11,8 +11,11 @@
 
 namespace tandem {
 
+// Temperatures below this are greedy (vLLM's _SAMPLING_EPS).
+inline constexpr float kGreedyTemperature = 1e-5f;
+
 struct SamplingParams {
-  float temperature = 0.0f;  // 0 = greedy
+  float temperature = 0.0f;  // below kGreedyTemperature (0 included) = greedy
   int top_k = 0;             // 0 = off
   float top_p = 1.0f;        // 1 = off
   float min_p = 0.0f;        // 0 = off
@@ -29,7 +32,7 @@ class Sampler {
   // Advances the RNG as one Sample() would, without sampling: a decode instance that
   // continues after the token its prefill instance drew stays on the same random stream.
   void Skip() {
-    if (params_.temperature > 0) rng_.discard(1);  // Sample() draws one 64-bit value
+    if (params_.temperature >= kGreedyTemperature) rng_.discard(1);  // Sample() draws one value
   }
 
  private:

@@ -94,6 +94,22 @@ TEST(SamplerTest, FullVocabularyDrawMatchesDefinition) {
   }
 }
 
+// A temperature too small for 1 / T to be a float is greedy (as in vLLM, below 1e-5),
+// with or without top-k / top-p, and never an invalid token.
+TEST(SamplerTest, TinyTemperatureIsGreedy) {
+  const std::vector<float> base = {0.5f, 2.0f, 1.9f, -1.0f};
+  for (float t : {1e-40f, 1e-20f, 9e-6f}) {
+    for (int top_k : {0, 2}) {
+      SamplingParams p;
+      p.temperature = t;
+      p.top_k = top_k;
+      Sampler s(p);
+      std::vector<float> l = base;
+      EXPECT_EQ(s.Sample(l.data(), 4), 1) << t << " top_k " << top_k;
+    }
+  }
+}
+
 TEST(SamplerTest, TopPKeepsNucleus) {
   SamplingParams p;
   p.temperature = 1.0f;
