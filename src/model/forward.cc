@@ -154,9 +154,20 @@ void Forward::Attention(int il, const std::vector<ForwardSequence>& batch) {
   // softmax(q·Kᵀ · scale) · V for every (token, head), causal and windowed. Q and
   // the probabilities are rounded to fp16 to meet the fp16 cache, as llama.cpp does.
   // One task per (token, KV head): the query heads of a GQA group share its K/V rows,
-  // which the group kernels read once for all of them.
+  // which the group kernels read once for all of them. With fewer such pairs than
+  // threads (one decoding sequence: gemma3 has one KV head) the group is split so every
+  // thread gets heads; the group kernels give each head the one-head kernels' bits, so
+  // the split never changes a result.
   const int group = n_heads / n_kv;
-  ForRows(pool_, n * n_kv, 1, [&](int64_t b, int64_t e) {
+  const int64_t pairs = n * n_kv;
+  const int threads = pool_ != nullptr ? pool_->num_threads() : 1;
+  int heads_per_task = group;
+  if (pairs < threads) {
+    const int64_t parts = std::min<int64_t>(group, (threads + pairs - 1) / pairs);
+    heads_per_task = static_cast<int>((group + parts - 1) / parts);
+  }
+  const int parts = (group + heads_per_task - 1) / heads_per_task;  // tasks per pair
+  ForRows(pool_, pairs * parts, 1, [&](int64_t b, int64_t e) {
     thread_local std::vector<float> scores, qs;
     thread_local std::vector<uint16_t> q16, p16;
     thread_local std::vector<const uint16_t*> k_rows, v_rows;
@@ -167,9 +178,11 @@ void Forward::Attention(int il, const std::vector<ForwardSequence>& batch) {
     for (int64_t task = b; task < e; ++task) {
       // Causal cost grows with the position: tokens are taken as first, last, second,
       // second-to-last, ... so that the pool's contiguous shares get equal work.
-      const int64_t k = task / n_kv;
+      const int64_t k = task / (n_kv * parts);
       const int64_t i = k % 2 == 0 ? k / 2 : n - 1 - k / 2;
-      const int kvh = static_cast<int>(task % n_kv);
+      const int kvh = static_cast<int>(task / parts % n_kv);
+      const int g0 = static_cast<int>(task % parts) * heads_per_task;
+      const int gn = std::min(heads_per_task, group - g0);  // heads g0 .. g0 + gn - 1
       KvStore* kv = batch[seq_of_[i]].kv;
       const int64_t p = pos_[i];
       const int64_t lo = swa ? std::max<int64_t>(0, p - c_.sliding_window + 1) : 0;
@@ -180,14 +193,14 @@ void Forward::Attention(int il, const std::vector<ForwardSequence>& batch) {
         k_rows[j - lo] = kv->KeyRow(il, j) + kvh * hd;
         v_rows[j - lo] = kv->ValueRow(il, j) + kvh * hd;
       }
-      scores.resize(static_cast<size_t>(group) * len);
+      scores.resize(static_cast<size_t>(gn) * len);
       p16.resize(static_cast<size_t>(len));
-      q_heads.resize(group);
-      p_heads.resize(group);
-      score_heads.resize(group);
-      out_heads.resize(group);
-      for (int g = 0; g < group; ++g) {
-        const int h = kvh * group + g;
+      q_heads.resize(gn);
+      p_heads.resize(gn);
+      score_heads.resize(gn);
+      out_heads.resize(gn);
+      for (int g = 0; g < gn; ++g) {
+        const int h = kvh * group + g0 + g;
         const float* q = &q_[i * c_.q_dim() + h * hd];
         float* qg = &qs[static_cast<size_t>(g) * hd];
         for (int d = 0; d < hd; ++d) qg[d] = q[d] * c_.q_scale;
@@ -198,14 +211,14 @@ void Forward::Attention(int il, const std::vector<ForwardSequence>& batch) {
         p_heads[g] = score_heads[g];
         out_heads[g] = &att_[i * c_.q_dim() + h * hd];
       }
-      DotF16RowsGroup(q_heads.data(), group, k_rows.data(), len, hd, c_.kq_scale, score_heads.data());
-      for (int g = 0; g < group; ++g) {
+      DotF16RowsGroup(q_heads.data(), gn, k_rows.data(), len, hd, c_.kq_scale, score_heads.data());
+      for (int g = 0; g < gn; ++g) {
         float* sg = score_heads[g];
         Softmax(sg, len);
         Fp32ToFp16Row(sg, p16.data(), len);
         Fp16ToFp32Row(p16.data(), sg, len);
       }
-      WeightedSumF16RowsGroup(p_heads.data(), group, v_rows.data(), len, hd, out_heads.data());
+      WeightedSumF16RowsGroup(p_heads.data(), gn, v_rows.data(), len, hd, out_heads.data());
     }
   });
 }
