@@ -18,6 +18,10 @@ set -uo pipefail
 cd "$(dirname "$0")"
 ROOT=$PWD
 MODE=${1:-default}
+# ccache hits across checkouts at different paths (CMakeLists.txt uses ccache as the
+# compiler launcher): paths under the checkout are hashed relative to it, and the
+# working directory is left out of the hash.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$ROOT} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 JOBS=$(nproc)
 
 passed=0
