@@ -358,9 +358,9 @@ void RepackRowForTile(TensorType type, const void* src, int64_t cols, void* dst)
       << "no tile repacking of " << TraitsOf(type).name << " rows of " << cols << " values";
   uint8_t tile[128];  // TileWeightRowBytes(type, 64) <= 128
   float unused[8];
+  const int64_t block_bytes = TraitsOf(type).block_bytes;
   for (int64_t p = 0; p < cols / 64; ++p) {
     // The tile-order unsigned values, as the tile takes them from the stored blocks.
-    const int64_t block_bytes = TraitsOf(type).block_bytes;
     PrepareTileWeightRow(type, static_cast<const uint8_t*>(src) + 2 * p * block_bytes, 64, tile,
                          unused);
     Fp16Bits d[2];

@@ -36,7 +36,9 @@ __attribute__((target("avx2,fma"))) inline __m256 ExpNonPositive8(__m256 x) {
   return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(bits)), keep);
 }
 
-__attribute__((target("avx2,fma"))) float MaxFiniteAvx2(const float* x, int64_t n) {
+// MaxFinite over the whole groups of 8 from the start: the largest finite value there
+// (-infinity if none); *done = how many values that covered.
+__attribute__((target("avx2,fma"))) float MaxFiniteAvx2(const float* x, int64_t n, int64_t* done) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256 inf = _mm256_set1_ps(INFINITY);
   __m256 m = _mm256_set1_ps(-INFINITY);
@@ -50,9 +52,7 @@ __attribute__((target("avx2,fma"))) float MaxFiniteAvx2(const float* x, int64_t 
   _mm256_storeu_ps(lanes, m);
   float best = -INFINITY;
   for (float v : lanes) best = std::max(best, v);
-  for (; i < n; ++i) {
-    if (std::isfinite(x[i])) best = std::max(best, x[i]);
-  }
+  *done = i;
   return best;
 }
 
@@ -63,15 +63,17 @@ inline float Weight(float v, float max, float inv_t, float floor) {
   return w >= floor && w > 0.0f ? w : 0.0f;
 }
 
-__attribute__((target("avx2,fma"))) double SamplingWeightsAvx2(float* x, int64_t n, float max,
-                                                               float inv_t, float floor,
-                                                               int64_t* last) {
+// SamplingWeights over the whole groups of 8 from the start: weights written, partial
+// sums stored into partial[8], *found = the last non-zero index there (unchanged if none).
+// Returns how many values it covered.
+__attribute__((target("avx2,fma"))) int64_t SamplingWeightsAvx2(float* x, int64_t n, float max,
+                                                                float inv_t, float floor,
+                                                                double partial[8], int64_t* found) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256 inf = _mm256_set1_ps(INFINITY);
   const __m256 vmax = _mm256_set1_ps(max), vinv = _mm256_set1_ps(inv_t);
   const __m256 vfloor = _mm256_set1_ps(floor), zero = _mm256_setzero_ps();
   __m256d sum_lo = _mm256_setzero_pd(), sum_hi = _mm256_setzero_pd();  // partials 0-3, 4-7
-  int64_t found = -1;
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 v = _mm256_loadu_ps(x + i);
@@ -85,21 +87,11 @@ __attribute__((target("avx2,fma"))) double SamplingWeightsAvx2(float* x, int64_t
     sum_lo = _mm256_add_pd(sum_lo, _mm256_cvtps_pd(_mm256_castps256_ps128(w)));
     sum_hi = _mm256_add_pd(sum_hi, _mm256_cvtps_pd(_mm256_extractf128_ps(w, 1)));
     const int mask = _mm256_movemask_ps(ok);
-    if (mask != 0) found = i + 31 - __builtin_clz(static_cast<unsigned>(mask));
+    if (mask != 0) *found = i + 31 - __builtin_clz(static_cast<unsigned>(mask));
   }
-  double partial[8];
   _mm256_storeu_pd(partial, sum_lo);
   _mm256_storeu_pd(partial + 4, sum_hi);
-  for (; i < n; ++i) {
-    const float w = Weight(x[i], max, inv_t, floor);
-    x[i] = w;
-    partial[i % 8] += w;
-    if (w > 0.0f) found = i;
-  }
-  *last = found;
-  double total = 0;
-  for (double p : partial) total += p;
-  return total;
+  return i;
 }
 
 }  // namespace
@@ -118,19 +110,19 @@ float ExpNonPositive(float x) {
 }
 
 float MaxFinite(const float* x, int64_t n) {
-  if (kUseAvx2) return MaxFiniteAvx2(x, n);
-  float best = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) {
+  int64_t i = 0;
+  float best = kUseAvx2 ? MaxFiniteAvx2(x, n, &i) : -INFINITY;
+  for (; i < n; ++i) {
     if (std::isfinite(x[i])) best = std::max(best, x[i]);
   }
   return best;
 }
 
 double SamplingWeights(float* x, int64_t n, float max, float inv_t, float floor, int64_t* last) {
-  if (kUseAvx2) return SamplingWeightsAvx2(x, n, max, inv_t, floor, last);
   double partial[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t found = -1;
-  for (int64_t i = 0; i < n; ++i) {
+  int64_t i = kUseAvx2 ? SamplingWeightsAvx2(x, n, max, inv_t, floor, partial, &found) : 0;
+  for (; i < n; ++i) {
     const float w = Weight(x[i], max, inv_t, floor);
     x[i] = w;
     partial[i % 8] += w;

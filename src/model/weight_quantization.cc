@@ -1,6 +1,7 @@
 #include "model/weight_quantization.h"
 
 #include <map>
+#include <optional>
 #include <set>
 
 #include "common/thread_pool.h"
@@ -17,6 +18,65 @@ bool IsFloatType(TensorType type) {
   return type == TensorType::kF32 || type == TensorType::kF16 || type == TensorType::kBF16;
 }
 
+struct RewriteStats {
+  int matrices = 0;          // distinct matrices rewritten
+  int64_t bytes_before = 0;  // their size as stored
+  int64_t bytes_after = 0;   // their size rewritten (= storage's size)
+};
+
+// The load-time rewrite both RequantizeToQ8_0 and RepackForInt8Tile are: every distinct
+// matrix of `weights` (keyed by its bytes, so a tied LM head is rewritten once) that
+// `target(named_matrix)` gives a new type for (nullopt: left as stored; asked once per
+// distinct matrix) is rewritten into *storage, allocated once so the pointers handed out
+// stay valid, by `convert(from, out, out_row_bytes, row_begin, row_end)` (rows in
+// parallel on `pool` if not null); then every entry that shared it points at the copy.
+template <typename Target, typename Convert>
+RewriteStats RewriteMatrices(ModelWeights* weights, std::vector<uint8_t>* storage, ThreadPool* pool,
+                             Target target, Convert convert) {
+  RewriteStats stats;
+  std::vector<NamedMatrix> all = ListMatrices(weights);
+  // Pass 1: what to rewrite, and the room it needs.
+  std::map<const uint8_t*, std::pair<WeightMatrix, WeightMatrix>> plan;  // source -> from, to
+  std::set<const uint8_t*> seen;
+  for (const NamedMatrix& nm : all) {
+    const WeightMatrix& m = *nm.matrix;
+    if (!m.valid() || !seen.insert(m.data).second) continue;
+    const std::optional<TensorType> type = target(nm);
+    if (!type.has_value()) continue;
+    WeightMatrix to = m;
+    to.type = *type;
+    to.row_bytes = *RowBytes(*type, m.cols);
+    to.data = nullptr;
+    plan.emplace(m.data, std::make_pair(m, to));
+    ++stats.matrices;
+    stats.bytes_before += m.rows * m.row_bytes;
+    stats.bytes_after += m.rows * to.row_bytes;
+  }
+  storage->assign(static_cast<size_t>(stats.bytes_after), 0);
+
+  // Pass 2: rewrite each planned matrix, then point every entry that shared it at the copy.
+  int64_t offset = 0;
+  for (auto& entry : plan) {
+    const WeightMatrix& from = entry.second.first;
+    WeightMatrix& to = entry.second.second;
+    uint8_t* out = storage->data() + offset;
+    to.data = out;
+    offset += to.rows * to.row_bytes;
+    if (pool == nullptr) {
+      convert(from, out, to.row_bytes, 0, from.rows);
+    } else {
+      pool->ParallelFor(from.rows, kRowsPerChunk, [&](int, int64_t begin, int64_t end) {
+        convert(from, out, to.row_bytes, begin, end);
+      });
+    }
+  }
+  for (const NamedMatrix& nm : all) {
+    auto it = plan.find(nm.matrix->data);
+    if (it != plan.end()) *nm.matrix = it->second.second;
+  }
+  return stats;
+}
+
 }  // namespace
 
 StatusOr<WeightQuantization> ParseWeightQuantization(std::string_view value) {
@@ -29,115 +89,45 @@ StatusOr<WeightQuantization> ParseWeightQuantization(std::string_view value) {
 RequantizeReport RequantizeToQ8_0(ModelWeights* weights, std::vector<uint8_t>* storage,
                                   ThreadPool* pool) {
   RequantizeReport report;
-  std::vector<NamedMatrix> all = ListMatrices(weights);
-  // Pass 1: the distinct float matrices to convert (keyed by their bytes, so a tied LM
-  // head is converted once) and the room they need, so `storage` is allocated once
-  // and the pointers handed out below stay valid.
-  std::map<const uint8_t*, int64_t> offset_of;  // source data -> offset in storage
-  std::set<const uint8_t*> skipped;             // source data left as stored
-  int64_t total_bytes = 0;
-  for (const NamedMatrix& nm : all) {
-    const WeightMatrix& m = *nm.matrix;
-    if (!m.valid() || !IsFloatType(m.type) || offset_of.count(m.data) != 0 ||
-        skipped.count(m.data) != 0) {
-      continue;
-    }
-    if (m.cols % kQk != 0) {
-      skipped.insert(m.data);
+  auto target = [&](const NamedMatrix& nm) -> std::optional<TensorType> {
+    if (!IsFloatType(nm.matrix->type)) return std::nullopt;
+    if (nm.matrix->cols % kQk != 0) {
       report.skipped.push_back(nm.name);
-      continue;
+      return std::nullopt;
     }
-    offset_of[m.data] = total_bytes;
-    total_bytes += m.rows * *RowBytes(TensorType::kQ8_0, m.cols);
-    ++report.matrices;
-    report.bytes_before += m.rows * m.row_bytes;
-  }
-  report.bytes_after = total_bytes;
-  storage->assign(static_cast<size_t>(total_bytes), 0);
-
-  // Pass 2: convert each distinct matrix, then point every entry that shared it at the copy.
-  std::map<const uint8_t*, WeightMatrix> converted;  // source data -> its Q8_0 matrix
-  for (const NamedMatrix& nm : all) {
-    WeightMatrix& m = *nm.matrix;
-    auto offset = offset_of.find(m.data);
-    if (offset == offset_of.end()) continue;
-    auto done = converted.find(m.data);
-    if (done == converted.end()) {
-      WeightMatrix q;
-      q.type = TensorType::kQ8_0;
-      q.rows = m.rows;
-      q.cols = m.cols;
-      q.row_bytes = *RowBytes(TensorType::kQ8_0, m.cols);
-      uint8_t* out = storage->data() + offset->second;
-      q.data = out;
-      auto rows = [&](int64_t begin, int64_t end) {
-        std::vector<float> row(static_cast<size_t>(m.cols));  // [cols] one dequantized row
-        for (int64_t r = begin; r < end; ++r) {
-          DequantizeRow(m.type, m.data + r * m.row_bytes, row.data(), m.cols);
-          QuantizeRowQ8_0(row.data(), out + r * q.row_bytes, m.cols);
-        }
-      };
-      if (pool == nullptr) {
-        rows(0, m.rows);
-      } else {
-        pool->ParallelFor(m.rows, kRowsPerChunk,
-                          [&](int, int64_t begin, int64_t end) { rows(begin, end); });
-      }
-      done = converted.emplace(m.data, q).first;
+    return TensorType::kQ8_0;
+  };
+  auto convert = [](const WeightMatrix& from, uint8_t* out, int64_t out_row_bytes, int64_t begin,
+                    int64_t end) {
+    std::vector<float> row(static_cast<size_t>(from.cols));  // [cols] one dequantized row
+    for (int64_t r = begin; r < end; ++r) {
+      DequantizeRow(from.type, from.data + r * from.row_bytes, row.data(), from.cols);
+      QuantizeRowQ8_0(row.data(), out + r * out_row_bytes, from.cols);
     }
-    m = done->second;
-  }
+  };
+  const RewriteStats stats = RewriteMatrices(weights, storage, pool, target, convert);
+  report.matrices = stats.matrices;
+  report.bytes_before = stats.bytes_before;
+  report.bytes_after = stats.bytes_after;
   return report;
 }
 
 RepackReport RepackForInt8Tile(ModelWeights* weights, std::vector<uint8_t>* storage,
                                ThreadPool* pool) {
-  RepackReport report;
-  std::vector<NamedMatrix> all = ListMatrices(weights);
-  // Pass 1, as in RequantizeToQ8_0: the distinct matrices and the room they need.
-  std::map<const uint8_t*, int64_t> offset_of;  // source data -> offset in storage
-  int64_t total_bytes = 0;
-  for (const NamedMatrix& nm : all) {
+  auto target = [](const NamedMatrix& nm) -> std::optional<TensorType> {
     const WeightMatrix& m = *nm.matrix;
-    if (!m.valid() || TileRepackedType(m.type) == m.type || m.cols % 64 != 0 ||
-        offset_of.count(m.data) != 0) {
-      continue;
+    if (TileRepackedType(m.type) == m.type || m.cols % 64 != 0) return std::nullopt;
+    return TileRepackedType(m.type);
+  };
+  auto convert = [](const WeightMatrix& from, uint8_t* out, int64_t out_row_bytes, int64_t begin,
+                    int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      RepackRowForTile(from.type, from.data + r * from.row_bytes, from.cols,
+                       out + r * out_row_bytes);
     }
-    offset_of[m.data] = total_bytes;
-    total_bytes += m.rows * m.row_bytes;
-    ++report.matrices;
-  }
-  report.bytes = total_bytes;
-  storage->assign(static_cast<size_t>(total_bytes), 0);
-
-  // Pass 2: repack each distinct matrix, then point every entry that shared it at the copy.
-  std::map<const uint8_t*, WeightMatrix> repacked;  // source data -> its repacked matrix
-  for (const NamedMatrix& nm : all) {
-    WeightMatrix& m = *nm.matrix;
-    auto offset = offset_of.find(m.data);
-    if (offset == offset_of.end()) continue;
-    auto done = repacked.find(m.data);
-    if (done == repacked.end()) {
-      WeightMatrix q = m;
-      q.type = TileRepackedType(m.type);
-      uint8_t* out = storage->data() + offset->second;
-      q.data = out;
-      auto rows = [&](int64_t begin, int64_t end) {
-        for (int64_t r = begin; r < end; ++r) {
-          RepackRowForTile(m.type, m.data + r * m.row_bytes, m.cols, out + r * m.row_bytes);
-        }
-      };
-      if (pool == nullptr) {
-        rows(0, m.rows);
-      } else {
-        pool->ParallelFor(m.rows, kRowsPerChunk,
-                          [&](int, int64_t begin, int64_t end) { rows(begin, end); });
-      }
-      done = repacked.emplace(m.data, q).first;
-    }
-    m = done->second;
-  }
-  return report;
+  };
+  const RewriteStats stats = RewriteMatrices(weights, storage, pool, target, convert);
+  return RepackReport{stats.matrices, stats.bytes_before};
 }
 
 }  // namespace tandem
