@@ -9,7 +9,8 @@ Files (byte-for-byte identical on every run: fixed seeds, no timestamps):
                `t.expected` holding gguf-py's dequantization of it (an implementation
                independent of ours); plus `q8_0.source` (F32) and `q8_0.quantized`
                (gguf-py's Q8_0 quantization of it, bit-exact with ggml's reference).
-  gemma3.gguf, llama.gguf, qwen2.gguf, qwen3.gguf
+  gemma3.gguf, llama.gguf, qwen2.gguf, qwen3.gguf, qwen3moe-{q4_k_m,q8_0}.gguf,
+  glm4moe-{q4_k_m,q8_0}.gguf
                random-weight models with the tensor names and metadata llama.cpp
                expects for each architecture, weights in a mix of tensor types, a
                tokenizer (SentencePiece-style "llama" vocab for gemma3/llama, byte-level
@@ -401,6 +402,34 @@ def qwen_vocab(thinking: bool) -> Vocab:
     return v
 
 
+def glm_vocab() -> Vocab:
+    """Byte-level BPE with GLM-4.5's special tokens and its chat template (the one the
+    template golden tests render: tests/data/templates/glm45.jinja)."""
+    specials = [
+        ("<|endoftext|>", TokenType.CONTROL, "eos"),
+        ("[gMASK]", TokenType.CONTROL, "bos"),
+        ("<sop>", TokenType.CONTROL, None),
+        ("<|system|>", TokenType.CONTROL, None),
+        ("<|user|>", TokenType.CONTROL, None),
+        ("<|assistant|>", TokenType.CONTROL, None),
+        ("<|observation|>", TokenType.CONTROL, None),
+    ] + [(t, TokenType.USER_DEFINED, None) for t in (
+        "<think>", "</think>", "<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>",
+        "<arg_value>", "</arg_value>", "<tool_response>", "</tool_response>")]
+    v = bpe_vocab(n_merges=300, specials=specials)
+    v.special["pad"] = v.special["eos"]
+    v.pre = "glm4"
+    v.add_bos = False
+    template = Path(__file__).resolve().parent.parent / "tests" / "data" / "templates" / "glm45.jinja"
+    v.chat_template = template.read_text(encoding="utf-8")
+    return v
+
+
+def qwen3_template() -> str:
+    path = Path(__file__).resolve().parent.parent / "tests" / "data" / "templates" / "qwen3.jinja"
+    return path.read_text(encoding="utf-8")
+
+
 def write_vocab(w: gguf.GGUFWriter, v: Vocab) -> None:
     w.add_string("tokenizer.ggml.model", v.model)
     if v.pre is not None:
@@ -451,6 +480,20 @@ class ModelSpec:
     output_type: QT = QT.F32
     # Per layer i, cycling: (attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down)
     layer_types: list[tuple[QT, ...]] = field(default_factory=list)
+    name: str = ""                # file stem (default: arch)
+    rope_dims: int = 0            # 0: head_dim
+    ffn_norm_name: str = "ffn_norm"
+    # Mixture of experts (n_expert > 0): layers >= n_dense_lead route each token to
+    # n_expert_used experts of width n_ff_exp; n_expert_shared shared experts.
+    n_expert: int = 0
+    n_expert_used: int = 0
+    n_ff_exp: int = 0
+    n_expert_shared: int = 0
+    n_dense_lead: int = 0
+    probs_bias: bool = False      # exp_probs_b.bias (glm4moe's selection bias)
+    n_nextn: int = 0              # NextN/MTP blocks after the trunk
+    # Per MoE layer, cycling: (ffn_gate_exps, ffn_up_exps, ffn_down_exps, shexp types)
+    moe_types: list[tuple[QT, ...]] = field(default_factory=list)
 
 
 def write_model(path: Path, spec: ModelSpec) -> None:
@@ -461,18 +504,26 @@ def write_model(path: Path, spec: ModelSpec) -> None:
     w.add_uint32("general.quantization_version", 2)
     w.add_uint32(f"{a}.context_length", spec.n_ctx)
     w.add_uint32(f"{a}.embedding_length", spec.n_embd)
-    w.add_uint32(f"{a}.block_count", spec.n_layer)
+    w.add_uint32(f"{a}.block_count", spec.n_layer + spec.n_nextn)
     w.add_uint32(f"{a}.feed_forward_length", spec.n_ff)
     w.add_uint32(f"{a}.attention.head_count", spec.n_head)
     w.add_uint32(f"{a}.attention.head_count_kv", spec.n_head_kv)
     w.add_uint32(f"{a}.attention.key_length", spec.head_dim)
     w.add_uint32(f"{a}.attention.value_length", spec.head_dim)
     w.add_float32(f"{a}.attention.layer_norm_rms_epsilon", spec.rms_eps)
-    w.add_uint32(f"{a}.rope.dimension_count", spec.head_dim)
+    w.add_uint32(f"{a}.rope.dimension_count", spec.rope_dims or spec.head_dim)
     w.add_float32(f"{a}.rope.freq_base", spec.rope_base)
     w.add_uint32(f"{a}.vocab_size", len(spec.vocab.tokens))
+    if spec.n_expert:
+        w.add_uint32(f"{a}.expert_count", spec.n_expert)
+        w.add_uint32(f"{a}.expert_used_count", spec.n_expert_used)
+        w.add_uint32(f"{a}.expert_feed_forward_length", spec.n_ff_exp)
+    if spec.n_nextn:
+        w.add_uint32(f"{a}.nextn_predict_layers", spec.n_nextn)
     for suffix, value in spec.extra_kv.items():
-        if isinstance(value, float):
+        if isinstance(value, bool):
+            w.add_bool(f"{a}.{suffix}", value)
+        elif isinstance(value, float):
             w.add_float32(f"{a}.{suffix}", value)
         else:
             w.add_uint32(f"{a}.{suffix}", value)
@@ -495,7 +546,13 @@ def write_model(path: Path, spec: ModelSpec) -> None:
     w.add_tensor("output_norm.weight", norm(d))
     if not spec.tied_output:
         matrix("output.weight", spec.output_type, n_vocab, d, 0.25)
-    for i in range(spec.n_layer):
+    def experts(name: str, qtype: QT, rows: int, cols: int, std: float) -> None:
+        """A 3-D expert tensor: n_expert matrices [rows, cols] (ggml ne = [cols, rows, n_expert])."""
+        data, raw = make_weight(rng, qtype, spec.n_expert * rows, cols, std)
+        data = data.reshape(spec.n_expert, rows, data.shape[-1])
+        w.add_tensor(name, data, raw_dtype=None if raw in (QT.F32, QT.F16) else raw)
+
+    for i in range(spec.n_layer + spec.n_nextn):
         p = f"blk.{i}."
         tq, tk, tv, to, tg, tu, td = spec.layer_types[i % len(spec.layer_types)]
         w.add_tensor(p + "attn_norm.weight", norm(d))
@@ -512,12 +569,34 @@ def write_model(path: Path, spec: ModelSpec) -> None:
         matrix(p + "attn_output.weight", to, d, q_dim, 0.15)
         if spec.post_norms:
             w.add_tensor(p + "post_attention_norm.weight", norm(d))
-        w.add_tensor(p + "ffn_norm.weight", norm(d))
-        matrix(p + "ffn_gate.weight", tg, spec.n_ff, d, 0.25)
-        matrix(p + "ffn_up.weight", tu, spec.n_ff, d, 0.25)
-        matrix(p + "ffn_down.weight", td, d, spec.n_ff, 0.1)
+        w.add_tensor(p + spec.ffn_norm_name + ".weight", norm(d))
+        if spec.n_expert and i >= spec.n_dense_lead:
+            te, tue, tde, tsh = spec.moe_types[i % len(spec.moe_types)]
+            # The router stays F32, as llama.cpp's quantizer leaves ffn_gate_inp. A
+            # larger spread than the experts' so the top-k choice is rarely a near tie.
+            matrix(p + "ffn_gate_inp.weight", QT.F32, spec.n_expert, d, 0.5)
+            if spec.probs_bias:
+                w.add_tensor(p + "exp_probs_b.bias",
+                             rng.normal(0.0, 0.05, spec.n_expert).astype(np.float32))
+            experts(p + "ffn_gate_exps.weight", te, spec.n_ff_exp, d, 0.25)
+            experts(p + "ffn_up_exps.weight", tue, spec.n_ff_exp, d, 0.25)
+            experts(p + "ffn_down_exps.weight", tde, d, spec.n_ff_exp, 0.1)
+            if spec.n_expert_shared:
+                n_sh = spec.n_ff_exp * spec.n_expert_shared
+                matrix(p + "ffn_gate_shexp.weight", tsh, n_sh, d, 0.25)
+                matrix(p + "ffn_up_shexp.weight", tsh, n_sh, d, 0.25)
+                matrix(p + "ffn_down_shexp.weight", tsh, d, n_sh, 0.1)
+        else:
+            matrix(p + "ffn_gate.weight", tg, spec.n_ff, d, 0.25)
+            matrix(p + "ffn_up.weight", tu, spec.n_ff, d, 0.25)
+            matrix(p + "ffn_down.weight", td, d, spec.n_ff, 0.1)
         if spec.post_norms:
             w.add_tensor(p + "post_ffw_norm.weight", norm(d))
+        if i >= spec.n_layer:  # a NextN block's own tensors
+            matrix(p + "nextn.eh_proj.weight", QT.Q8_0, d, 2 * d, 0.15)
+            w.add_tensor(p + "nextn.enorm.weight", norm(d))
+            w.add_tensor(p + "nextn.hnorm.weight", norm(d))
+            w.add_tensor(p + "nextn.shared_head_norm.weight", norm(d))
     finish(w)
 
 
@@ -569,7 +648,48 @@ def model_specs() -> list[ModelSpec]:
                 (QT.Q5_0, QT.Q5_1, QT.Q5_0, QT.Q5_1, QT.Q5_0, QT.Q5_1, QT.Q4_K),
                 (QT.F16, QT.F16, QT.BF16, QT.F32, QT.F16, QT.BF16, QT.Q2_K),
             ]),
-    ]
+    ] + moe_specs()
+
+
+# Sparse models: realistic ratios in miniature (64 experts, top-8, hidden 256 so the
+# expert matrices take K-quants). Two quantizations of each architecture: the types of
+# llama.cpp's Q4_K_M recipe (Q4_K, with Q6_K for V and the down projections), and Q8_0
+# throughout.
+Q4_K_M_ATTN = (QT.Q4_K, QT.Q4_K, QT.Q6_K, QT.Q4_K, QT.Q4_K, QT.Q4_K, QT.Q6_K)
+Q8_0_ATTN = (QT.Q8_0,) * 7
+
+
+def moe_specs() -> list[ModelSpec]:
+    qwen = qwen_vocab(thinking=True)
+    qwen.chat_template = qwen3_template()
+    common = dict(n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=768, n_ctx=1024, n_expert=64,
+                  n_expert_used=8, n_ff_exp=256, rope_base=1000000.0)
+    specs = []
+    for quant, attn, moe in (("q4_k_m", Q4_K_M_ATTN, (QT.Q4_K, QT.Q4_K, QT.Q6_K, QT.Q6_K)),
+                             ("q8_0", Q8_0_ATTN, (QT.Q8_0,) * 4)):
+        # Qwen3-MoE: softmax router, normalized top-8, no shared expert, QK-norm.
+        specs.append(ModelSpec(
+            arch="qwen3moe", name=f"qwen3moe-{quant}", n_layer=3, seed=11, vocab=qwen,
+            tied_output=False, qk_norm=True, embd_type=QT.Q8_0,
+            output_type=QT.Q6_K if quant == "q4_k_m" else QT.Q8_0,
+            layer_types=[attn], moe_types=[moe], **common))
+        # GLM-4.5-style: one leading dense layer, sigmoid router with the selection
+        # bias, normalized weights x 2.5, one shared expert, partial RoPE, Q/K/V biases,
+        # a NextN block; the Q8_0 file also has grouped selection (4 groups, best 2)
+        # and per-head Q/K norms.
+        extra = {"leading_dense_block_count": 1, "expert_shared_count": 1,
+                 "expert_weights_scale": 2.5, "expert_weights_norm": True,
+                 "expert_gating_func": 2}
+        if quant == "q8_0":
+            extra.update({"expert_group_count": 4, "expert_group_used_count": 2})
+        specs.append(ModelSpec(
+            arch="glm4moe", name=f"glm4moe-{quant}", n_layer=3, seed=12, vocab=glm_vocab(),
+            tied_output=False, qkv_bias=True, qk_norm=quant == "q8_0", rope_dims=32,
+            ffn_norm_name="post_attention_norm", n_expert_shared=1, n_dense_lead=1,
+            probs_bias=True, n_nextn=1, extra_kv=extra, embd_type=QT.Q8_0,
+            output_type=QT.Q6_K if quant == "q4_k_m" else QT.Q8_0,
+            layer_types=[attn], moe_types=[moe], **common))
+    return specs
 
 
 # ---------------------------------------------------------------------------------------
@@ -604,7 +724,7 @@ def main(argv: list[str]) -> int:
     written = ["types.gguf"]
     write_types(args.out_dir / "types.gguf")
     for spec in model_specs():
-        name = f"{spec.arch}.gguf"
+        name = f"{spec.name or spec.arch}.gguf"
         write_model(args.out_dir / name, spec)
         written.append(name)
     if args.verify:

@@ -9,8 +9,15 @@
 //   memory_bandwidth_gb_s        read bandwidth of a buffer far larger than the caches,
 //                                with --threads threads, best of 5 passes
 //   weight_bytes_per_token       bytes of weight matrices read per decoded token (every
-//                                layer's matrices and the LM head)
+//                                layer's matrices and the LM head; in a MoE layer the
+//                                router, the n_expert_used routed experts and the shared
+//                                expert): the active bytes
+//   active_weight_bytes_per_token  the same figure, under the name sparse models know it by
+//   total_weight_bytes           every weight matrix of the trunk (all experts)
 //   roofline_decode_tokens_per_s memory_bandwidth / weight_bytes_per_token
+//   model_file_bytes, peak_rss_after_load_bytes
+//                                the GGUF's size and the process's peak resident memory
+//                                right after loading (mapped weights come in on use)
 //
 // Everything runs through the engine (scheduler, paged KV cache, sampler): the figures
 // are what a server gets, minus HTTP.
@@ -66,16 +73,36 @@ struct BenchModelFlags {
   bool json = false;
 };
 
-// Bytes of weight matrices one decoded token reads.
-int64_t WeightBytesPerToken(const Model& model) {
+int64_t MatrixBytes(const WeightMatrix& m) { return m.valid() ? m.rows * m.row_bytes : 0; }
+
+// Bytes of weight matrices one decoded token reads (`active`), or all of them.
+int64_t WeightBytes(const Model& model, bool active) {
   const ModelWeights& w = model.weights();
-  auto bytes = [](const WeightMatrix& m) { return m.valid() ? m.rows * m.row_bytes : 0; };
-  int64_t total = bytes(w.output);
+  const MoeConfig& moe = model.config().moe;
+  int64_t total = MatrixBytes(w.output);
   for (const LayerWeights& l : w.layers) {
-    total += bytes(l.wq) + bytes(l.wk) + bytes(l.wv) + bytes(l.wo) + bytes(l.ffn_gate) +
-             bytes(l.ffn_up) + bytes(l.ffn_down);
+    total += MatrixBytes(l.wq) + MatrixBytes(l.wk) + MatrixBytes(l.wv) + MatrixBytes(l.wo) +
+             MatrixBytes(l.ffn_gate) + MatrixBytes(l.ffn_up) + MatrixBytes(l.ffn_down);
+    const MoeWeights& m = l.moe;
+    int64_t experts = MatrixBytes(m.gate.all) + MatrixBytes(m.up.all) + MatrixBytes(m.down.all);
+    if (active && m.gate.valid()) experts = experts / moe.n_expert * moe.n_expert_used;
+    total += MatrixBytes(m.router) + experts + MatrixBytes(m.shared_gate) +
+             MatrixBytes(m.shared_up) + MatrixBytes(m.shared_down);
   }
   return total;
+}
+
+// The process's peak resident set (VmHWM of /proc/self/status), bytes; 0 if unknown.
+int64_t PeakResidentBytes() {
+  FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  long long kb = 0;
+  while (std::fgets(line, sizeof(line), f) != nullptr) {
+    if (std::sscanf(line, "VmHWM: %lld kB", &kb) == 1) break;
+  }
+  std::fclose(f);
+  return kb * 1024;
 }
 
 // Sums [lo, hi) with 256-bit loads (4 independent accumulators).
@@ -216,6 +243,7 @@ constexpr int kWarmupPromptTokens = 32;
 
 int RunBenchModel(const BenchModelFlags& f) {
   auto model = LoadModelFromFlags(f.model);
+  const int64_t peak_rss_after_load = PeakResidentBytes();
   if (!model.ok()) return ReportError(model.status());
   StatusOr<std::vector<int>> cpus = std::vector<int>{};
   if (!f.model.cpu_affinity.empty()) cpus = ParseCpuList(f.model.cpu_affinity);
@@ -268,7 +296,9 @@ int RunBenchModel(const BenchModelFlags& f) {
   }
   (*engine)->Shutdown();
   const double bandwidth = MeasureBandwidth(threads);
-  const int64_t bytes = WeightBytesPerToken(**model);
+  const int64_t bytes = WeightBytes(**model, /*active=*/true);
+  const int64_t total_bytes = WeightBytes(**model, /*active=*/false);
+  const int64_t file_bytes = static_cast<int64_t>((*model)->file().file_size());
   const double roofline = bandwidth * 1e9 / static_cast<double>(bytes);
 
   // "w8a8" when matrices were re-quantized at load, else "none" (weights as stored).
@@ -289,6 +319,9 @@ int RunBenchModel(const BenchModelFlags& f) {
     }
     out << "}, \"memory_bandwidth_gb_s\": " << bandwidth
         << ", \"weight_bytes_per_token\": " << bytes
+        << ", \"active_weight_bytes_per_token\": " << bytes
+        << ", \"total_weight_bytes\": " << total_bytes << ", \"model_file_bytes\": " << file_bytes
+        << ", \"peak_rss_after_load_bytes\": " << peak_rss_after_load
         << ", \"roofline_decode_tokens_per_s\": " << roofline
         << ", \"decode_roofline_fraction\": " << (roofline > 0 ? tg / roofline : 0) << "}\n";
   } else {
@@ -303,6 +336,12 @@ int RunBenchModel(const BenchModelFlags& f) {
     out << "memory bandwidth: " << bandwidth << " GB/s; weights read per token: " << bytes / 1e6
         << " MB; roofline " << roofline << " tok/s (decode at "
         << 100 * (roofline > 0 ? tg / roofline : 0) << "%)\n";
+    if (total_bytes != bytes) {
+      out << "sparse model: " << total_bytes / 1e6 << " MB of weight matrices, " << bytes / 1e6
+          << " MB active per token\n";
+    }
+    out << "model file " << file_bytes / 1e6 << " MB; peak resident memory after load "
+        << peak_rss_after_load / 1e6 << " MB\n";
   }
   std::fputs(out.str().c_str(), stdout);
   return 0;

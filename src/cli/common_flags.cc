@@ -116,7 +116,9 @@ StatusOr<std::unique_ptr<ThreadPool>> MakeThreadPool(const ModelFlags& flags) {
 
 int ReportError(const Status& status) {
   std::cerr << "tandem: " << status.message() << "\n";
-  return status.code() == StatusCode::kInvalidArgument || status.code() == StatusCode::kNotFound
+  // Bad input (a flag, a file, a model Tandem cannot run) exits 2; anything else 1.
+  return status.code() == StatusCode::kInvalidArgument || status.code() == StatusCode::kNotFound ||
+                 status.code() == StatusCode::kUnimplemented
              ? 2
              : 1;
 }

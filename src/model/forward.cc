@@ -29,7 +29,7 @@ void ForRows(ThreadPool* pool, int64_t n, int64_t grain, Fn&& fn) {
 }  // namespace
 
 Forward::Forward(const ModelConfig& config, const ModelWeights& weights, ThreadPool* pool)
-    : c_(config), w_(weights), pool_(pool) {}
+    : c_(config), w_(weights), pool_(pool), moe_(config, pool) {}
 
 void Forward::Run(const std::vector<ForwardSequence>& batch, std::vector<float>* logits) {
   int64_t n = 0;
@@ -81,16 +81,20 @@ void Forward::Run(const std::vector<ForwardSequence>& batch, std::vector<float>*
         RmsNorm(&x_[i * E], l.ffn_norm.data(), &xn_[i * E], E, c_.rms_eps);
       }
     });
-    MatMul(l.ffn_gate, xn_.data(), n, gate_.data(), pool_);
-    MatMul(l.ffn_up, xn_.data(), n, up_.data(), pool_);
-    const int64_t F = c_.n_ff;
-    ForRows(pool_, n, 1, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        if (c_.ffn_act == FfnActivation::kGeluTanh) GeluMul(&gate_[i * F], &up_[i * F], F);
-        else SiluMul(&gate_[i * F], &up_[i * F], F);
-      }
-    });
-    MatMul(l.ffn_down, gate_.data(), n, proj_.data(), pool_);
+    if (c_.layer_is_moe(il)) {
+      moe_.Run(l.moe, xn_.data(), n, proj_.data());
+    } else {
+      MatMul(l.ffn_gate, xn_.data(), n, gate_.data(), pool_);
+      MatMul(l.ffn_up, xn_.data(), n, up_.data(), pool_);
+      const int64_t F = c_.n_ff;
+      ForRows(pool_, n, 1, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) {
+          if (c_.ffn_act == FfnActivation::kGeluTanh) GeluMul(&gate_[i * F], &up_[i * F], F);
+          else SiluMul(&gate_[i * F], &up_[i * F], F);
+        }
+      });
+      MatMul(l.ffn_down, gate_.data(), n, proj_.data(), pool_);
+    }
     ForRows(pool_, n, 1, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
         if (c_.post_norms)

@@ -16,6 +16,7 @@
 #include "model/kv_store.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
+#include "model/moe_ffn.h"
 
 namespace tandem {
 
@@ -45,6 +46,7 @@ class Forward {
   const ModelConfig& c_;
   const ModelWeights& w_;
   ThreadPool* pool_;
+  MoeFfn moe_;  // the FFN of MoE layers
   // Scratch, [n_tokens, width] each, grown on demand.
   std::vector<float> x_, xn_, q_, k_, v_, att_, proj_, gate_, up_;
   std::vector<int64_t> pos_;  // [n_tokens] position of each batch token

@@ -16,6 +16,15 @@ Status LoadCommonHparams(const GgufFile& file, const std::string& arch, ModelCon
     return Status::Ok();
   };
   TANDEM_RETURN_IF_ERROR(get_int("block_count", &c->n_layers));
+  // NextN (MTP) blocks are counted in block_count and stored after the trunk.
+  TANDEM_ASSIGN_OR_RETURN(uint64_t nextn, file.GetUintOr(key("nextn_predict_layers"), 0));
+  if (nextn >= static_cast<uint64_t>(c->n_layers)) {
+    return InvalidArgumentError("metadata key '" + key("nextn_predict_layers") + "' (" +
+                                std::to_string(nextn) + ") must be below block_count (" +
+                                std::to_string(c->n_layers) + ")");
+  }
+  c->n_nextn_layers = static_cast<int>(nextn);
+  c->n_layers -= c->n_nextn_layers;
   TANDEM_RETURN_IF_ERROR(get_int("embedding_length", &c->n_embd));
   TANDEM_RETURN_IF_ERROR(get_int("attention.head_count", &c->n_heads));
   TANDEM_RETURN_IF_ERROR(get_int("feed_forward_length", &c->n_ff));
@@ -54,11 +63,72 @@ Status LoadCommonHparams(const GgufFile& file, const std::string& arch, ModelCon
   return Status::Ok();
 }
 
+Status LoadMoeHparams(const GgufFile& file, ModelConfig* c) {
+  MoeConfig& m = c->moe;
+  auto key = [&](const char* suffix) { return c->arch + "." + suffix; };
+  auto get = [&](const char* suffix, bool required, uint64_t fallback, uint64_t max,
+                 int* out) -> Status {
+    uint64_t v = fallback;
+    if (required) {
+      TANDEM_ASSIGN_OR_RETURN(v, file.GetUint(key(suffix)));
+    } else {
+      TANDEM_ASSIGN_OR_RETURN(v, file.GetUintOr(key(suffix), fallback));
+    }
+    if (v > max) {
+      return InvalidArgumentError("metadata key '" + key(suffix) + "' is out of range: " +
+                                  std::to_string(v) + " (at most " + std::to_string(max) + ")");
+    }
+    *out = static_cast<int>(v);
+    return Status::Ok();
+  };
+  TANDEM_RETURN_IF_ERROR(get("expert_count", true, 0, 4096, &m.n_expert));
+  TANDEM_RETURN_IF_ERROR(get("expert_used_count", true, 0, 4096, &m.n_expert_used));
+  if (m.n_expert < 1 || m.n_expert_used < 1 || m.n_expert_used > m.n_expert) {
+    return InvalidArgumentError(key("expert_used_count") + " (" + std::to_string(m.n_expert_used) +
+                                ") must be in [1, " + key("expert_count") + " = " +
+                                std::to_string(m.n_expert) + "]");
+  }
+  // Without the key llama.cpp takes n_ff / n_expert_used.
+  TANDEM_RETURN_IF_ERROR(get("expert_feed_forward_length", false,
+                             static_cast<uint64_t>(c->n_ff / m.n_expert_used), 1u << 24, &m.n_ff_exp));
+  if (m.n_ff_exp < 1) return InvalidArgumentError(key("expert_feed_forward_length") + " must be > 0");
+  TANDEM_RETURN_IF_ERROR(get("expert_shared_count", false, 0, 64, &m.n_expert_shared));
+  m.n_ff_shexp = m.n_ff_exp * m.n_expert_shared;
+  TANDEM_RETURN_IF_ERROR(get("leading_dense_block_count", false, 0, static_cast<uint64_t>(c->n_layers),
+                             &m.n_dense_lead));
+  TANDEM_RETURN_IF_ERROR(get("expert_group_count", false, 0, static_cast<uint64_t>(m.n_expert), &m.n_groups));
+  TANDEM_RETURN_IF_ERROR(get("expert_group_used_count", false, 0, 4096, &m.n_group_used));
+  if (m.n_groups > 1 && (m.n_expert % m.n_groups != 0 || m.n_group_used < 1 ||
+                         m.n_group_used > m.n_groups ||
+                         m.n_group_used * (m.n_expert / m.n_groups) < m.n_expert_used)) {
+    return InvalidArgumentError(key("expert_group_count") + " " + std::to_string(m.n_groups) + " / " +
+                                key("expert_group_used_count") + " " + std::to_string(m.n_group_used) +
+                                " do not divide " + std::to_string(m.n_expert) + " experts with " +
+                                std::to_string(m.n_expert_used) + " used");
+  }
+  TANDEM_ASSIGN_OR_RETURN(double scale, file.GetFloatOr(key("expert_weights_scale"), 0.0));
+  // llama.cpp applies the scale only when it is neither 0 (unset) nor 1.
+  m.weights_scale = scale == 0.0 ? 1.0f : static_cast<float>(scale);
+  TANDEM_ASSIGN_OR_RETURN(m.norm_weights, file.GetBoolOr(key("expert_weights_norm"), m.norm_weights));
+  TANDEM_ASSIGN_OR_RETURN(uint64_t gating, file.GetUintOr(key("expert_gating_func"), 0));
+  if (gating == 1) {
+    m.gating = ExpertGating::kSoftmax;
+  } else if (gating == 2) {
+    m.gating = ExpertGating::kSigmoid;
+  } else if (gating != 0) {
+    return UnimplementedError("metadata key '" + key("expert_gating_func") + "' = " +
+                              std::to_string(gating) + " is not supported (1 softmax, 2 sigmoid)");
+  }
+  return Status::Ok();
+}
+
 StatusOr<ModelConfig> LoadModelConfig(const GgufFile& file) {
   TANDEM_ASSIGN_OR_RETURN(std::string arch, file.GetString("general.architecture"));
   StatusOr<ModelConfig> config = [&]() -> StatusOr<ModelConfig> {
     if (arch == "gemma3") return LoadGemma3Config(file);
     if (arch == "llama" || arch == "qwen2" || arch == "qwen3") return LoadLlamaFamilyConfig(file, arch);
+    if (arch == "qwen3moe") return LoadQwen3MoeConfig(file);
+    if (arch == "glm4moe") return LoadGlm4MoeConfig(file);
     return UnimplementedError("unsupported architecture '" + arch + "' (supported: " +
                               kSupportedArchitectures + ")");
   }();

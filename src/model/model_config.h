@@ -18,9 +18,34 @@ class GgufFile;
 
 enum class FfnActivation { kSilu, kGeluTanh };
 
+// How router logits become expert probabilities (GGUF {arch}.expert_gating_func: 1
+// softmax, 2 sigmoid, as llama.cpp numbers them).
+enum class ExpertGating { kSoftmax = 1, kSigmoid = 2 };
+
+// The mixture-of-experts feed-forward of a sparse model (n_expert == 0: a dense model).
+// Layers below n_dense_lead keep a dense FFN of n_ff; the others route each token to
+// n_expert_used of n_expert experts of width n_ff_exp, plus n_expert_shared always-on
+// experts fused into one of width n_ff_shexp.
+struct MoeConfig {
+  int n_expert = 0;
+  int n_expert_used = 0;     // top-k
+  int n_ff_exp = 0;          // one routed expert's hidden width
+  int n_expert_shared = 0;
+  int n_ff_shexp = 0;        // the shared experts' hidden width (n_ff_exp * n_expert_shared)
+  int n_dense_lead = 0;      // leading layers with a dense FFN (glm4moe, deepseek2)
+  ExpertGating gating = ExpertGating::kSoftmax;
+  bool probs_bias = false;   // exp_probs_b: added to the probabilities for selection only
+  bool norm_weights = false; // selected weights divided by their sum
+  float weights_scale = 1.0f;  // multiplier on the selected weights
+  // Grouped selection (DeepSeek-V3): experts in n_groups groups, a group scored by the
+  // sum of its two best selection scores; only the best n_group_used groups compete.
+  int n_groups = 0;          // 0 or 1: no grouping
+  int n_group_used = 0;
+};
+
 struct ModelConfig {
-  std::string arch;          // general.architecture: "gemma3", "llama", "qwen2", "qwen3"
-  int n_layers = 0;
+  std::string arch;          // general.architecture: "gemma3", "llama", "qwen2", "qwen3", ...
+  int n_layers = 0;          // trunk blocks the forward pass runs (NextN blocks excluded)
   int n_embd = 0;            // residual width
   int n_heads = 0;
   int n_kv_heads = 0;
@@ -51,6 +76,17 @@ struct ModelConfig {
   bool qkv_bias = false;      // biases on Q, K, V (qwen2)
   bool post_norms = false;    // norms after attention and after FFN (gemma2/3)
   bool tied_output = false;   // LM head = token embedding
+  // The FFN-input norm's tensor name in each block: "ffn_norm", or "post_attention_norm"
+  // (glm4moe names it after the attention it follows; post_norms stays false there).
+  std::string ffn_norm_name = "ffn_norm";
+
+  MoeConfig moe;
+  // Multi-token-prediction (NextN) blocks stored after the trunk's n_layers blocks
+  // ({arch}.nextn_predict_layers; block_count counts them). Bound, not run by Forward.
+  int n_nextn_layers = 0;
+
+  bool is_moe() const { return moe.n_expert > 0; }
+  bool layer_is_moe(int il) const { return is_moe() && il >= moe.n_dense_lead; }
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }
@@ -58,7 +94,7 @@ struct ModelConfig {
 };
 
 // Architectures Tandem can run, for error messages.
-inline constexpr const char* kSupportedArchitectures = "gemma3, llama, qwen2, qwen3";
+inline constexpr const char* kSupportedArchitectures = "gemma3, llama, qwen2, qwen3, qwen3moe, glm4moe";
 
 // Reads the config of any supported architecture (dispatches on general.architecture).
 // Unimplemented naming the supported list for others.
@@ -67,8 +103,17 @@ StatusOr<ModelConfig> LoadModelConfig(const GgufFile& file);
 // Per-architecture loaders (model/arch/*.cc).
 StatusOr<ModelConfig> LoadGemma3Config(const GgufFile& file);
 StatusOr<ModelConfig> LoadLlamaFamilyConfig(const GgufFile& file, const std::string& arch);
+StatusOr<ModelConfig> LoadQwen3MoeConfig(const GgufFile& file);
+StatusOr<ModelConfig> LoadGlm4MoeConfig(const GgufFile& file);
 
 // Reads the keys every architecture shares ({arch}.block_count, ...).
 Status LoadCommonHparams(const GgufFile& file, const std::string& arch, ModelConfig* config);
+
+// Reads the expert keys every MoE architecture shares ({arch}.expert_count,
+// expert_used_count, expert_feed_forward_length, expert_shared_count,
+// expert_group_count, expert_group_used_count, expert_weights_scale,
+// expert_weights_norm, expert_gating_func) into config->moe, with the architecture's
+// defaults already set there; InvalidArgument names a key that is missing or out of range.
+Status LoadMoeHparams(const GgufFile& file, ModelConfig* config);
 
 }  // namespace tandem

@@ -33,6 +33,36 @@ class Binder {
     return m;
   }
 
+  // An optional matrix: invalid when absent, checked like Matrix when present.
+  WeightMatrix OptionalMatrix(const std::string& name, int64_t rows, int64_t cols) {
+    return file_.FindTensor(name) != nullptr ? Matrix(name, rows, cols) : WeightMatrix{};
+  }
+
+  // A 3-D expert tensor of n_expert matrices [rows, cols] (GGUF dims {cols, rows, n_expert}).
+  ExpertMatrix Experts(const std::string& name, int n_expert, int64_t rows, int64_t cols) {
+    const GgufTensorInfo* t = Lookup(name);
+    if (t == nullptr) return {};
+    if (t->dims.size() != 3 || t->dims[0] != cols || t->dims[1] != rows || t->dims[2] != n_expert) {
+      Mismatch(name, t, "[" + std::to_string(cols) + ", " + std::to_string(rows) + ", " +
+                            std::to_string(n_expert) + "] (cols, rows, experts)");
+      return {};
+    }
+    if (!CanDequantize(t->type)) {
+      bad_ += "tensor '" + name + "' has type " + std::string(TraitsOf(t->type).name) +
+              " which Tandem cannot compute with; ";
+      return {};
+    }
+    ExpertMatrix e;
+    e.all.type = t->type;
+    e.all.data = t->data;
+    e.all.rows = rows * n_expert;
+    e.all.cols = cols;
+    e.all.row_bytes = *RowBytes(t->type, cols);
+    e.n_expert = n_expert;
+    e.rows_per_expert = rows;
+    return e;
+  }
+
   std::vector<float> Vector(const std::string& name, int64_t n, bool optional = false) {
     const GgufTensorInfo* t = optional ? file_.FindTensor(name) : Lookup(name);
     if (t == nullptr) return {};
@@ -77,21 +107,84 @@ class Binder {
 
 }  // namespace
 
+namespace {
+
+void ListLayerMatrices(const std::string& p, LayerWeights& l, std::vector<NamedMatrix>* out) {
+  for (auto [name, m] : {std::pair<const char*, WeightMatrix*>{"attn_q", &l.wq},
+                         {"attn_k", &l.wk},
+                         {"attn_v", &l.wv},
+                         {"attn_output", &l.wo},
+                         {"ffn_gate", &l.ffn_gate},
+                         {"ffn_up", &l.ffn_up},
+                         {"ffn_down", &l.ffn_down},
+                         {"ffn_gate_inp", &l.moe.router},
+                         {"ffn_gate_exps", &l.moe.gate.all},
+                         {"ffn_up_exps", &l.moe.up.all},
+                         {"ffn_down_exps", &l.moe.down.all},
+                         {"ffn_gate_shexp", &l.moe.shared_gate},
+                         {"ffn_up_shexp", &l.moe.shared_up},
+                         {"ffn_down_shexp", &l.moe.shared_down}}) {
+    out->push_back({p + name + ".weight", m});
+  }
+}
+
+// Binds block `block`'s attention and FFN tensors (the FFN dense or MoE as `moe` says).
+void BindLayer(Binder& b, const ModelConfig& c, int block, bool moe, LayerWeights& l) {
+  const std::string p = "blk." + std::to_string(block) + ".";
+  l.attn_norm = b.Vector(p + "attn_norm.weight", c.n_embd);
+  l.wq = b.Matrix(p + "attn_q.weight", c.q_dim(), c.n_embd);
+  l.wk = b.Matrix(p + "attn_k.weight", c.kv_dim(), c.n_embd);
+  l.wv = b.Matrix(p + "attn_v.weight", c.v_dim(), c.n_embd);
+  l.wo = b.Matrix(p + "attn_output.weight", c.n_embd, c.q_dim());
+  if (c.qkv_bias) {
+    l.bq = b.Vector(p + "attn_q.bias", c.q_dim());
+    l.bk = b.Vector(p + "attn_k.bias", c.kv_dim());
+    l.bv = b.Vector(p + "attn_v.bias", c.v_dim());
+  }
+  if (c.qk_norm) {
+    l.q_norm = b.Vector(p + "attn_q_norm.weight", c.head_dim);
+    l.k_norm = b.Vector(p + "attn_k_norm.weight", c.head_dim);
+  }
+  if (c.post_norms) {
+    l.attn_post_norm = b.Vector(p + "post_attention_norm.weight", c.n_embd);
+    l.ffn_post_norm = b.Vector(p + "post_ffw_norm.weight", c.n_embd);
+  }
+  l.ffn_norm = b.Vector(p + c.ffn_norm_name + ".weight", c.n_embd);
+  if (!moe) {
+    l.ffn_gate = b.Matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd);
+    l.ffn_up = b.Matrix(p + "ffn_up.weight", c.n_ff, c.n_embd);
+    l.ffn_down = b.Matrix(p + "ffn_down.weight", c.n_embd, c.n_ff);
+    return;
+  }
+  const MoeConfig& m = c.moe;
+  MoeWeights& w = l.moe;
+  w.router = b.Matrix(p + "ffn_gate_inp.weight", m.n_expert, c.n_embd);
+  if (m.probs_bias) w.probs_bias = b.Vector(p + "exp_probs_b.bias", m.n_expert);
+  w.gate = b.Experts(p + "ffn_gate_exps.weight", m.n_expert, m.n_ff_exp, c.n_embd);
+  w.up = b.Experts(p + "ffn_up_exps.weight", m.n_expert, m.n_ff_exp, c.n_embd);
+  w.down = b.Experts(p + "ffn_down_exps.weight", m.n_expert, c.n_embd, m.n_ff_exp);
+  if (m.n_expert_shared > 0) {
+    w.shared_gate = b.Matrix(p + "ffn_gate_shexp.weight", m.n_ff_shexp, c.n_embd);
+    w.shared_up = b.Matrix(p + "ffn_up_shexp.weight", m.n_ff_shexp, c.n_embd);
+    w.shared_down = b.Matrix(p + "ffn_down_shexp.weight", c.n_embd, m.n_ff_shexp);
+  }
+}
+
+}  // namespace
+
 std::vector<NamedMatrix> ListMatrices(ModelWeights* w) {
   std::vector<NamedMatrix> out = {{"token_embd.weight", &w->tok_embd},
                                   {"output.weight", &w->output}};
   for (size_t il = 0; il < w->layers.size(); ++il) {
-    LayerWeights& l = w->layers[il];
-    const std::string p = "blk." + std::to_string(il) + ".";
-    for (auto [name, m] : {std::pair<const char*, WeightMatrix*>{"attn_q", &l.wq},
-                           {"attn_k", &l.wk},
-                           {"attn_v", &l.wv},
-                           {"attn_output", &l.wo},
-                           {"ffn_gate", &l.ffn_gate},
-                           {"ffn_up", &l.ffn_up},
-                           {"ffn_down", &l.ffn_down}}) {
-      out.push_back({p + name + ".weight", m});
-    }
+    ListLayerMatrices("blk." + std::to_string(il) + ".", w->layers[il], &out);
+  }
+  for (size_t i = 0; i < w->nextn.size(); ++i) {
+    const std::string p = "blk." + std::to_string(w->layers.size() + i) + ".";
+    ListLayerMatrices(p, w->nextn_layers[i], &out);
+    NextnWeights& n = w->nextn[i];
+    out.push_back({p + "nextn.eh_proj.weight", &n.eh_proj});
+    out.push_back({p + "nextn.embed_tokens.weight", &n.embed_tokens});
+    out.push_back({p + "nextn.shared_head_head.weight", &n.shared_head_head});
   }
   return out;
 }
@@ -103,31 +196,26 @@ StatusOr<ModelWeights> BindWeights(const GgufFile& file, const ModelConfig& c) {
   w.output_norm = b.Vector("output_norm.weight", c.n_embd);
   w.output = c.tied_output ? w.tok_embd : b.Matrix("output.weight", c.n_vocab, c.n_embd);
   w.layers.resize(c.n_layers);
-  for (int il = 0; il < c.n_layers; ++il) {
-    LayerWeights& l = w.layers[il];
-    const std::string p = "blk." + std::to_string(il) + ".";
-    l.attn_norm = b.Vector(p + "attn_norm.weight", c.n_embd);
-    l.wq = b.Matrix(p + "attn_q.weight", c.q_dim(), c.n_embd);
-    l.wk = b.Matrix(p + "attn_k.weight", c.kv_dim(), c.n_embd);
-    l.wv = b.Matrix(p + "attn_v.weight", c.v_dim(), c.n_embd);
-    l.wo = b.Matrix(p + "attn_output.weight", c.n_embd, c.q_dim());
-    if (c.qkv_bias) {
-      l.bq = b.Vector(p + "attn_q.bias", c.q_dim());
-      l.bk = b.Vector(p + "attn_k.bias", c.kv_dim());
-      l.bv = b.Vector(p + "attn_v.bias", c.v_dim());
+  for (int il = 0; il < c.n_layers; ++il) BindLayer(b, c, il, c.layer_is_moe(il), w.layers[il]);
+  // NextN blocks: a file may leave them out (llama.cpp's "trunk only" conversion), told
+  // by the absence of the first block's eh_proj; when present, all of each is required.
+  const bool has_nextn = c.n_nextn_layers > 0 &&
+      file.FindTensor("blk." + std::to_string(c.n_layers) + ".nextn.eh_proj.weight") != nullptr;
+  if (has_nextn) {
+    w.nextn_layers.resize(c.n_nextn_layers);
+    w.nextn.resize(c.n_nextn_layers);
+    for (int i = 0; i < c.n_nextn_layers; ++i) {
+      const int block = c.n_layers + i;
+      BindLayer(b, c, block, c.layer_is_moe(block), w.nextn_layers[i]);
+      const std::string p = "blk." + std::to_string(block) + ".nextn.";
+      NextnWeights& n = w.nextn[i];
+      n.eh_proj = b.Matrix(p + "eh_proj.weight", c.n_embd, 2 * static_cast<int64_t>(c.n_embd));
+      n.enorm = b.Vector(p + "enorm.weight", c.n_embd);
+      n.hnorm = b.Vector(p + "hnorm.weight", c.n_embd);
+      n.embed_tokens = b.OptionalMatrix(p + "embed_tokens.weight", c.n_vocab, c.n_embd);
+      n.shared_head_head = b.OptionalMatrix(p + "shared_head_head.weight", c.n_vocab, c.n_embd);
+      n.shared_head_norm = b.Vector(p + "shared_head_norm.weight", c.n_embd, /*optional=*/true);
     }
-    if (c.qk_norm) {
-      l.q_norm = b.Vector(p + "attn_q_norm.weight", c.head_dim);
-      l.k_norm = b.Vector(p + "attn_k_norm.weight", c.head_dim);
-    }
-    if (c.post_norms) {
-      l.attn_post_norm = b.Vector(p + "post_attention_norm.weight", c.n_embd);
-      l.ffn_post_norm = b.Vector(p + "post_ffw_norm.weight", c.n_embd);
-    }
-    l.ffn_norm = b.Vector(p + "ffn_norm.weight", c.n_embd);
-    l.ffn_gate = b.Matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd);
-    l.ffn_up = b.Matrix(p + "ffn_up.weight", c.n_ff, c.n_embd);
-    l.ffn_down = b.Matrix(p + "ffn_down.weight", c.n_embd, c.n_ff);
   }
   TANDEM_RETURN_IF_ERROR(b.Finish());
   return w;

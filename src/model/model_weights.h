@@ -17,6 +17,43 @@ namespace tandem {
 
 class GgufFile;
 
+// One 3-D expert tensor (GGUF dims {cols, rows_per_expert, n_expert}, experts
+// outermost): `all` views it as [n_expert * rows_per_expert, cols], so load-time
+// rewrites treat it as one matrix, and Expert(e) is expert e's [rows_per_expert, cols]
+// slice of it (no copy).
+struct ExpertMatrix {
+  WeightMatrix all;
+  int n_expert = 0;
+  int64_t rows_per_expert = 0;
+
+  bool valid() const { return all.valid(); }
+  WeightMatrix Expert(int e) const {
+    WeightMatrix m = all;
+    m.data = all.data + static_cast<int64_t>(e) * rows_per_expert * all.row_bytes;
+    m.rows = rows_per_expert;
+    return m;
+  }
+};
+
+// The MoE FFN of one layer (ModelConfig::layer_is_moe).
+struct MoeWeights {
+  WeightMatrix router;                // ffn_gate_inp [n_expert, n_embd]
+  std::vector<float> probs_bias;      // exp_probs_b [n_expert] (moe.probs_bias) or empty
+  ExpertMatrix gate, up;              // ffn_{gate,up}_exps [n_expert][n_ff_exp, n_embd]
+  ExpertMatrix down;                  // ffn_down_exps [n_expert][n_embd, n_ff_exp]
+  WeightMatrix shared_gate, shared_up;  // ffn_{gate,up}_shexp [n_ff_shexp, n_embd] or invalid
+  WeightMatrix shared_down;             // ffn_down_shexp [n_embd, n_ff_shexp] or invalid
+};
+
+// A NextN (multi-token prediction) block's own tensors, beside its LayerWeights.
+struct NextnWeights {
+  WeightMatrix eh_proj;               // [n_embd, 2 * n_embd]: concat(enorm(embd), hnorm(h)) -> n_embd
+  std::vector<float> enorm, hnorm;    // [n_embd]
+  WeightMatrix embed_tokens;          // [n_vocab, n_embd] or invalid (then token_embd)
+  WeightMatrix shared_head_head;      // [n_vocab, n_embd] or invalid (then output)
+  std::vector<float> shared_head_norm;  // [n_embd] or empty (then output_norm)
+};
+
 struct LayerWeights {
   std::vector<float> attn_norm;       // [n_embd]
   WeightMatrix wq, wk, wv, wo;        // [q_dim, n_embd], [kv_dim, n_embd], [v_dim, n_embd], [n_embd, q_dim]
@@ -24,8 +61,9 @@ struct LayerWeights {
   std::vector<float> q_norm, k_norm;  // [head_dim] (qk_norm) or empty
   std::vector<float> attn_post_norm;  // [n_embd] (post_norms) or empty
   std::vector<float> ffn_norm;        // [n_embd]
-  WeightMatrix ffn_gate, ffn_up;      // [n_ff, n_embd]
-  WeightMatrix ffn_down;              // [n_embd, n_ff]
+  WeightMatrix ffn_gate, ffn_up;      // [n_ff, n_embd] (dense layers)
+  WeightMatrix ffn_down;              // [n_embd, n_ff] (dense layers)
+  MoeWeights moe;                     // MoE layers
   std::vector<float> ffn_post_norm;   // [n_embd] (post_norms) or empty
 };
 
@@ -34,10 +72,17 @@ struct ModelWeights {
   std::vector<float> output_norm;     // [n_embd]
   WeightMatrix output;                // [n_vocab, n_embd] (== tok_embd when tied)
   std::vector<LayerWeights> layers;   // [n_layers]
+  // NextN blocks (config.n_nextn_layers), GGUF blocks n_layers.. : their attention and
+  // MoE weights in `layers` of their own, loaded for speculative decoding, not run by
+  // the main forward pass.
+  std::vector<LayerWeights> nextn_layers;
+  std::vector<NextnWeights> nextn;
 };
 
 // Each matrix entry of `w` with its GGUF tensor name: token_embd.weight, output.weight,
-// then blk.N.{attn_q,attn_k,attn_v,attn_output,ffn_gate,ffn_up,ffn_down}.weight. In a
+// then blk.N.{attn_q,attn_k,attn_v,attn_output,ffn_gate,ffn_up,ffn_down}.weight and the
+// MoE matrices (ffn_gate_inp, ffn_{gate,up,down}_exps as whole tensors, *_shexp), the
+// NextN blocks' too. Invalid (absent) entries are listed as well. In a
 // tied model output.weight is an entry of its own with token_embd.weight's data. The
 // pointers borrow from *w.
 struct NamedMatrix {

@@ -29,6 +29,11 @@ const std::vector<NamedOptions>& NamedOptionsTable() {
       {"llama-bpe", {Kind::kLlama3, true, true}},
       {"qwen2", {Kind::kQwen2, false, false}},
       {"deepseek-r1-qwen", {Kind::kQwen2, false, false}},
+      // GLM-4.x / GLM-5: llama3's split regex; "glm4"/"glm5" also skip the merges of a
+      // word that is already a token (llama.cpp's CHATGLM4 pre-tokenizer).
+      {"chatglm-bpe", {Kind::kLlama3, false, true}},
+      {"glm4", {Kind::kLlama3, true, true}},
+      {"glm5", {Kind::kLlama3, true, true}},
   };
   return table;
 }

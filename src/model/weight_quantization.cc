@@ -117,6 +117,9 @@ RepackReport RepackForInt8Tile(ModelWeights* weights, std::vector<uint8_t>* stor
   auto target = [](const NamedMatrix& nm) -> std::optional<TensorType> {
     const WeightMatrix& m = *nm.matrix;
     if (TileRepackedType(m.type) == m.type || m.cols % 64 != 0) return std::nullopt;
+    // Routed experts stay in the mapped file: a copy would read every expert at start
+    // (most of a sparse model, which may exceed memory); the file layout gives the same bits.
+    if (nm.name.find("_exps.") != std::string::npos) return std::nullopt;
     return TileRepackedType(m.type);
   };
   auto convert = [](const WeightMatrix& from, uint8_t* out, int64_t out_row_bytes, int64_t begin,

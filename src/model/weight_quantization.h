@@ -65,7 +65,8 @@ struct RepackReport {
 // int8 tile's load-time layout (Q5_0x2 / Q4_0x2, RepackRowForTile in kernels/int8_tile.h):
 // the same values and scales, so every product and sum is unchanged (same bits), but
 // decode and prefill skip the per-use nibble shuffles. Storage, sharing (a tied matrix is
-// rewritten once) and `pool` as for RequantizeToQ8_0.
+// rewritten once) and `pool` as for RequantizeToQ8_0. Routed-expert tensors (*_exps) are
+// left in the mapped file, so a sparse model larger than memory still loads.
 RepackReport RepackForInt8Tile(ModelWeights* weights, std::vector<uint8_t>* storage,
                                ThreadPool* pool = nullptr);
 

@@ -1,0 +1,173 @@
+#include "model/moe_ffn.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "common/logging.h"
+#include "common/thread_pool.h"
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+
+namespace tandem {
+namespace {
+
+void Grow(std::vector<float>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
+// Indices [0, n) ordered by descending score, lower index first on ties (ggml's argsort
+// in descending order, which llama.cpp's top-k reads the best k of).
+void ArgsortDescending(const float* score, int n, std::vector<int>* idx) {
+  idx->resize(static_cast<size_t>(n));
+  std::iota(idx->begin(), idx->end(), 0);
+  std::stable_sort(idx->begin(), idx->end(), [&](int a, int b) { return score[a] > score[b]; });
+}
+
+}  // namespace
+
+void RouteTokens(const MoeConfig& m, const float* logits, const float* probs_bias,
+                 int64_t n_tokens, int32_t* experts, float* weights) {
+  const int n_expert = m.n_expert, k = m.n_expert_used;
+  std::vector<float> probs(n_expert), select(n_expert);
+  std::vector<int> idx, group_idx;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float* lg = logits + t * n_expert;
+    if (m.gating == ExpertGating::kSoftmax) {
+      // As ggml_soft_max: exponentials of (x - max), summed in double, times 1/sum.
+      const float max = *std::max_element(lg, lg + n_expert);
+      double sum = 0;
+      for (int e = 0; e < n_expert; ++e) {
+        probs[e] = std::exp(lg[e] - max);
+        sum += probs[e];
+      }
+      const float inv = static_cast<float>(1.0 / sum);
+      for (int e = 0; e < n_expert; ++e) probs[e] *= inv;
+    } else {
+      for (int e = 0; e < n_expert; ++e) probs[e] = 1.0f / (1.0f + std::exp(-lg[e]));
+    }
+    // The selection bias steers which experts are chosen, not their weights.
+    for (int e = 0; e < n_expert; ++e) select[e] = probs[e] + (probs_bias != nullptr ? probs_bias[e] : 0.0f);
+    if (m.n_groups > 1) {
+      // A group's score is the sum of its two best selection scores; experts outside the
+      // best n_group_used groups cannot be chosen.
+      const int per_group = n_expert / m.n_groups;
+      std::vector<float> group_score(m.n_groups);
+      for (int g = 0; g < m.n_groups; ++g) {
+        ArgsortDescending(&select[g * per_group], per_group, &idx);
+        group_score[g] = select[g * per_group + idx[0]] +
+                         (per_group > 1 ? select[g * per_group + idx[1]] : 0.0f);
+      }
+      ArgsortDescending(group_score.data(), m.n_groups, &group_idx);
+      std::vector<bool> keep(m.n_groups, false);
+      for (int i = 0; i < m.n_group_used; ++i) keep[group_idx[i]] = true;
+      for (int e = 0; e < n_expert; ++e) {
+        if (!keep[e / per_group]) select[e] = -std::numeric_limits<float>::infinity();
+      }
+    }
+    ArgsortDescending(select.data(), n_expert, &idx);
+    int32_t* ex = experts + t * k;
+    float* wt = weights + t * k;
+    for (int i = 0; i < k; ++i) {
+      ex[i] = idx[i];
+      wt[i] = probs[idx[i]];
+    }
+    if (m.norm_weights) {
+      double sum = 0;
+      for (int i = 0; i < k; ++i) sum += wt[i];
+      // llama.cpp clamps the sum to the smallest normal fp16 so it never divides by zero.
+      const float s = std::max(static_cast<float>(sum), 6.103515625e-5f);
+      for (int i = 0; i < k; ++i) wt[i] /= s;
+    }
+    if (m.weights_scale != 1.0f) {
+      for (int i = 0; i < k; ++i) wt[i] *= m.weights_scale;
+    }
+  }
+}
+
+void MoeFfn::Run(const MoeWeights& w, const float* x, int64_t n, float* out) {
+  const MoeConfig& m = c_.moe;
+  const int64_t E = c_.n_embd, F = m.n_ff_exp, k = m.n_expert_used, pairs = n * k;
+  TANDEM_CHECK(w.router.valid() && w.gate.valid() && w.up.valid() && w.down.valid());
+
+  // Route every token.
+  Grow(logits_, static_cast<size_t>(n * m.n_expert));
+  experts_.resize(static_cast<size_t>(pairs));
+  weights_.resize(static_cast<size_t>(pairs));
+  MatMul(w.router, x, n, logits_.data(), pool_);
+  RouteTokens(m, logits_.data(), w.probs_bias.empty() ? nullptr : w.probs_bias.data(), n,
+              experts_.data(), weights_.data());
+
+  // Group the (token, slot) pairs by expert (a counting sort, token order kept within
+  // an expert) and gather their inputs.
+  expert_begin_.assign(static_cast<size_t>(m.n_expert) + 1, 0);
+  for (int64_t p = 0; p < pairs; ++p) ++expert_begin_[experts_[p] + 1];
+  for (int e = 0; e < m.n_expert; ++e) expert_begin_[e + 1] += expert_begin_[e];
+  order_.resize(static_cast<size_t>(pairs));
+  row_of_.resize(static_cast<size_t>(pairs));
+  {
+    std::vector<int64_t> next(expert_begin_.begin(), expert_begin_.end() - 1);
+    for (int64_t p = 0; p < pairs; ++p) {
+      const int64_t row = next[experts_[p]]++;
+      order_[row] = p;
+      row_of_[p] = row;
+    }
+  }
+  Grow(xg_, static_cast<size_t>(pairs * E));
+  Grow(yg_, static_cast<size_t>(pairs * E));
+  Grow(gate_, static_cast<size_t>(std::max(pairs * F, n * m.n_ff_shexp)));
+  Grow(up_, static_cast<size_t>(std::max(pairs * F, n * m.n_ff_shexp)));
+  for (int64_t row = 0; row < pairs; ++row) {
+    std::copy_n(x + order_[row] / k * E, E, &xg_[row * E]);
+  }
+
+  // One GEMM per active expert over exactly its tokens.
+  for (int e = 0; e < m.n_expert; ++e) {
+    const int64_t b = expert_begin_[e], cnt = expert_begin_[e + 1] - b;
+    if (cnt == 0) continue;
+    MatMul(w.gate.Expert(e), &xg_[b * E], cnt, &gate_[b * F], pool_);
+    MatMul(w.up.Expert(e), &xg_[b * E], cnt, &up_[b * F], pool_);
+    for (int64_t r = b; r < b + cnt; ++r) SiluMul(&gate_[r * F], &up_[r * F], F);
+    MatMul(w.down.Expert(e), &gate_[b * F], cnt, &yg_[b * E], pool_);
+  }
+
+  // The weighted sum in slot order (best expert first), as llama.cpp adds its views:
+  // each product rounded, then added.
+  std::vector<float>& yg = yg_;
+  auto combine = [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      float* o = out + t * E;
+      for (int64_t i = 0; i < k; ++i) {
+        const float wt = weights_[t * k + i];
+        const float* y = &yg[row_of_[t * k + i] * E];
+        if (i == 0) {
+          for (int64_t d = 0; d < E; ++d) o[d] = y[d] * wt;
+        } else {
+          for (int64_t d = 0; d < E; ++d) {
+            const float v = y[d] * wt;
+            o[d] += v;
+          }
+        }
+      }
+    }
+  };
+  if (pool_ != nullptr) {
+    pool_->ParallelFor(n, 1, [&](int, int64_t b, int64_t e) { combine(b, e); });
+  } else {
+    combine(0, n);
+  }
+
+  // The shared expert: a dense SwiGLU FFN of every token, added to the routed sum.
+  if (w.shared_gate.valid()) {
+    const int64_t Fs = m.n_ff_shexp;
+    Grow(shared_, static_cast<size_t>(n * E));
+    MatMul(w.shared_gate, x, n, gate_.data(), pool_);
+    MatMul(w.shared_up, x, n, up_.data(), pool_);
+    for (int64_t t = 0; t < n; ++t) SiluMul(&gate_[t * Fs], &up_[t * Fs], Fs);
+    MatMul(w.shared_down, gate_.data(), n, shared_.data(), pool_);
+    for (int64_t t = 0; t < n; ++t) AddInPlace(out + t * E, &shared_[t * E], E);
+  }
+}
+
+}  // namespace tandem

@@ -1,0 +1,61 @@
+// MoeFfn: the mixture-of-experts feed-forward of one layer over a batch of tokens.
+//
+//   logits = router · x                                  [n_tokens, n_expert]
+//   probs  = softmax(logits) or sigmoid(logits)          (MoeConfig::gating)
+//   chosen = top-k of probs (+ exp_probs_b, + group mask) per token, best first
+//   w      = probs[chosen] (/ their sum) (* weights_scale)
+//   y      = sum_i w_i · down_e(silu(gate_e · x) * (up_e · x)), e = chosen_i, in slot order
+//          + the shared expert's dense FFN of x, if any
+//
+// Tokens are grouped by expert so each active expert runs one GEMM over exactly the
+// tokens routed to it (the int8 tile kernels with enough of them); decode touches only
+// the rows of the experts it selected. Every (token, expert) product is computed by the
+// same kernels whatever the batch (MatMul gives a token's row the same bits alone or in
+// a batch), so batching and the thread count never change a result.
+//
+// Ownership: borrows the config; scratch buffers are its own.
+// Thread safety: one Run at a time (it owns scratch buffers).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/model_config.h"
+#include "model/model_weights.h"
+
+namespace tandem {
+
+class ThreadPool;
+
+// Picks each token's experts from its router logits, as llama.cpp's build_moe_ffn does.
+// logits [n_tokens, n_expert]; probs_bias [n_expert] or null. Writes experts and
+// weights [n_tokens, n_expert_used], best first (descending selection score, lower
+// index first on ties). Pure function; reentrant.
+void RouteTokens(const MoeConfig& m, const float* logits, const float* probs_bias,
+                 int64_t n_tokens, int32_t* experts, float* weights);
+
+class MoeFfn {
+ public:
+  MoeFfn(const ModelConfig& config, ThreadPool* pool) : c_(config), pool_(pool) {}
+
+  // out[n_tokens, n_embd] = the layer's MoE FFN of x[n_tokens, n_embd] (the normed input).
+  // Preconditions: w belongs to a layer with layer_is_moe; out does not alias x.
+  void Run(const MoeWeights& w, const float* x, int64_t n_tokens, float* out);
+
+ private:
+  const ModelConfig& c_;
+  ThreadPool* pool_;
+  // Scratch, grown on demand.
+  std::vector<float> logits_;          // [n_tokens, n_expert]
+  std::vector<int32_t> experts_;       // [n_tokens, k] chosen experts, best first
+  std::vector<float> weights_;         // [n_tokens, k] their weights
+  std::vector<int64_t> expert_begin_;  // [n_expert + 1] start of each expert's group
+  std::vector<int64_t> order_;         // [n_tokens * k] (token * k + slot), grouped by expert
+  std::vector<float> xg_;              // [n_tokens * k, n_embd] inputs in group order
+  std::vector<float> gate_, up_;       // [n_tokens * k, n_ff_exp] (and the shared expert's)
+  std::vector<float> yg_;              // [n_tokens * k, n_embd] expert outputs in group order
+  std::vector<int64_t> row_of_;        // [n_tokens * k] group row of (token * k + slot)
+  std::vector<float> shared_;          // [n_tokens, n_embd] the shared expert's output
+};
+
+}  // namespace tandem

@@ -1,0 +1,174 @@
+"""Sparse (MoE) models end to end with real processes: the glm4moe fixture (64 experts,
+top-8, a shared expert, a leading dense layer, a NextN block) served colocated, and in
+PD through `tandem proxy` with the seeds' MultiConnector (Mooncake transfer + the pool
+connector on a real pool worker and etcd); PD output equals colocated, and a second
+engine reuses the first one's blocks through the pool. Also: sparse GGUFs with missing,
+misshapen or miscounted experts are refused at load with exit 2 naming the problem."""
+import json
+import subprocess
+
+import numpy as np
+import pytest
+
+from tandem_procs import Server, free_port
+from test_pool import Worker, etcd, wait_for  # noqa: F401 (etcd is a fixture)
+from test_proxy import Proxy, addr
+
+MODEL = "glm4moe-q4_k_m.gguf"
+COMMON = ["--served-model-name", "moe", "--enable-prompt-tokens-details", "--max-model-len", "512"]
+
+
+def multi_config(role, kv_port=None):
+    mooncake = {"kv_connector": "MooncakeConnectorV1", "kv_role": role,
+                "kv_connector_extra_config": {"use_ascend_direct": True,
+                                              "prefill": {"dp_size": 1, "tp_size": 1},
+                                              "decode": {"dp_size": 1, "tp_size": 1}}}
+    if kv_port is not None:
+        mooncake["kv_port"] = str(kv_port)
+    pool = {"kv_connector": "AscendStoreConnector", "kv_role": role,
+            "kv_connector_extra_config": {"lookup_rpc_port": "0", "backend": "yuanrong"}}
+    return json.dumps({"kv_connector": "MultiConnector", "kv_role": role, "engine_id": "0",
+                       "kv_connector_extra_config": {"connectors": [mooncake, pool]}})
+
+
+@pytest.fixture(scope="module")
+def moe_cluster(tandem_bin, fixture_dir, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("moe")
+    model = fixture_dir / MODEL
+    procs = {}
+    from test_pool import Etcd
+    e = Etcd(tmp)
+    try:
+        worker = Worker(tandem_bin, tmp, e, name="w", shm_mb=64)
+        env = {"DS_WORKER_ADDR": worker.address}
+        procs["colocated"] = Server(tandem_bin, model, COMMON, tmp, "colocated")
+        procs["p"] = Server(tandem_bin, model, COMMON + ["--kv-transfer-config",
+                                                         multi_config("kv_producer", free_port())],
+                            tmp, "p", env=env)
+        procs["d"] = Server(tandem_bin, model, COMMON + ["--kv-transfer-config", multi_config("kv_consumer")],
+                            tmp, "d", env=env)
+        procs["proxy"] = Proxy(tandem_bin, [addr(procs["p"])], [addr(procs["d"])], tmp)
+        procs["worker"] = worker
+        yield procs
+    finally:
+        for name in ("proxy", "d", "p", "colocated"):
+            if name in procs:
+                procs[name].stop()
+        if "worker" in procs and procs["worker"].alive():
+            procs["worker"].stop()
+        e.stop()
+
+
+def complete(server, prompt, max_tokens=12):
+    r = server.post("/v1/completions", {"model": "moe", "prompt": prompt, "max_tokens": max_tokens,
+                                        "temperature": 0, "ignore_eos": True})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_moe_pd_through_the_proxy_equals_colocated(moe_cluster):
+    colo, proxy, p, d = moe_cluster["colocated"], moe_cluster["proxy"], moe_cluster["p"], moe_cluster["d"]
+    prompts = ["hello world", "The quick brown fox jumps over the lazy dog. " * 4,
+               " ".join(f"w{i}" for i in range(60))]
+    for prompt in prompts:
+        want = complete(colo, prompt)
+        got = proxy.client().completions.create(model="moe", prompt=prompt, max_tokens=12, temperature=0,
+                                                extra_body={"ignore_eos": True})
+        assert got.choices[0].text == want["choices"][0]["text"], prompt
+        assert got.usage.completion_tokens == 12
+    assert d.metric("tandem_kv_transfer_pulls_total", result="ok") == len(prompts)
+    # Streaming chat through the proxy, with the GGUF's GLM template.
+    messages = [{"role": "user", "content": "What is the capital of France?"}]
+    want = colo.post("/v1/chat/completions", {"model": "moe", "messages": messages, "max_tokens": 8,
+                                              "temperature": 0}).json()["choices"][0]["message"]["content"]
+    stream = proxy.client().chat.completions.create(model="moe", messages=messages, max_tokens=8,
+                                                    temperature=0, stream=True)
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == want
+    assert wait_for(lambda: p.metric("vllm:kv_cache_usage_perc") == 0, 10), "the producer freed its blocks"
+
+
+def test_moe_blocks_are_shared_through_the_pool(moe_cluster, tandem_bin, fixture_dir, tmp_path):
+    """The producer saved its full prompt blocks to the pool; a fresh engine on the same
+    worker loads them (external hits) and continues with the same tokens."""
+    colo, p, worker = moe_cluster["colocated"], moe_cluster["p"], moe_cluster["worker"]
+    prompt = "pool " + " ".join(f"token{(i * 7919) % 1000}" for i in range(50))
+    want = complete(colo, prompt)
+    n_prompt = want["usage"]["prompt_tokens"]
+    full_blocks = (n_prompt - 1) // 16
+    pool_json = json.dumps({"kv_connector": "AscendStoreConnector", "kv_role": "kv_both",
+                            "kv_connector_extra_config": {"lookup_rpc_port": "0", "backend": "yuanrong"}})
+    a = Server(tandem_bin, fixture_dir / MODEL, COMMON + ["--kv-transfer-config", pool_json], tmp_path, "a",
+               env={"DS_WORKER_ADDR": worker.address})
+    b = Server(tandem_bin, fixture_dir / MODEL, COMMON + ["--kv-transfer-config", pool_json], tmp_path, "b",
+               env={"DS_WORKER_ADDR": worker.address})
+    try:
+        assert complete(a, prompt)["choices"][0]["text"] == want["choices"][0]["text"]
+        assert wait_for(lambda: (a.metric("tandem_pool_connector_blocks_saved_total", outcome="stored") or 0)
+                        + (a.metric("tandem_pool_connector_blocks_saved_total", outcome="exists") or 0)
+                        >= full_blocks, 10)
+        got = complete(b, prompt)
+        assert got["choices"][0]["text"] == want["choices"][0]["text"]
+        assert got["usage"]["prompt_tokens_details"]["cached_tokens"] == full_blocks * 16
+    finally:
+        assert a.stop() == 0, a.log()[-2000:]
+        assert b.stop() == 0, b.log()[-2000:]
+
+
+# --- Bad sparse GGUFs --------------------------------------------------------------------
+
+
+def rewrite(src, dst, drop=(), kv=None, reshape=None):
+    """Copies GGUF `src` to `dst`, leaving out tensors in `drop`, overriding metadata
+    `kv` (key -> (value, GGUFValueType)), and giving tensor `reshape[0]` the first
+    reshape[1] rows of its last dimension."""
+    import gguf
+    reader = gguf.GGUFReader(str(src))
+    writer = gguf.GGUFWriter(str(dst), reader.fields["general.architecture"].contents())
+    kv = kv or {}
+    for key, field in reader.fields.items():
+        if key.startswith("GGUF.") or key == "general.architecture":
+            continue
+        if key in kv:
+            value, vtype = kv[key]
+            writer.add_key_value(key, value, vtype)
+            continue
+        sub_type = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
+        writer.add_key_value(key, field.contents(), field.types[0], sub_type=sub_type)
+    for t in reader.tensors:
+        if t.name in drop:
+            continue
+        data = np.asarray(t.data)
+        if reshape and t.name == reshape[0]:
+            data = data[: reshape[1]]
+        quantized = t.tensor_type not in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16)
+        writer.add_tensor(t.name, data, raw_dtype=t.tensor_type if quantized else None)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def bad_cases():
+    import gguf
+    u32 = gguf.GGUFValueType.UINT32
+    return {
+        "missing expert tensor": (dict(drop=("blk.1.ffn_up_exps.weight",)), "blk.1.ffn_up_exps.weight"),
+        "experts fewer than metadata": (dict(reshape=("blk.2.ffn_down_exps.weight", 32)),
+                                        "blk.2.ffn_down_exps.weight"),
+        "expert_count disagrees": (dict(kv={"glm4moe.expert_count": (48, u32)}), "ffn_gate_inp.weight"),
+        "more used than experts": (dict(kv={"glm4moe.expert_used_count": (65, u32)}), "glm4moe.expert_used_count"),
+        "missing selection bias": (dict(drop=("blk.1.exp_probs_b.bias",)), "blk.1.exp_probs_b.bias"),
+        "missing shared expert": (dict(drop=("blk.2.ffn_gate_shexp.weight",)), "blk.2.ffn_gate_shexp.weight"),
+    }
+
+
+@pytest.mark.parametrize("case", ["missing expert tensor", "experts fewer than metadata", "expert_count disagrees",
+                                  "more used than experts", "missing selection bias", "missing shared expert"])
+def test_bad_sparse_gguf_exits_2_naming_the_problem(tandem_bin, fixture_dir, tmp_path, case):
+    changes, needle = bad_cases()[case]
+    dst = tmp_path / "bad.gguf"
+    rewrite(fixture_dir / MODEL, dst, **changes)
+    r = subprocess.run([tandem_bin, "generate", "--model", str(dst), "-p", "x", "-n", "1"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, (case, r.returncode, r.stderr[-2000:])
+    assert needle in r.stderr, (case, r.stderr[-2000:])
