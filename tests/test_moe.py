@@ -1,5 +1,6 @@
 """Sparse (MoE) models end to end with real processes: the glm4moe fixture (64 experts,
-top-8, a shared expert, a leading dense layer, a NextN block) served colocated, and in
+top-8, a shared expert, a leading dense layer, a NextN block) and the deepseek2 one
+(the same with MLA: latent KV blocks) served colocated, and in
 PD through `tandem proxy` with the seeds' MultiConnector (Mooncake transfer + the pool
 connector on a real pool worker and etcd); PD output equals colocated, and a second
 engine reuses the first one's blocks through the pool. Also: sparse GGUFs with missing,
@@ -15,6 +16,8 @@ from test_pool import Worker, etcd, wait_for  # noqa: F401 (etcd is a fixture)
 from test_proxy import Proxy, addr
 
 MODEL = "glm4moe-q4_k_m.gguf"
+# MLA (latent KV rows, no V rows) + YaRN + grouped sigmoid routing + a NextN block.
+MLA_MODEL = "deepseek2-q4_k_m.gguf"
 COMMON = ["--served-model-name", "moe", "--enable-prompt-tokens-details", "--max-model-len", "512"]
 
 
@@ -31,10 +34,10 @@ def multi_config(role, kv_port=None):
                        "kv_connector_extra_config": {"connectors": [mooncake, pool]}})
 
 
-@pytest.fixture(scope="module")
-def moe_cluster(tandem_bin, fixture_dir, tmp_path_factory):
+@pytest.fixture(scope="module", params=[MODEL, MLA_MODEL])
+def moe_cluster(request, tandem_bin, fixture_dir, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("moe")
-    model = fixture_dir / MODEL
+    model = fixture_dir / request.param
     procs = {}
     from test_pool import Etcd
     e = Etcd(tmp)
@@ -49,6 +52,7 @@ def moe_cluster(tandem_bin, fixture_dir, tmp_path_factory):
                             tmp, "d", env=env)
         procs["proxy"] = Proxy(tandem_bin, [addr(procs["p"])], [addr(procs["d"])], tmp)
         procs["worker"] = worker
+        procs["model"] = model
         yield procs
     finally:
         for name in ("proxy", "d", "p", "colocated"):
@@ -90,16 +94,17 @@ def test_moe_pd_through_the_proxy_equals_colocated(moe_cluster):
 def test_moe_blocks_are_shared_through_the_pool(moe_cluster, tandem_bin, fixture_dir, tmp_path):
     """The producer saved its full prompt blocks to the pool; a fresh engine on the same
     worker loads them (external hits) and continues with the same tokens."""
-    colo, p, worker = moe_cluster["colocated"], moe_cluster["p"], moe_cluster["worker"]
+    colo, p, worker, model = (moe_cluster["colocated"], moe_cluster["p"], moe_cluster["worker"],
+                              moe_cluster["model"])
     prompt = "pool " + " ".join(f"token{(i * 7919) % 1000}" for i in range(50))
     want = complete(colo, prompt)
     n_prompt = want["usage"]["prompt_tokens"]
     full_blocks = (n_prompt - 1) // 16
     pool_json = json.dumps({"kv_connector": "AscendStoreConnector", "kv_role": "kv_both",
                             "kv_connector_extra_config": {"lookup_rpc_port": "0", "backend": "yuanrong"}})
-    a = Server(tandem_bin, fixture_dir / MODEL, COMMON + ["--kv-transfer-config", pool_json], tmp_path, "a",
+    a = Server(tandem_bin, model, COMMON + ["--kv-transfer-config", pool_json], tmp_path, "a",
                env={"DS_WORKER_ADDR": worker.address})
-    b = Server(tandem_bin, fixture_dir / MODEL, COMMON + ["--kv-transfer-config", pool_json], tmp_path, "b",
+    b = Server(tandem_bin, model, COMMON + ["--kv-transfer-config", pool_json], tmp_path, "b",
                env={"DS_WORKER_ADDR": worker.address})
     try:
         assert complete(a, prompt)["choices"][0]["text"] == want["choices"][0]["text"]

@@ -10,7 +10,7 @@ Files (byte-for-byte identical on every run: fixed seeds, no timestamps):
                independent of ours); plus `q8_0.source` (F32) and `q8_0.quantized`
                (gguf-py's Q8_0 quantization of it, bit-exact with ggml's reference).
   gemma3.gguf, llama.gguf, qwen2.gguf, qwen3.gguf, qwen3moe-{q4_k_m,q8_0}.gguf,
-  glm4moe-{q4_k_m,q8_0}.gguf
+  glm4moe-{q4_k_m,q8_0}.gguf, deepseek2-{q4_k_m,q8_0}.gguf
                random-weight models with the tensor names and metadata llama.cpp
                expects for each architecture, weights in a mix of tensor types, a
                tokenizer (SentencePiece-style "llama" vocab for gemma3/llama, byte-level
@@ -494,6 +494,11 @@ class ModelSpec:
     n_nextn: int = 0              # NextN/MTP blocks after the trunk
     # Per MoE layer, cycling: (ffn_gate_exps, ffn_up_exps, ffn_down_exps, shexp types)
     moe_types: list[tuple[QT, ...]] = field(default_factory=list)
+    # Multi-head latent attention (deepseek2): q_lora, kv_lora, nope, rope, v_head dims
+    # and the types (attn_q_a or attn_q, attn_q_b, attn_kv_a_mqa, attn_k_b, attn_v_b,
+    # attn_output).
+    mla: dict = field(default_factory=dict)
+    mla_types: tuple = ()
 
 
 def write_model(path: Path, spec: ModelSpec) -> None:
@@ -507,9 +512,19 @@ def write_model(path: Path, spec: ModelSpec) -> None:
     w.add_uint32(f"{a}.block_count", spec.n_layer + spec.n_nextn)
     w.add_uint32(f"{a}.feed_forward_length", spec.n_ff)
     w.add_uint32(f"{a}.attention.head_count", spec.n_head)
-    w.add_uint32(f"{a}.attention.head_count_kv", spec.n_head_kv)
-    w.add_uint32(f"{a}.attention.key_length", spec.head_dim)
-    w.add_uint32(f"{a}.attention.value_length", spec.head_dim)
+    if spec.mla:
+        m = spec.mla
+        w.add_uint32(f"{a}.attention.head_count_kv", 1)
+        w.add_uint32(f"{a}.attention.key_length", m["kv_lora"] + m["rope"])
+        w.add_uint32(f"{a}.attention.value_length", m["kv_lora"])
+        w.add_uint32(f"{a}.attention.key_length_mla", m["nope"] + m["rope"])
+        w.add_uint32(f"{a}.attention.value_length_mla", m["v_head"])
+        w.add_uint32(f"{a}.attention.q_lora_rank", m["q_lora"])
+        w.add_uint32(f"{a}.attention.kv_lora_rank", m["kv_lora"])
+    else:
+        w.add_uint32(f"{a}.attention.head_count_kv", spec.n_head_kv)
+        w.add_uint32(f"{a}.attention.key_length", spec.head_dim)
+        w.add_uint32(f"{a}.attention.value_length", spec.head_dim)
     w.add_float32(f"{a}.attention.layer_norm_rms_epsilon", spec.rms_eps)
     w.add_uint32(f"{a}.rope.dimension_count", spec.rope_dims or spec.head_dim)
     w.add_float32(f"{a}.rope.freq_base", spec.rope_base)
@@ -523,6 +538,8 @@ def write_model(path: Path, spec: ModelSpec) -> None:
     for suffix, value in spec.extra_kv.items():
         if isinstance(value, bool):
             w.add_bool(f"{a}.{suffix}", value)
+        elif isinstance(value, str):
+            w.add_string(f"{a}.{suffix}", value)
         elif isinstance(value, float):
             w.add_float32(f"{a}.{suffix}", value)
         else:
@@ -546,19 +563,25 @@ def write_model(path: Path, spec: ModelSpec) -> None:
     w.add_tensor("output_norm.weight", norm(d))
     if not spec.tied_output:
         matrix("output.weight", spec.output_type, n_vocab, d, 0.25)
-    def experts(name: str, qtype: QT, rows: int, cols: int, std: float) -> None:
-        """A 3-D expert tensor: n_expert matrices [rows, cols] (ggml ne = [cols, rows, n_expert])."""
-        data, raw = make_weight(rng, qtype, spec.n_expert * rows, cols, std)
-        data = data.reshape(spec.n_expert, rows, data.shape[-1])
+    def stack(name: str, qtype: QT, count: int, rows: int, cols: int, std: float) -> None:
+        """A 3-D tensor of `count` matrices [rows, cols] (ggml ne = [cols, rows, count])."""
+        data, raw = make_weight(rng, qtype, count * rows, cols, std)
+        data = data.reshape(count, rows, data.shape[-1])
         w.add_tensor(name, data, raw_dtype=None if raw in (QT.F32, QT.F16) else raw)
+
+    def experts(name: str, qtype: QT, rows: int, cols: int, std: float) -> None:
+        stack(name, qtype, spec.n_expert, rows, cols, std)
 
     for i in range(spec.n_layer + spec.n_nextn):
         p = f"blk.{i}."
         tq, tk, tv, to, tg, tu, td = spec.layer_types[i % len(spec.layer_types)]
         w.add_tensor(p + "attn_norm.weight", norm(d))
-        matrix(p + "attn_q.weight", tq, q_dim, d, 0.25)
-        matrix(p + "attn_k.weight", tk, kv_dim, d, 0.25)
-        matrix(p + "attn_v.weight", tv, kv_dim, d, 0.25)
+        if spec.mla:
+            write_mla_attention(w, spec, p, matrix, norm, stack)
+        else:
+            matrix(p + "attn_q.weight", tq, q_dim, d, 0.25)
+            matrix(p + "attn_k.weight", tk, kv_dim, d, 0.25)
+            matrix(p + "attn_v.weight", tv, kv_dim, d, 0.25)
         if spec.qkv_bias:
             w.add_tensor(p + "attn_q.bias", rng.normal(0, 0.1, q_dim).astype(np.float32))
             w.add_tensor(p + "attn_k.bias", rng.normal(0, 0.1, kv_dim).astype(np.float32))
@@ -566,7 +589,8 @@ def write_model(path: Path, spec: ModelSpec) -> None:
         if spec.qk_norm:
             w.add_tensor(p + "attn_q_norm.weight", norm(hd))
             w.add_tensor(p + "attn_k_norm.weight", norm(hd))
-        matrix(p + "attn_output.weight", to, d, q_dim, 0.15)
+        if not spec.mla:
+            matrix(p + "attn_output.weight", to, d, q_dim, 0.15)
         if spec.post_norms:
             w.add_tensor(p + "post_attention_norm.weight", norm(d))
         w.add_tensor(p + spec.ffn_norm_name + ".weight", norm(d))
@@ -598,6 +622,24 @@ def write_model(path: Path, spec: ModelSpec) -> None:
             w.add_tensor(p + "nextn.hnorm.weight", norm(d))
             w.add_tensor(p + "nextn.shared_head_norm.weight", norm(d))
     finish(w)
+
+
+def write_mla_attention(w, spec: ModelSpec, p: str, matrix, norm, stack) -> None:
+    """deepseek2's MLA tensors in the split (attn_k_b / attn_v_b) form llama.cpp writes."""
+    m, d, h = spec.mla, spec.n_embd, spec.n_head
+    tqa, tqb, tkva, tkb, tvb, to = spec.mla_types
+    q_head = m["nope"] + m["rope"]
+    if m["q_lora"] > 0:
+        matrix(p + "attn_q_a.weight", tqa, m["q_lora"], d, 0.25)
+        w.add_tensor(p + "attn_q_a_norm.weight", norm(m["q_lora"]))
+        matrix(p + "attn_q_b.weight", tqb, h * q_head, m["q_lora"], 0.25)
+    else:
+        matrix(p + "attn_q.weight", tqa, h * q_head, d, 0.25)
+    matrix(p + "attn_kv_a_mqa.weight", tkva, m["kv_lora"] + m["rope"], d, 0.25)
+    w.add_tensor(p + "attn_kv_a_norm.weight", norm(m["kv_lora"]))
+    stack(p + "attn_k_b.weight", tkb, h, m["kv_lora"], m["nope"], 0.25)
+    stack(p + "attn_v_b.weight", tvb, h, m["v_head"], m["kv_lora"], 0.25)
+    matrix(p + "attn_output.weight", to, d, h * m["v_head"], 0.15)
 
 
 def model_specs() -> list[ModelSpec]:
@@ -689,6 +731,29 @@ def moe_specs() -> list[ModelSpec]:
             probs_bias=True, n_nextn=1, extra_kv=extra, embd_type=QT.Q8_0,
             output_type=QT.Q6_K if quant == "q4_k_m" else QT.Q8_0,
             layer_types=[attn], moe_types=[moe], **common))
+        # DeepSeek-V3-style (deepseek2): MLA with a low-rank query, YaRN RoPE (factor 4
+        # over a 64-token original context, so the fixture's positions use it), sigmoid
+        # router with the selection bias, grouped top-k, normalized weights x 2.5, a
+        # shared expert, a leading dense layer, a NextN block. The Q8_0 file is
+        # DeepSeek-V2-Lite-style: a plain attn_q, softmax router, no YaRN.
+        v3 = quant == "q4_k_m"
+        extra = {"leading_dense_block_count": 1, "expert_shared_count": 1}
+        if v3:
+            extra.update({"expert_gating_func": 2, "expert_weights_norm": True, "expert_weights_scale": 2.5,
+                          "expert_group_count": 8, "expert_group_used_count": 4,
+                          "rope.scaling.type": "yarn", "rope.scaling.factor": 4.0,
+                          "rope.scaling.original_context_length": 64,
+                          "rope.scaling.yarn_log_multiplier": 0.0707})
+        else:
+            extra.update({"expert_gating_func": 1, "expert_weights_scale": 1.0})
+        mla_types = ((QT.Q4_K, QT.Q8_0, QT.Q6_K, QT.Q8_0, QT.Q8_0, QT.Q4_K) if v3 else (QT.Q8_0,) * 6)
+        specs.append(ModelSpec(
+            arch="deepseek2", name=f"deepseek2-{quant}", n_layer=3, seed=13, vocab=qwen,
+            tied_output=False, rope_dims=32, n_expert_shared=1, n_dense_lead=1, probs_bias=v3,
+            n_nextn=1 if v3 else 0, extra_kv=extra, embd_type=QT.Q8_0,
+            output_type=QT.Q6_K if v3 else QT.Q8_0,
+            mla={"q_lora": 128 if v3 else 0, "kv_lora": 128, "nope": 32, "rope": 32, "v_head": 64},
+            mla_types=mla_types, layer_types=[attn], moe_types=[moe], **common))
     return specs
 
 

@@ -306,6 +306,29 @@ void RopeAngles(int rot_dims, int64_t position, float freq_base, float freq_scal
   }
 }
 
+void RopeAnglesYarn(int rot_dims, int64_t position, float freq_base, float freq_scale,
+                    float ext_factor, float attn_factor, float corr_low, float corr_high,
+                    float* cos_out, float* sin_out) {
+  const int half = rot_dims / 2;
+  const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(rot_dims));
+  float mscale = attn_factor;
+  if (ext_factor != 0.0f) mscale *= 1.0f + 0.1f * std::log(1.0f / freq_scale);
+  float theta_extrap = static_cast<float>(position);
+  for (int i = 0; i < half; ++i) {
+    const float theta_interp = freq_scale * theta_extrap;
+    float theta = theta_interp;
+    if (ext_factor != 0.0f) {
+      // ggml's rope_yarn_ramp(low, high, i0) with i0 = 2i, (i0 / 2) in integers.
+      const float y = (static_cast<float>(i) - corr_low) / std::max(0.001f, corr_high - corr_low);
+      const float ramp_mix = (1.0f - std::min(1.0f, std::max(0.0f, y))) * ext_factor;
+      theta = theta_interp * (1.0f - ramp_mix) + theta_extrap * ramp_mix;
+    }
+    cos_out[i] = std::cos(theta) * mscale;
+    sin_out[i] = std::sin(theta) * mscale;
+    theta_extrap *= theta_scale;
+  }
+}
+
 void RopeApply(float* head, int rot_dims, const float* cos, const float* sin, bool neox) {
   const int half = rot_dims / 2;
   for (int i = 0; i < half; ++i) {

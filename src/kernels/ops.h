@@ -23,6 +23,14 @@ void Rope(float* head, int head_dim, int rot_dims, int64_t position, float freq_
 void RopeAngles(int rot_dims, int64_t position, float freq_base, float freq_scale, float* cos_out,
                 float* sin_out);
 void RopeApply(float* head, int rot_dims, const float* cos, const float* sin, bool neox);
+// RopeAngles with YaRN scaling, exactly as ggml's rope_yarn + rope cache: for pair i the
+// extrapolated angle p·base^(-2i/rot_dims) and its interpolation (times freq_scale) are
+// mixed by a ramp that is 1 below dim corr_low and 0 above corr_high (times
+// ext_factor); cos and sin are scaled by attn_factor·(1 + 0.1·ln(1/freq_scale)) when
+// ext_factor != 0, by attn_factor otherwise.
+void RopeAnglesYarn(int rot_dims, int64_t position, float freq_base, float freq_scale,
+                    float ext_factor, float attn_factor, float corr_low, float corr_high,
+                    float* cos_out, float* sin_out);
 
 // In-place softmax over n values.
 void Softmax(float* x, int64_t n);

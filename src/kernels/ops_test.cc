@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -79,6 +80,39 @@ TEST(OpsTest, RopeInTwoStepsEqualsRope) {
 // the 64-wide, the 8-wide and the scalar paths, and key counts with and without a tail
 // of the four-key loop. Tolerance: float accumulation of hd products of values <= 2 in
 // magnitude, relative 1e-5 of the sum of |terms| (double reference).
+// YaRN: below corr_low a pair keeps the extrapolated angle p·base^(-2i/d), above
+// corr_high it takes the interpolated one (times freq_scale), linearly mixed between;
+// cos and sin carry attn_factor·(1 + 0.1·ln(1/freq_scale)). Without YaRN (ext 0,
+// attn 1, scale 1) the angles are RopeAngles' to a few ulp.
+TEST(OpsTest, RopeYarnRampsBetweenExtrapolationAndInterpolation) {
+  const int d = 32, half = d / 2;
+  const float base = 10000.0f, scale = 0.25f, low = 3.0f, high = 9.0f, attn = 0.9f;
+  const int64_t pos = 77;
+  std::vector<float> cos(half), sin(half);
+  RopeAnglesYarn(d, pos, base, scale, 1.0f, attn, low, high, cos.data(), sin.data());
+  const double mscale = attn * (1.0 + 0.1 * std::log(1.0 / scale));
+  for (int i = 0; i < half; ++i) {
+    const double extrap = pos * std::pow(static_cast<double>(base), -2.0 * i / d);
+    const double ramp = 1.0 - std::min(1.0, std::max(0.0, (i - static_cast<double>(low)) / (high - low)));
+    const double theta = extrap * scale * (1 - ramp) + extrap * ramp;
+    EXPECT_NEAR(cos[i], std::cos(theta) * mscale, 2e-4) << i;
+    EXPECT_NEAR(sin[i], std::sin(theta) * mscale, 2e-4) << i;
+    if (i <= low) {
+      EXPECT_NEAR(theta, extrap, 1e-9) << "pure extrapolation below corr_low";
+    }
+    if (i >= high) {
+      EXPECT_NEAR(theta, extrap * scale, 1e-9) << "pure interpolation above corr_high";
+    }
+  }
+  std::vector<float> c0(half), s0(half);
+  RopeAnglesYarn(d, pos, base, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, cos.data(), sin.data());
+  RopeAngles(d, pos, base, 1.0f, c0.data(), s0.data());
+  for (int i = 0; i < half; ++i) {
+    EXPECT_NEAR(cos[i], c0[i], 1e-5);
+    EXPECT_NEAR(sin[i], s0[i], 1e-5);
+  }
+}
+
 TEST(OpsTest, AttentionRowKernelsMatchReference) {
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(-2.0f, 2.0f);

@@ -68,11 +68,15 @@ void Forward::Run(const std::vector<ForwardSequence>& batch, std::vector<float>*
       for (int64_t i = b; i < e; ++i)
         RmsNorm(&x_[i * E], l.attn_norm.data(), &xn_[i * E], E, c_.rms_eps);
     });
-    MatMul(l.wq, xn_.data(), n, q_.data(), pool_);
-    MatMul(l.wk, xn_.data(), n, k_.data(), pool_);
-    MatMul(l.wv, xn_.data(), n, v_.data(), pool_);
-    Attention(il, batch);
-    MatMul(l.wo, att_.data(), n, proj_.data(), pool_);
+    if (c_.mla) {
+      MlaAttention(il, batch);  // xn_ -> proj_
+    } else {
+      MatMul(l.wq, xn_.data(), n, q_.data(), pool_);
+      MatMul(l.wk, xn_.data(), n, k_.data(), pool_);
+      MatMul(l.wv, xn_.data(), n, v_.data(), pool_);
+      Attention(il, batch);
+      MatMul(l.wo, att_.data(), n, proj_.data(), pool_);
+    }
     ForRows(pool_, n, 1, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
         if (c_.post_norms)
@@ -106,26 +110,39 @@ void Forward::Run(const std::vector<ForwardSequence>& batch, std::vector<float>*
   LmHead(batch, logits);
 }
 
+const std::vector<float>& Forward::RopeAnglesOfBatch(bool swa) {
+  // Once per Run for each base: every layer with that base and every head use them.
+  const int64_t n = static_cast<int64_t>(pos_.size());
+  const int rd = c_.rope_dims, half = rd / 2;
+  std::vector<float>& angles = rope_angles_[swa ? 1 : 0];
+  if (rope_ready_[swa ? 1 : 0]) return angles;
+  const float base = swa ? c_.rope_base_swa : c_.rope_base;
+  const RopeYarn& y = c_.yarn;
+  const bool plain = y.ext_factor == 0.0f && y.attn_factor == 1.0f;
+  Grow(angles, n * rd);
+  ForRows(pool_, n, 16, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      float* cos = &angles[i * rd];
+      if (plain) {
+        RopeAngles(rd, pos_[i], base, c_.rope_scale, cos, cos + half);
+      } else {
+        RopeAnglesYarn(rd, pos_[i], base, c_.rope_scale, y.ext_factor, y.attn_factor, y.corr_low,
+                       y.corr_high, cos, cos + half);
+      }
+    }
+  });
+  rope_ready_[swa ? 1 : 0] = true;
+  return angles;
+}
+
 void Forward::Attention(int il, const std::vector<ForwardSequence>& batch) {
   const LayerWeights& l = w_.layers[il];
   const int64_t n = static_cast<int64_t>(pos_.size());
   const int hd = c_.head_dim, n_heads = c_.n_heads, n_kv = c_.n_kv_heads;
   const bool swa = c_.layer_is_swa[il];
-  const float base = swa ? c_.rope_base_swa : c_.rope_base;
 
-  // RoPE angles per token, once per Run for each base (every layer with that base and
-  // every head use the same ones).
   const int rd = c_.rope_dims, half = rd / 2;
-  std::vector<float>& angles = rope_angles_[swa ? 1 : 0];
-  if (!rope_ready_[swa ? 1 : 0]) {
-    Grow(angles, n * rd);
-    ForRows(pool_, n, 16, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        RopeAngles(rd, pos_[i], base, c_.rope_scale, &angles[i * rd], &angles[i * rd + half]);
-      }
-    });
-    rope_ready_[swa ? 1 : 0] = true;
-  }
+  const std::vector<float>& angles = RopeAnglesOfBatch(swa);
 
   // Biases, per-head norms and RoPE on Q and K; then K/V rows into each sequence's store
   // (distinct rows per token, so tokens run in parallel).

@@ -41,6 +41,11 @@ class Forward {
 
  private:
   void Attention(int layer, const std::vector<ForwardSequence>& batch);
+  // MLA attention of `layer` (forward_mla.cc): xn_ in, proj_ (after attn_output) out.
+  void MlaAttention(int layer, const std::vector<ForwardSequence>& batch);
+  // [n_tokens, rope_dims] cos/sin of the batch's positions for the global or the
+  // sliding-window base, computed on first use in a Run.
+  const std::vector<float>& RopeAnglesOfBatch(bool swa);
   void LmHead(const std::vector<ForwardSequence>& batch, std::vector<float>* logits);
 
   const ModelConfig& c_;
@@ -49,6 +54,10 @@ class Forward {
   MoeFfn moe_;  // the FFN of MoE layers
   // Scratch, [n_tokens, width] each, grown on demand.
   std::vector<float> x_, xn_, q_, k_, v_, att_, proj_, gate_, up_;
+  // MLA scratch: [n_tokens, q_lora_rank], [n_tokens, n_heads, nope + rope],
+  // [n_tokens, kv_lora + rope], [n_tokens, n_heads, kv_lora + rope] (absorbed queries),
+  // [n_tokens, n_heads, kv_lora] (attention over latents), [n_tokens, n_heads, v_head_dim].
+  std::vector<float> mla_qa_, mla_q_, mla_kv_, mla_qabs_, mla_lat_, mla_out_;
   std::vector<int64_t> pos_;  // [n_tokens] position of each batch token
   std::vector<int> seq_of_;   // [n_tokens] sequence index of each batch token
   // RoPE angles of each batch token, [n_tokens, rope_dims] (cos half then sin half), for

@@ -36,7 +36,8 @@ std::vector<float> PromptThenDecode(const Model& model, ThreadPool* pool) {
 
 TEST(ForwardTest, LogitsDoNotDependOnTheThreadCount) {
   for (const char* fixture : {"gemma3.gguf", "llama.gguf", "qwen2.gguf", "qwen3.gguf",
-                              "qwen3moe-q4_k_m.gguf", "glm4moe-q8_0.gguf"}) {
+                              "qwen3moe-q4_k_m.gguf", "glm4moe-q8_0.gguf", "deepseek2-q4_k_m.gguf",
+                              "deepseek2-q8_0.gguf"}) {
     SCOPED_TRACE(fixture);
     auto model = Model::Load(FixturePath(fixture));
     ASSERT_TRUE(model.ok()) << model.status().ToString();

@@ -1,8 +1,58 @@
 #include "model/model_config.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "model/gguf_file.h"
 
 namespace tandem {
+
+namespace {
+
+// YaRN's constants as llama.cpp derives them (llama-context.cpp, ggml_rope_yarn_corr_dims).
+Status LoadYarn(const GgufFile& file, const std::string& arch, ModelConfig* c) {
+  auto key = [&](const char* suffix) { return arch + "." + suffix; };
+  RopeYarn& y = c->yarn;
+  TANDEM_ASSIGN_OR_RETURN(uint64_t n_ctx_orig,
+                          file.GetUintOr(key("rope.scaling.original_context_length"), c->context_length));
+  TANDEM_ASSIGN_OR_RETURN(double beta_fast, file.GetFloatOr(key("rope.scaling.yarn_beta_fast"), 32.0));
+  TANDEM_ASSIGN_OR_RETURN(double beta_slow, file.GetFloatOr(key("rope.scaling.yarn_beta_slow"), 1.0));
+  TANDEM_ASSIGN_OR_RETURN(double ext, file.GetFloatOr(key("rope.scaling.yarn_ext_factor"), 1.0));
+  TANDEM_ASSIGN_OR_RETURN(double log_mul, file.GetFloatOr(key("rope.scaling.yarn_log_multiplier"), 0.0));
+  TANDEM_ASSIGN_OR_RETURN(double rope_attn, file.GetFloatOr(key("rope.scaling.attn_factor"), 1.0));
+  if (n_ctx_orig == 0 || beta_fast <= 0 || beta_slow <= 0) {
+    return InvalidArgumentError(key("rope.scaling") + ": original_context_length and the YaRN betas must be positive");
+  }
+  // deepseek2 files store 0.1 * mscale_all_dim; llama.cpp cancels the 0.1.
+  if (arch == "deepseek2") log_mul /= 0.1;
+  y.log_mul = static_cast<float>(log_mul);
+  y.ext_factor = static_cast<float>(ext);
+  const float factor = 1.0f / c->rope_scale;
+  auto get_mscale = [](float scale, float mscale) {
+    return scale <= 1.0f ? 1.0f : (0.1f * mscale * std::log(scale) + 1.0f);
+  };
+  float attn = 1.0f;
+  if (y.ext_factor != 0) {
+    if (y.log_mul != 0.0f) {
+      const float mscale = arch == "deepseek2" && y.log_mul != 1.0f ? y.log_mul : 1.0f;
+      attn = get_mscale(factor, mscale) / get_mscale(factor, y.log_mul);
+    } else {
+      attn = get_mscale(factor, 1.0f);
+    }
+    // ggml's rope multiplies by (1 + 0.1 ln factor) again; llama.cpp cancels it here.
+    attn *= 1.0f / (1.0f + 0.1f * std::log(factor));
+  }
+  y.attn_factor = attn * static_cast<float>(rope_attn);
+  auto corr_dim = [&](double n_rot) {
+    return c->rope_dims * std::log(static_cast<float>(n_ctx_orig) / (static_cast<float>(n_rot) * 2 * static_cast<float>(M_PI))) /
+           (2 * std::log(c->rope_base));
+  };
+  y.corr_low = std::max(0.0f, std::floor(static_cast<float>(corr_dim(beta_fast))));
+  y.corr_high = std::min(static_cast<float>(c->rope_dims - 1), std::ceil(static_cast<float>(corr_dim(beta_slow))));
+  return Status::Ok();
+}
+
+}  // namespace
 
 Status LoadCommonHparams(const GgufFile& file, const std::string& arch, ModelConfig* c) {
   c->arch = arch;
@@ -39,9 +89,6 @@ Status LoadCommonHparams(const GgufFile& file, const std::string& arch, ModelCon
   if (file.Find(key("attention.key_length"))) TANDEM_RETURN_IF_ERROR(get_int("attention.key_length", &c->head_dim));
   c->v_head_dim = c->head_dim;
   if (file.Find(key("attention.value_length"))) TANDEM_RETURN_IF_ERROR(get_int("attention.value_length", &c->v_head_dim));
-  if (c->v_head_dim != c->head_dim) {
-    return UnimplementedError("value_length != key_length is not supported");
-  }
   c->rope_dims = c->head_dim;
   if (file.Find(key("rope.dimension_count"))) TANDEM_RETURN_IF_ERROR(get_int("rope.dimension_count", &c->rope_dims));
   if (c->rope_dims > c->head_dim || c->rope_dims % 2 != 0) {
@@ -52,13 +99,15 @@ Status LoadCommonHparams(const GgufFile& file, const std::string& arch, ModelCon
   TANDEM_ASSIGN_OR_RETURN(double base, file.GetFloatOr(key("rope.freq_base"), 10000.0));
   c->rope_base = static_cast<float>(base);
   TANDEM_ASSIGN_OR_RETURN(std::string scaling, file.GetStringOr(key("rope.scaling.type"), "none"));
-  if (scaling == "linear") {
+  if (scaling == "linear" || scaling == "yarn") {
     TANDEM_ASSIGN_OR_RETURN(double factor, file.GetFloatOr(key("rope.scaling.factor"), 1.0));
-    if (factor <= 0) return InvalidArgumentError("rope.scaling.factor must be positive");
-    c->rope_scale = static_cast<float>(1.0 / factor);
+    // llama.cpp reads a factor of 0 as "no scaling".
+    if (factor < 0 || !std::isfinite(factor)) return InvalidArgumentError("rope.scaling.factor must be positive");
+    c->rope_scale = factor == 0 ? 1.0f : static_cast<float>(1.0 / factor);
   } else if (scaling != "none") {
-    return UnimplementedError("rope scaling type '" + scaling + "' is not supported (none, linear)");
+    return UnimplementedError("rope scaling type '" + scaling + "' is not supported (none, linear, yarn)");
   }
+  if (scaling == "yarn") TANDEM_RETURN_IF_ERROR(LoadYarn(file, arch, c));
   c->layer_is_swa.assign(c->n_layers, false);
   return Status::Ok();
 }
@@ -129,10 +178,14 @@ StatusOr<ModelConfig> LoadModelConfig(const GgufFile& file) {
     if (arch == "llama" || arch == "qwen2" || arch == "qwen3") return LoadLlamaFamilyConfig(file, arch);
     if (arch == "qwen3moe") return LoadQwen3MoeConfig(file);
     if (arch == "glm4moe") return LoadGlm4MoeConfig(file);
+    if (arch == "deepseek2") return LoadDeepseek2Config(file);
     return UnimplementedError("unsupported architecture '" + arch + "' (supported: " +
                               kSupportedArchitectures + ")");
   }();
   if (!config.ok()) return config.status();
+  if (!config->mla && config->v_head_dim != config->head_dim) {
+    return UnimplementedError("value_length != key_length is not supported");
+  }
   if (const GgufValue* tokens = file.Find("tokenizer.ggml.tokens")) {
     config->n_vocab = static_cast<int>(tokens->array.size());
   }

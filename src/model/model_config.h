@@ -43,6 +43,28 @@ struct MoeConfig {
   int n_group_used = 0;
 };
 
+// Multi-head latent attention (DeepSeek-V2/V3, GLM-5): the cache holds one latent row
+// per token, kv_lora_rank normed values then qk_rope_dim RoPE'd key values (the K
+// row, head_dim = kv_lora_rank + qk_rope_dim, one KV head, no V rows: V is the K
+// row's latent part). Queries are absorbed into the latent through attn_k_b, and each
+// head's output leaves it through attn_v_b ("absorbed" MLA, as llama.cpp runs it).
+struct MlaConfig {
+  int q_lora_rank = 0;   // 0: a plain attn_q projection
+  int kv_lora_rank = 0;
+  int qk_nope_dim = 0;   // per-head query/key dims without RoPE
+  int qk_rope_dim = 0;   // per-head RoPE dims (= rope_dims)
+  int v_head_dim = 0;    // per-head value width after attn_v_b
+};
+
+// YaRN RoPE scaling (ggml's rope_yarn): angles interpolated by rope_scale with a ramp
+// back to extrapolation over dims [corr_low, corr_high], magnitudes times mscale.
+struct RopeYarn {
+  float ext_factor = 0.0f;   // 0: no YaRN
+  float attn_factor = 1.0f;  // llama.cpp's yarn_attn_factor (cparams), before the ramp's own factor
+  float corr_low = 0.0f, corr_high = 0.0f;  // correction dims
+  float log_mul = 0.0f;      // rope.scaling.yarn_log_multiplier (deepseek2's mscale_all_dim)
+};
+
 struct ModelConfig {
   std::string arch;          // general.architecture: "gemma3", "llama", "qwen2", "qwen3", ...
   int n_layers = 0;          // trunk blocks the forward pass runs (NextN blocks excluded)
@@ -62,6 +84,7 @@ struct ModelConfig {
   float rope_base = 10000.0f;
   float rope_scale = 1.0f;   // position multiplier (1 / linear scaling factor)
   float rope_base_swa = 10000.0f;  // for sliding-window layers
+  RopeYarn yarn;                   // rope.scaling.type "yarn"
 
   // Sliding-window attention: a token at position p sees positions > p - window.
   int sliding_window = 0;           // tokens; 0 = none
@@ -81,6 +104,8 @@ struct ModelConfig {
   std::string ffn_norm_name = "ffn_norm";
 
   MoeConfig moe;
+  bool mla = false;           // attention is MLA (mla below); the cache holds latents
+  MlaConfig mla_dims;
   // Multi-token-prediction (NextN) blocks stored after the trunk's n_layers blocks
   // ({arch}.nextn_predict_layers; block_count counts them). Bound, not run by Forward.
   int n_nextn_layers = 0;
@@ -94,7 +119,8 @@ struct ModelConfig {
 };
 
 // Architectures Tandem can run, for error messages.
-inline constexpr const char* kSupportedArchitectures = "gemma3, llama, qwen2, qwen3, qwen3moe, glm4moe";
+inline constexpr const char* kSupportedArchitectures =
+    "gemma3, llama, qwen2, qwen3, qwen3moe, glm4moe, deepseek2";
 
 // Reads the config of any supported architecture (dispatches on general.architecture).
 // Unimplemented naming the supported list for others.
@@ -105,6 +131,7 @@ StatusOr<ModelConfig> LoadGemma3Config(const GgufFile& file);
 StatusOr<ModelConfig> LoadLlamaFamilyConfig(const GgufFile& file, const std::string& arch);
 StatusOr<ModelConfig> LoadQwen3MoeConfig(const GgufFile& file);
 StatusOr<ModelConfig> LoadGlm4MoeConfig(const GgufFile& file);
+StatusOr<ModelConfig> LoadDeepseek2Config(const GgufFile& file);
 
 // Reads the keys every architecture shares ({arch}.block_count, ...).
 Status LoadCommonHparams(const GgufFile& file, const std::string& arch, ModelConfig* config);

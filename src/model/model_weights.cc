@@ -38,13 +38,13 @@ class Binder {
     return file_.FindTensor(name) != nullptr ? Matrix(name, rows, cols) : WeightMatrix{};
   }
 
-  // A 3-D expert tensor of n_expert matrices [rows, cols] (GGUF dims {cols, rows, n_expert}).
-  ExpertMatrix Experts(const std::string& name, int n_expert, int64_t rows, int64_t cols) {
+  // A 3-D tensor of `count` matrices [rows, cols] (GGUF dims {cols, rows, count}).
+  MatrixStack Stack(const std::string& name, int count, int64_t rows, int64_t cols) {
     const GgufTensorInfo* t = Lookup(name);
     if (t == nullptr) return {};
-    if (t->dims.size() != 3 || t->dims[0] != cols || t->dims[1] != rows || t->dims[2] != n_expert) {
+    if (t->dims.size() != 3 || t->dims[0] != cols || t->dims[1] != rows || t->dims[2] != count) {
       Mismatch(name, t, "[" + std::to_string(cols) + ", " + std::to_string(rows) + ", " +
-                            std::to_string(n_expert) + "] (cols, rows, experts)");
+                            std::to_string(count) + "] (cols, rows, count)");
       return {};
     }
     if (!CanDequantize(t->type)) {
@@ -52,14 +52,14 @@ class Binder {
               " which Tandem cannot compute with; ";
       return {};
     }
-    ExpertMatrix e;
+    MatrixStack e;
     e.all.type = t->type;
     e.all.data = t->data;
-    e.all.rows = rows * n_expert;
+    e.all.rows = rows * count;
     e.all.cols = cols;
     e.all.row_bytes = *RowBytes(t->type, cols);
-    e.n_expert = n_expert;
-    e.rows_per_expert = rows;
+    e.count = count;
+    e.rows_each = rows;
     return e;
   }
 
@@ -114,6 +114,11 @@ void ListLayerMatrices(const std::string& p, LayerWeights& l, std::vector<NamedM
                          {"attn_k", &l.wk},
                          {"attn_v", &l.wv},
                          {"attn_output", &l.wo},
+                         {"attn_q_a", &l.mla.q_a},
+                         {"attn_q_b", &l.mla.q_b},
+                         {"attn_kv_a_mqa", &l.mla.kv_a},
+                         {"attn_k_b", &l.mla.k_b.all},
+                         {"attn_v_b", &l.mla.v_b.all},
                          {"ffn_gate", &l.ffn_gate},
                          {"ffn_up", &l.ffn_up},
                          {"ffn_down", &l.ffn_down},
@@ -128,14 +133,36 @@ void ListLayerMatrices(const std::string& p, LayerWeights& l, std::vector<NamedM
   }
 }
 
+void BindMla(Binder& b, const ModelConfig& c, const std::string& p, LayerWeights& l) {
+  const MlaConfig& m = c.mla_dims;
+  const int64_t q_head = m.qk_nope_dim + m.qk_rope_dim;
+  MlaWeights& w = l.mla;
+  if (m.q_lora_rank > 0) {
+    w.q_a = b.Matrix(p + "attn_q_a.weight", m.q_lora_rank, c.n_embd);
+    w.q_a_norm = b.Vector(p + "attn_q_a_norm.weight", m.q_lora_rank);
+    w.q_b = b.Matrix(p + "attn_q_b.weight", c.n_heads * q_head, m.q_lora_rank);
+  } else {
+    l.wq = b.Matrix(p + "attn_q.weight", c.n_heads * q_head, c.n_embd);
+  }
+  w.kv_a = b.Matrix(p + "attn_kv_a_mqa.weight", m.kv_lora_rank + m.qk_rope_dim, c.n_embd);
+  w.kv_a_norm = b.Vector(p + "attn_kv_a_norm.weight", m.kv_lora_rank);
+  w.k_b = b.Stack(p + "attn_k_b.weight", c.n_heads, m.kv_lora_rank, m.qk_nope_dim);
+  w.v_b = b.Stack(p + "attn_v_b.weight", c.n_heads, m.v_head_dim, m.kv_lora_rank);
+  l.wo = b.Matrix(p + "attn_output.weight", c.n_embd, static_cast<int64_t>(c.n_heads) * m.v_head_dim);
+}
+
 // Binds block `block`'s attention and FFN tensors (the FFN dense or MoE as `moe` says).
 void BindLayer(Binder& b, const ModelConfig& c, int block, bool moe, LayerWeights& l) {
   const std::string p = "blk." + std::to_string(block) + ".";
   l.attn_norm = b.Vector(p + "attn_norm.weight", c.n_embd);
-  l.wq = b.Matrix(p + "attn_q.weight", c.q_dim(), c.n_embd);
-  l.wk = b.Matrix(p + "attn_k.weight", c.kv_dim(), c.n_embd);
-  l.wv = b.Matrix(p + "attn_v.weight", c.v_dim(), c.n_embd);
-  l.wo = b.Matrix(p + "attn_output.weight", c.n_embd, c.q_dim());
+  if (c.mla) {
+    BindMla(b, c, p, l);
+  } else {
+    l.wq = b.Matrix(p + "attn_q.weight", c.q_dim(), c.n_embd);
+    l.wk = b.Matrix(p + "attn_k.weight", c.kv_dim(), c.n_embd);
+    l.wv = b.Matrix(p + "attn_v.weight", c.v_dim(), c.n_embd);
+    l.wo = b.Matrix(p + "attn_output.weight", c.n_embd, c.q_dim());
+  }
   if (c.qkv_bias) {
     l.bq = b.Vector(p + "attn_q.bias", c.q_dim());
     l.bk = b.Vector(p + "attn_k.bias", c.kv_dim());
@@ -160,9 +187,9 @@ void BindLayer(Binder& b, const ModelConfig& c, int block, bool moe, LayerWeight
   MoeWeights& w = l.moe;
   w.router = b.Matrix(p + "ffn_gate_inp.weight", m.n_expert, c.n_embd);
   if (m.probs_bias) w.probs_bias = b.Vector(p + "exp_probs_b.bias", m.n_expert);
-  w.gate = b.Experts(p + "ffn_gate_exps.weight", m.n_expert, m.n_ff_exp, c.n_embd);
-  w.up = b.Experts(p + "ffn_up_exps.weight", m.n_expert, m.n_ff_exp, c.n_embd);
-  w.down = b.Experts(p + "ffn_down_exps.weight", m.n_expert, c.n_embd, m.n_ff_exp);
+  w.gate = b.Stack(p + "ffn_gate_exps.weight", m.n_expert, m.n_ff_exp, c.n_embd);
+  w.up = b.Stack(p + "ffn_up_exps.weight", m.n_expert, m.n_ff_exp, c.n_embd);
+  w.down = b.Stack(p + "ffn_down_exps.weight", m.n_expert, c.n_embd, m.n_ff_exp);
   if (m.n_expert_shared > 0) {
     w.shared_gate = b.Matrix(p + "ffn_gate_shexp.weight", m.n_ff_shexp, c.n_embd);
     w.shared_up = b.Matrix(p + "ffn_up_shexp.weight", m.n_ff_shexp, c.n_embd);

@@ -17,20 +17,20 @@ namespace tandem {
 
 class GgufFile;
 
-// One 3-D expert tensor (GGUF dims {cols, rows_per_expert, n_expert}, experts
-// outermost): `all` views it as [n_expert * rows_per_expert, cols], so load-time
-// rewrites treat it as one matrix, and Expert(e) is expert e's [rows_per_expert, cols]
-// slice of it (no copy).
-struct ExpertMatrix {
+// A 3-D tensor of `count` matrices [rows_each, cols] (GGUF dims {cols, rows_each,
+// count}, the matrix index outermost): a MoE layer's experts, or MLA's per-head
+// attn_k_b / attn_v_b. `all` views it as [count * rows_each, cols], so load-time
+// rewrites treat it as one matrix, and At(i) is matrix i's slice of it (no copy).
+struct MatrixStack {
   WeightMatrix all;
-  int n_expert = 0;
-  int64_t rows_per_expert = 0;
+  int count = 0;
+  int64_t rows_each = 0;
 
   bool valid() const { return all.valid(); }
-  WeightMatrix Expert(int e) const {
+  WeightMatrix At(int i) const {
     WeightMatrix m = all;
-    m.data = all.data + static_cast<int64_t>(e) * rows_per_expert * all.row_bytes;
-    m.rows = rows_per_expert;
+    m.data = all.data + static_cast<int64_t>(i) * rows_each * all.row_bytes;
+    m.rows = rows_each;
     return m;
   }
 };
@@ -39,8 +39,8 @@ struct ExpertMatrix {
 struct MoeWeights {
   WeightMatrix router;                // ffn_gate_inp [n_expert, n_embd]
   std::vector<float> probs_bias;      // exp_probs_b [n_expert] (moe.probs_bias) or empty
-  ExpertMatrix gate, up;              // ffn_{gate,up}_exps [n_expert][n_ff_exp, n_embd]
-  ExpertMatrix down;                  // ffn_down_exps [n_expert][n_embd, n_ff_exp]
+  MatrixStack gate, up;              // ffn_{gate,up}_exps [n_expert][n_ff_exp, n_embd]
+  MatrixStack down;                  // ffn_down_exps [n_expert][n_embd, n_ff_exp]
   WeightMatrix shared_gate, shared_up;  // ffn_{gate,up}_shexp [n_ff_shexp, n_embd] or invalid
   WeightMatrix shared_down;             // ffn_down_shexp [n_embd, n_ff_shexp] or invalid
 };
@@ -54,9 +54,23 @@ struct NextnWeights {
   std::vector<float> shared_head_norm;  // [n_embd] or empty (then output_norm)
 };
 
+// The MLA attention of one layer (ModelConfig::mla; see MlaConfig).
+struct MlaWeights {
+  WeightMatrix q_a;                   // attn_q_a [q_lora_rank, n_embd] (q_lora_rank > 0)
+  std::vector<float> q_a_norm;        // attn_q_a_norm [q_lora_rank]
+  WeightMatrix q_b;                   // attn_q_b [n_head * (nope + rope), q_lora_rank]
+  WeightMatrix kv_a;                  // attn_kv_a_mqa [kv_lora_rank + rope, n_embd]
+  std::vector<float> kv_a_norm;       // attn_kv_a_norm [kv_lora_rank]
+  MatrixStack k_b;                    // attn_k_b [n_head][kv_lora_rank, nope]: absorbs q_nope
+  MatrixStack v_b;                    // attn_v_b [n_head][v_head_dim, kv_lora_rank]: latent -> value
+};
+
 struct LayerWeights {
   std::vector<float> attn_norm;       // [n_embd]
   WeightMatrix wq, wk, wv, wo;        // [q_dim, n_embd], [kv_dim, n_embd], [v_dim, n_embd], [n_embd, q_dim]
+                                      // (MLA: wq [n_head * (nope + rope), n_embd] when there is
+                                      // no q_lora, no wk/wv, wo [n_embd, n_head * v_head_dim])
+  MlaWeights mla;                     // MLA layers
   std::vector<float> bq, bk, bv;      // biases (qwen2) or empty
   std::vector<float> q_norm, k_norm;  // [head_dim] (qk_norm) or empty
   std::vector<float> attn_post_norm;  // [n_embd] (post_norms) or empty

@@ -126,10 +126,10 @@ void MoeFfn::Run(const MoeWeights& w, const float* x, int64_t n, float* out) {
   for (int e = 0; e < m.n_expert; ++e) {
     const int64_t b = expert_begin_[e], cnt = expert_begin_[e + 1] - b;
     if (cnt == 0) continue;
-    MatMul(w.gate.Expert(e), &xg_[b * E], cnt, &gate_[b * F], pool_);
-    MatMul(w.up.Expert(e), &xg_[b * E], cnt, &up_[b * F], pool_);
+    MatMul(w.gate.At(e), &xg_[b * E], cnt, &gate_[b * F], pool_);
+    MatMul(w.up.At(e), &xg_[b * E], cnt, &up_[b * F], pool_);
     for (int64_t r = b; r < b + cnt; ++r) SiluMul(&gate_[r * F], &up_[r * F], F);
-    MatMul(w.down.Expert(e), &gate_[b * F], cnt, &yg_[b * E], pool_);
+    MatMul(w.down.At(e), &gate_[b * F], cnt, &yg_[b * E], pool_);
   }
 
   // The weighted sum in slot order (best expert first), as llama.cpp adds its views:

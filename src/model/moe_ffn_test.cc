@@ -144,7 +144,7 @@ std::vector<double> NaiveMoe(const ModelConfig& c, const MoeWeights& w, const fl
     std::vector<double> in(x + t * E, x + (t + 1) * E);
     for (int i = 0; i < m.n_expert_used; ++i) {
       const int e = experts[t * m.n_expert_used + i];
-      const std::vector<double> y = ffn(w.gate.Expert(e), w.up.Expert(e), w.down.Expert(e), in);
+      const std::vector<double> y = ffn(w.gate.At(e), w.up.At(e), w.down.At(e), in);
       for (int64_t d = 0; d < E; ++d) out[t * E + d] += weights[t * m.n_expert_used + i] * y[d];
     }
     if (w.shared_gate.valid()) {
@@ -210,7 +210,7 @@ TEST_P(MoeFfnFixture, BatchedEqualsAloneOnAnyThreadCount) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, MoeFfnFixture,
                          ::testing::Values("qwen3moe-q4_k_m", "qwen3moe-q8_0", "glm4moe-q4_k_m",
-                                           "glm4moe-q8_0"),
+                                           "glm4moe-q8_0", "deepseek2-q4_k_m", "deepseek2-q8_0"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& ch : s) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';

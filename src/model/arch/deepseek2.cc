@@ -1,0 +1,71 @@
+// DeepSeek-V2/V3 (deepseek2; also the GLM-4.7-Flash and Kimi files that use it): MLA
+// attention — queries through a low-rank attn_q_a/attn_q_b pair (or a plain attn_q),
+// keys and values from one compressed latent (attn_kv_a_mqa) plus a decoupled RoPE key,
+// run absorbed through the split attn_k_b/attn_v_b — normal (adjacent-pair) RoPE with
+// optional YaRN scaling and its attention-factor correction, leading dense layers, then
+// MoE layers with shared experts and the gating function the file names (softmax by
+// default, sigmoid with the exp_probs_b selection bias for V3-style files).
+#include <cmath>
+
+#include "model/gguf_file.h"
+#include "model/model_config.h"
+
+namespace tandem {
+
+StatusOr<ModelConfig> LoadDeepseek2Config(const GgufFile& file) {
+  ModelConfig c;
+  TANDEM_RETURN_IF_ERROR(LoadCommonHparams(file, "deepseek2", &c));
+  auto get = [&](const char* suffix, uint64_t fallback, bool required, int* out) -> Status {
+    const std::string key = std::string("deepseek2.") + suffix;
+    uint64_t v = fallback;
+    if (required) {
+      TANDEM_ASSIGN_OR_RETURN(v, file.GetUint(key));
+    } else {
+      TANDEM_ASSIGN_OR_RETURN(v, file.GetUintOr(key, fallback));
+    }
+    if (v > (1u << 20)) return InvalidArgumentError("metadata key '" + key + "' is out of range");
+    *out = static_cast<int>(v);
+    return Status::Ok();
+  };
+  MlaConfig& m = c.mla_dims;
+  int k_mla = 0, v_mla = 0;
+  TANDEM_RETURN_IF_ERROR(get("attention.q_lora_rank", 0, false, &m.q_lora_rank));
+  TANDEM_RETURN_IF_ERROR(get("attention.kv_lora_rank", 0, true, &m.kv_lora_rank));
+  TANDEM_RETURN_IF_ERROR(get("attention.key_length_mla", 0, false, &k_mla));
+  TANDEM_RETURN_IF_ERROR(get("attention.value_length_mla", 0, false, &v_mla));
+  if (k_mla == 0 || v_mla == 0) {
+    return UnimplementedError(
+        "deepseek2 without attention.key_length_mla / value_length_mla (an old conversion with the "
+        "joint attn_kv_b tensor) is not supported: convert the model again with a current llama.cpp, "
+        "which writes the split attn_k_b / attn_v_b form");
+  }
+  m.qk_rope_dim = c.rope_dims;
+  m.qk_nope_dim = k_mla - c.rope_dims;
+  m.v_head_dim = v_mla;
+  if (m.kv_lora_rank < 1 || m.qk_nope_dim < 1 || c.n_kv_heads != 1 ||
+      c.head_dim != m.kv_lora_rank + m.qk_rope_dim || c.v_head_dim != m.kv_lora_rank) {
+    return InvalidArgumentError(
+        "deepseek2 MLA dimensions disagree: want head_count_kv 1, key_length = kv_lora_rank + "
+        "rope.dimension_count, value_length = kv_lora_rank, key_length_mla > rope.dimension_count (got "
+        "head_count_kv " + std::to_string(c.n_kv_heads) + ", key_length " + std::to_string(c.head_dim) +
+        ", value_length " + std::to_string(c.v_head_dim) + ", kv_lora_rank " + std::to_string(m.kv_lora_rank) +
+        ", rope " + std::to_string(c.rope_dims) + ", key_length_mla " + std::to_string(k_mla) + ")");
+  }
+  c.mla = true;
+  c.v_head_dim = 0;  // no V rows in the cache: V is the K row's latent part
+  c.ffn_act = FfnActivation::kSilu;
+  c.rope_neox = false;
+  c.tied_output = file.FindTensor("output.weight") == nullptr;
+  // llama.cpp pre-scales the scores by mscale^2 (YaRN's magnitude correction, undone on
+  // the RoPE'd dims by the attention factor) over sqrt of the full query/key head.
+  const float attn_factor_org = c.yarn.attn_factor * (1.0f + 0.1f * std::log(1.0f / c.rope_scale));
+  const float mscale = attn_factor_org * (1.0f + 0.1f * c.yarn.log_mul * std::log(1.0f / c.rope_scale));
+  c.kq_scale = mscale * mscale / std::sqrt(static_cast<float>(k_mla));
+  c.moe.gating = ExpertGating::kSoftmax;
+  c.moe.norm_weights = false;
+  c.moe.probs_bias = file.FindTensor("blk." + std::to_string(c.n_layers - 1) + ".exp_probs_b.bias") != nullptr;
+  TANDEM_RETURN_IF_ERROR(LoadMoeHparams(file, &c));
+  return c;
+}
+
+}  // namespace tandem

@@ -1,0 +1,166 @@
+// Forward::MlaAttention: multi-head latent attention in its absorbed form, as
+// llama.cpp's deepseek2 graph runs it (see MlaConfig in model_config.h):
+//
+//   q        = q_b · rmsnorm(q_a · x)   (or attn_q · x)        [n_heads, nope | rope]
+//   c | k_pe = kv_a · x;  c = rmsnorm(c);  k_pe = rope(k_pe)   [kv_lora | rope]
+//   K row    = [c, k_pe] (fp16, the only thing cached per token and layer)
+//   Q_h      = [k_b[h] · q_nope_h, rope(q_pe_h)]               [kv_lora + rope]
+//   o_h      = softmax(kq_scale · Q_h · K_j) · c_j over the causal past  [kv_lora]
+//   out      = attn_output · concat_h(v_b[h] · o_h)
+//
+// All heads share one K row per position (MQA over the latent), so each K row is read
+// once for up to four heads by the group kernels; Q and the probabilities meet the fp16
+// cache at fp16 precision, as in llama.cpp.
+#include <algorithm>
+#include <vector>
+
+#include "common/logging.h"
+#include "common/thread_pool.h"
+#include "kernels/half.h"
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "model/forward.h"
+
+namespace tandem {
+namespace {
+
+void Grow(std::vector<float>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
+// Runs fn(i) for i in [0, n) on the pool (or inline).
+template <typename Fn>
+void ForEach(ThreadPool* pool, int64_t n, Fn&& fn) {
+  if (pool == nullptr) {
+    for (int64_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  pool->ParallelFor(n, 1, [&](int, int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) fn(i);
+  });
+}
+
+// Per head h and token t: out[t * out_stride + h * out_head_stride ..] (rows_each values)
+// = stack.At(h) · in[t * in_stride + h * in_head_stride ..] (cols values). One head per
+// task; a MatMul gives each token the same bits whatever the other tokens, so neither
+// the batch nor the split changes a result.
+void PerHeadMatMul(const MatrixStack& stack, const float* in, int64_t in_stride, int64_t in_head_stride,
+                   float* out, int64_t out_stride, int64_t out_head_stride, int64_t n, int n_heads,
+                   ThreadPool* pool) {
+  const int64_t in_w = stack.all.cols, out_w = stack.rows_each;
+  ForEach(pool, n_heads, [&](int64_t h) {
+    thread_local std::vector<float> x, y;  // [n, in_w], [n, out_w]
+    x.resize(static_cast<size_t>(n * in_w));
+    y.resize(static_cast<size_t>(n * out_w));
+    for (int64_t t = 0; t < n; ++t) std::copy_n(in + t * in_stride + h * in_head_stride, in_w, &x[t * in_w]);
+    MatMul(stack.At(static_cast<int>(h)), x.data(), n, y.data(), nullptr);
+    for (int64_t t = 0; t < n; ++t) std::copy_n(&y[t * out_w], out_w, out + t * out_stride + h * out_head_stride);
+  });
+}
+
+}  // namespace
+
+void Forward::MlaAttention(int il, const std::vector<ForwardSequence>& batch) {
+  const LayerWeights& l = w_.layers[il];
+  const MlaWeights& w = l.mla;
+  const MlaConfig& m = c_.mla_dims;
+  const int64_t n = static_cast<int64_t>(pos_.size());
+  const int H = c_.n_heads, nope = m.qk_nope_dim, rope = m.qk_rope_dim, lora = m.kv_lora_rank;
+  const int qh = nope + rope;       // one head's query
+  const int kw = lora + rope;       // one K row (= c_.kv_dim())
+  const int vh = m.v_head_dim;
+
+  // Queries and the latent.
+  Grow(mla_q_, static_cast<size_t>(n * H * qh));
+  if (m.q_lora_rank > 0) {
+    Grow(mla_qa_, static_cast<size_t>(n * m.q_lora_rank));
+    MatMul(w.q_a, xn_.data(), n, mla_qa_.data(), pool_);
+    for (int64_t i = 0; i < n; ++i) {
+      float* qa = &mla_qa_[i * m.q_lora_rank];
+      RmsNorm(qa, w.q_a_norm.data(), qa, m.q_lora_rank, c_.rms_eps);
+    }
+    MatMul(w.q_b, mla_qa_.data(), n, mla_q_.data(), pool_);
+  } else {
+    MatMul(l.wq, xn_.data(), n, mla_q_.data(), pool_);
+  }
+  Grow(mla_kv_, static_cast<size_t>(n * kw));
+  MatMul(w.kv_a, xn_.data(), n, mla_kv_.data(), pool_);
+
+  // RoPE on q_pe and k_pe, the latent normed, and the K row into each sequence's store.
+  const std::vector<float>& angles = RopeAnglesOfBatch(false);
+  const int half = c_.rope_dims / 2;
+  ForEach(pool_, n, [&](int64_t i) {
+    const float* cos = &angles[i * c_.rope_dims];
+    const float* sin = cos + half;
+    float* kv = &mla_kv_[i * kw];
+    RmsNorm(kv, w.kv_a_norm.data(), kv, lora, c_.rms_eps);
+    RopeApply(kv + lora, rope, cos, sin, c_.rope_neox);
+    for (int h = 0; h < H; ++h) RopeApply(&mla_q_[(i * H + h) * qh + nope], rope, cos, sin, c_.rope_neox);
+    KvStore* store = batch[seq_of_[i]].kv;
+    Fp32ToFp16Row(kv, store->KeyRow(il, pos_[i]), kw);
+  });
+
+  // Absorbed queries: [k_b[h] · q_nope_h, q_pe_h] per head.
+  Grow(mla_qabs_, static_cast<size_t>(n * H * kw));
+  PerHeadMatMul(w.k_b, mla_q_.data(), static_cast<int64_t>(H) * qh, qh, mla_qabs_.data(),
+                static_cast<int64_t>(H) * kw, kw, n, H, pool_);
+  ForEach(pool_, n, [&](int64_t i) {
+    for (int h = 0; h < H; ++h) {
+      std::copy_n(&mla_q_[(i * H + h) * qh + nope], rope, &mla_qabs_[(i * H + h) * kw + lora]);
+    }
+  });
+
+  // softmax(kq_scale · Q_h · K) · latent, one task per (token, group of up to 4 heads).
+  Grow(mla_lat_, static_cast<size_t>(n * H * lora));
+  constexpr int kHeadsPerTask = 4;
+  const int parts = (H + kHeadsPerTask - 1) / kHeadsPerTask;
+  ForEach(pool_, n * parts, [&](int64_t task) {
+    thread_local std::vector<float> scores;
+    thread_local std::vector<uint16_t> q16, p16;
+    thread_local std::vector<float> qs;
+    thread_local std::vector<const uint16_t*> rows;
+    // Causal cost grows with the position: alternate first and last tokens so the
+    // pool's contiguous shares get equal work.
+    const int64_t k = task / parts;
+    const int64_t i = k % 2 == 0 ? k / 2 : n - 1 - k / 2;
+    const int h0 = static_cast<int>(task % parts) * kHeadsPerTask;
+    const int gn = std::min(kHeadsPerTask, H - h0);
+    KvStore* store = batch[seq_of_[i]].kv;
+    const int64_t len = pos_[i] + 1;
+    rows.resize(static_cast<size_t>(len));
+    for (int64_t j = 0; j < len; ++j) rows[j] = store->KeyRow(il, j);
+    q16.resize(kw);
+    qs.resize(static_cast<size_t>(gn) * kw);
+    scores.resize(static_cast<size_t>(gn) * len);
+    p16.resize(static_cast<size_t>(len));
+    const float* q_heads[kHeadsPerTask];
+    float* score_heads[kHeadsPerTask];
+    const float* p_heads[kHeadsPerTask];
+    float* out_heads[kHeadsPerTask];
+    for (int g = 0; g < gn; ++g) {
+      float* qg = &qs[static_cast<size_t>(g) * kw];
+      Fp32ToFp16Row(&mla_qabs_[(i * H + h0 + g) * kw], q16.data(), kw);  // q meets the fp16 keys
+      Fp16ToFp32Row(q16.data(), qg, kw);
+      q_heads[g] = qg;
+      score_heads[g] = &scores[static_cast<size_t>(g) * len];
+      p_heads[g] = score_heads[g];
+      out_heads[g] = &mla_lat_[(i * H + h0 + g) * lora];
+    }
+    DotF16RowsGroup(q_heads, gn, rows.data(), len, kw, c_.kq_scale, score_heads);
+    for (int g = 0; g < gn; ++g) {
+      Softmax(score_heads[g], len);
+      Fp32ToFp16Row(score_heads[g], p16.data(), len);
+      Fp16ToFp32Row(p16.data(), score_heads[g], len);
+    }
+    // V is the first kv_lora_rank values of each K row.
+    WeightedSumF16RowsGroup(p_heads, gn, rows.data(), len, lora, out_heads);
+  });
+
+  // Each head's latent output through v_b, then attn_output.
+  Grow(mla_out_, static_cast<size_t>(n * H * vh));
+  PerHeadMatMul(w.v_b, mla_lat_.data(), static_cast<int64_t>(H) * lora, lora, mla_out_.data(),
+                static_cast<int64_t>(H) * vh, vh, n, H, pool_);
+  MatMul(l.wo, mla_out_.data(), n, proj_.data(), pool_);
+}
+
+}  // namespace tandem
