@@ -179,6 +179,12 @@ StatusOr<ModelConfig> LoadModelConfig(const GgufFile& file) {
     if (arch == "qwen3moe") return LoadQwen3MoeConfig(file);
     if (arch == "glm4moe") return LoadGlm4MoeConfig(file);
     if (arch == "deepseek2") return LoadDeepseek2Config(file);
+    if (arch == "glm-dsa" || arch == "deepseek32") {
+      return UnimplementedError("architecture '" + arch +
+                                "' (DeepSeek sparse attention: a lightning indexer selecting the top-k "
+                                "cached positions per query, with its own key cache) is not supported yet "
+                                "(supported: " + kSupportedArchitectures + ")");
+    }
     return UnimplementedError("unsupported architecture '" + arch + "' (supported: " +
                               kSupportedArchitectures + ")");
   }();
