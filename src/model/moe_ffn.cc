@@ -1,6 +1,7 @@
 #include "model/moe_ffn.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -122,14 +123,34 @@ void MoeFfn::Run(const MoeWeights& w, const float* x, int64_t n, float* out) {
     std::copy_n(x + order_[row] / k * E, E, &xg_[row * E]);
   }
 
-  // One GEMM per active expert over exactly its tokens.
+  // One GEMM per active expert over exactly its tokens. With at least two active
+  // experts per thread, whole experts go to threads (taken from a shared counter, so
+  // experts with more tokens do not hold the others up): one pool loop per layer instead
+  // of three per expert. With fewer, each expert's rows are split over the pool. A
+  // MatMul's bits do not depend on its pool, so both give the same result.
+  std::vector<int>& active = active_;
+  active.clear();
   for (int e = 0; e < m.n_expert; ++e) {
+    if (expert_begin_[e + 1] > expert_begin_[e]) active.push_back(e);
+  }
+  auto run_expert = [&](int e, ThreadPool* pool) {
     const int64_t b = expert_begin_[e], cnt = expert_begin_[e + 1] - b;
-    if (cnt == 0) continue;
-    MatMul(w.gate.At(e), &xg_[b * E], cnt, &gate_[b * F], pool_);
-    MatMul(w.up.At(e), &xg_[b * E], cnt, &up_[b * F], pool_);
+    MatMul(w.gate.At(e), &xg_[b * E], cnt, &gate_[b * F], pool);
+    MatMul(w.up.At(e), &xg_[b * E], cnt, &up_[b * F], pool);
     for (int64_t r = b; r < b + cnt; ++r) SiluMul(&gate_[r * F], &up_[r * F], F);
-    MatMul(w.down.At(e), &gate_[b * F], cnt, &yg_[b * E], pool_);
+    MatMul(w.down.At(e), &gate_[b * F], cnt, &yg_[b * E], pool);
+  };
+  const int threads = pool_ != nullptr ? pool_->num_threads() : 1;
+  if (threads > 1 && static_cast<int>(active.size()) >= 2 * threads) {
+    std::atomic<size_t> next{0};
+    pool_->ParallelFor(threads, 1, [&](int, int64_t, int64_t) {
+      for (size_t i = next.fetch_add(1, std::memory_order_relaxed); i < active.size();
+           i = next.fetch_add(1, std::memory_order_relaxed)) {
+        run_expert(active[i], nullptr);
+      }
+    });
+  } else {
+    for (int e : active) run_expert(e, pool_);
   }
 
   // The weighted sum in slot order (best expert first), as llama.cpp adds its views:

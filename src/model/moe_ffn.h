@@ -50,6 +50,7 @@ class MoeFfn {
   std::vector<int32_t> experts_;       // [n_tokens, k] chosen experts, best first
   std::vector<float> weights_;         // [n_tokens, k] their weights
   std::vector<int64_t> expert_begin_;  // [n_expert + 1] start of each expert's group
+  std::vector<int> active_;            // experts with at least one token
   std::vector<int64_t> order_;         // [n_tokens * k] (token * k + slot), grouped by expert
   std::vector<float> xg_;              // [n_tokens * k, n_embd] inputs in group order
   std::vector<float> gate_, up_;       // [n_tokens * k, n_ff_exp] (and the shared expert's)
