@@ -177,3 +177,33 @@ def test_bad_sparse_gguf_exits_2_naming_the_problem(tandem_bin, fixture_dir, tmp
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2, (case, r.returncode, r.stderr[-2000:])
     assert needle in r.stderr, (case, r.stderr[-2000:])
+
+
+def test_glm_template_in_the_gguf_renders_tools_and_thinking(tandem_bin, fixture_dir, tmp_path):
+    """The glm4moe fixture carries GLM-4.5's chat template (the one the template golden
+    tests render as Jinja2 does): served with the glm45 tool and reasoning parsers, a
+    chat with tools renders its tool block and special tokens, and completes."""
+    s = Server(tandem_bin, fixture_dir / MODEL,
+               COMMON + ["--enable-auto-tool-choice", "--tool-call-parser", "glm45", "--reasoning-parser", "glm45"],
+               tmp_path, "glm")
+    try:
+        tools = [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city",
+                                                   "parameters": {"type": "object",
+                                                                  "properties": {"city": {"type": "string"}}}}}]
+        messages = [{"role": "user", "content": "Weather in Paris?"}]
+        toks = s.post("/tokenize", {"messages": messages, "tools": tools}).json()["tokens"]
+        text = s.post("/detokenize", {"tokens": toks}).json()["prompt"]
+        assert text.startswith("[gMASK]<sop>") and "<|system|>\n# Tools" in text and "get_weather" in text
+        assert text.rstrip().endswith("<|assistant|>"), text[-80:]
+        user_id = s.post("/tokenize", {"prompt": "<|user|>", "add_special_tokens": False}).json()["tokens"]
+        assert len(user_id) == 1 and user_id[0] in toks, "special tokens are single tokens"
+        no_think = s.post("/tokenize", {"messages": messages,
+                                        "chat_template_kwargs": {"enable_thinking": False}}).json()["tokens"]
+        assert "/nothink" in s.post("/detokenize", {"tokens": no_think}).json()["prompt"]
+        r = s.post("/v1/chat/completions", {"model": "moe", "messages": messages, "tools": tools,
+                                            "max_tokens": 8, "temperature": 0})
+        assert r.status_code == 200, r.text
+        msg = r.json()["choices"][0]["message"]
+        assert msg["role"] == "assistant" and (msg.get("content") is not None or msg.get("tool_calls"))
+    finally:
+        assert s.stop() == 0, s.log()[-2000:]
