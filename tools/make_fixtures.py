@@ -499,6 +499,7 @@ class ModelSpec:
     # attn_output).
     mla: dict = field(default_factory=dict)
     mla_types: tuple = ()
+    fan_in_std: bool = False      # scale matrix stds by sqrt(64 / cols)
 
 
 def write_model(path: Path, spec: ModelSpec) -> None:
@@ -553,7 +554,20 @@ def write_model(path: Path, spec: ModelSpec) -> None:
     def norm(n: int) -> np.ndarray:
         return (1.0 + rng.normal(0.0, 0.1, n)).astype(np.float32)
 
+    def fan_in(std: float, cols: int) -> float:
+        # The stds below are for 64 inputs; wider sparse fixtures scale them by fan-in so
+        # activations keep the dense fixtures' magnitudes (hotter ones make attention and
+        # routing near-ties, where llama.cpp disagrees even with itself).
+        return std * (64 / cols) ** 0.5 if spec.fan_in_std else std
+
+    # Sparse fixtures: the projections back into the residual stream are kept small, as
+    # in trained models, so one layer's update (one expert more or less) moves the
+    # stream a little instead of replacing it.
+    out_scale = 0.25 if spec.fan_in_std else 1.0
+
     def matrix(name: str, qtype: QT, rows: int, cols: int, std: float) -> None:
+        if name not in ("token_embd.weight", "output.weight"):
+            std = fan_in(std, cols)
         data, raw = make_weight(rng, qtype, rows, cols, std)
         w.add_tensor(name, data, raw_dtype=None if raw in (QT.F32, QT.F16) else raw)
 
@@ -565,7 +579,7 @@ def write_model(path: Path, spec: ModelSpec) -> None:
         matrix("output.weight", spec.output_type, n_vocab, d, 0.25)
     def stack(name: str, qtype: QT, count: int, rows: int, cols: int, std: float) -> None:
         """A 3-D tensor of `count` matrices [rows, cols] (ggml ne = [cols, rows, count])."""
-        data, raw = make_weight(rng, qtype, count * rows, cols, std)
+        data, raw = make_weight(rng, qtype, count * rows, cols, fan_in(std, cols))
         data = data.reshape(count, rows, data.shape[-1])
         w.add_tensor(name, data, raw_dtype=None if raw in (QT.F32, QT.F16) else raw)
 
@@ -577,7 +591,7 @@ def write_model(path: Path, spec: ModelSpec) -> None:
         tq, tk, tv, to, tg, tu, td = spec.layer_types[i % len(spec.layer_types)]
         w.add_tensor(p + "attn_norm.weight", norm(d))
         if spec.mla:
-            write_mla_attention(w, spec, p, matrix, norm, stack)
+            write_mla_attention(w, spec, p, matrix, norm, stack, out_scale)
         else:
             matrix(p + "attn_q.weight", tq, q_dim, d, 0.25)
             matrix(p + "attn_k.weight", tk, kv_dim, d, 0.25)
@@ -590,30 +604,31 @@ def write_model(path: Path, spec: ModelSpec) -> None:
             w.add_tensor(p + "attn_q_norm.weight", norm(hd))
             w.add_tensor(p + "attn_k_norm.weight", norm(hd))
         if not spec.mla:
-            matrix(p + "attn_output.weight", to, d, q_dim, 0.15)
+            matrix(p + "attn_output.weight", to, d, q_dim, 0.15 * out_scale)
         if spec.post_norms:
             w.add_tensor(p + "post_attention_norm.weight", norm(d))
         w.add_tensor(p + spec.ffn_norm_name + ".weight", norm(d))
         if spec.n_expert and i >= spec.n_dense_lead:
             te, tue, tde, tsh = spec.moe_types[i % len(spec.moe_types)]
-            # The router stays F32, as llama.cpp's quantizer leaves ffn_gate_inp. A
-            # larger spread than the experts' so the top-k choice is rarely a near tie.
-            matrix(p + "ffn_gate_inp.weight", QT.F32, spec.n_expert, d, 0.5)
+            # The router stays F32, as llama.cpp's quantizer leaves ffn_gate_inp. Router
+            # logits of std ~1.5: a sigmoid router is not saturated (saturated scores
+            # make near ties of the top-k choice).
+            matrix(p + "ffn_gate_inp.weight", QT.F32, spec.n_expert, d, 0.2)
             if spec.probs_bias:
                 w.add_tensor(p + "exp_probs_b.bias",
                              rng.normal(0.0, 0.05, spec.n_expert).astype(np.float32))
             experts(p + "ffn_gate_exps.weight", te, spec.n_ff_exp, d, 0.25)
             experts(p + "ffn_up_exps.weight", tue, spec.n_ff_exp, d, 0.25)
-            experts(p + "ffn_down_exps.weight", tde, d, spec.n_ff_exp, 0.1)
+            experts(p + "ffn_down_exps.weight", tde, d, spec.n_ff_exp, 0.1 * out_scale)
             if spec.n_expert_shared:
                 n_sh = spec.n_ff_exp * spec.n_expert_shared
                 matrix(p + "ffn_gate_shexp.weight", tsh, n_sh, d, 0.25)
                 matrix(p + "ffn_up_shexp.weight", tsh, n_sh, d, 0.25)
-                matrix(p + "ffn_down_shexp.weight", tsh, d, n_sh, 0.1)
+                matrix(p + "ffn_down_shexp.weight", tsh, d, n_sh, 0.1 * out_scale)
         else:
             matrix(p + "ffn_gate.weight", tg, spec.n_ff, d, 0.25)
             matrix(p + "ffn_up.weight", tu, spec.n_ff, d, 0.25)
-            matrix(p + "ffn_down.weight", td, d, spec.n_ff, 0.1)
+            matrix(p + "ffn_down.weight", td, d, spec.n_ff, 0.1 * out_scale)
         if spec.post_norms:
             w.add_tensor(p + "post_ffw_norm.weight", norm(d))
         if i >= spec.n_layer:  # a NextN block's own tensors
@@ -624,7 +639,7 @@ def write_model(path: Path, spec: ModelSpec) -> None:
     finish(w)
 
 
-def write_mla_attention(w, spec: ModelSpec, p: str, matrix, norm, stack) -> None:
+def write_mla_attention(w, spec: ModelSpec, p: str, matrix, norm, stack, out_scale: float) -> None:
     """deepseek2's MLA tensors in the split (attn_k_b / attn_v_b) form llama.cpp writes."""
     m, d, h = spec.mla, spec.n_embd, spec.n_head
     tqa, tqb, tkva, tkb, tvb, to = spec.mla_types
@@ -639,7 +654,7 @@ def write_mla_attention(w, spec: ModelSpec, p: str, matrix, norm, stack) -> None
     w.add_tensor(p + "attn_kv_a_norm.weight", norm(m["kv_lora"]))
     stack(p + "attn_k_b.weight", tkb, h, m["kv_lora"], m["nope"], 0.25)
     stack(p + "attn_v_b.weight", tvb, h, m["v_head"], m["kv_lora"], 0.25)
-    matrix(p + "attn_output.weight", to, d, h * m["v_head"], 0.15)
+    matrix(p + "attn_output.weight", to, d, h * m["v_head"], 0.15 * out_scale)
 
 
 def model_specs() -> list[ModelSpec]:
@@ -704,7 +719,7 @@ Q8_0_ATTN = (QT.Q8_0,) * 7
 def moe_specs() -> list[ModelSpec]:
     qwen = qwen_vocab(thinking=True)
     qwen.chat_template = qwen3_template()
-    common = dict(n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=768, n_ctx=1024, n_expert=64,
+    common = dict(fan_in_std=True, n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=768, n_ctx=1024, n_expert=64,
                   n_expert_used=8, n_ff_exp=256, rope_base=1000000.0)
     specs = []
     for quant, attn, moe in (("q4_k_m", Q4_K_M_ATTN, (QT.Q4_K, QT.Q4_K, QT.Q6_K, QT.Q6_K)),

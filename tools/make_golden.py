@@ -34,12 +34,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def perplexity(llm, tokens, ctx, n_chunks):
-    """llama-perplexity's figure: windows of ctx tokens, BOS first, second half scored."""
+    """llama-perplexity's figure: windows of ctx tokens, BOS first (when the vocab adds
+    one, as llama-perplexity does), second half scored."""
     first = ctx // 2
     nll, count = 0.0, 0
+    add_bos = llm._model.add_bos_token()
     for c in range(n_chunks):
         window = list(tokens[c * ctx:(c + 1) * ctx])
-        window[0] = llm.token_bos()
+        if add_bos:
+            window[0] = llm.token_bos()
         llm.reset()
         llm.eval(window)
         logits = np.array(llm.scores[:ctx], dtype=np.float64)

@@ -44,6 +44,12 @@ struct Agreement {
   int stable_positions = 0;
   int stable_matches = 0;
   double max_logit_diff = 0;  // over llama.cpp's top-k tokens
+  double first_position_diff = 0;  // the same, at each prompt's first position only
+  int first_positions = 0, first_positions_exact = 0;  // prompts; those within 1e-3
+  // Positions where tandem's top-1 is llama.cpp's token-by-token answer, and where
+  // llama.cpp's batched answer is (its two paths' own agreement).
+  int token_by_token_matches = 0;
+  int llamacpp_self_matches = 0;
 };
 
 Agreement CompareWithGolden(const Model& model, const nlohmann::json& golden) {
@@ -76,6 +82,16 @@ Agreement CompareWithGolden(const Model& model, const nlohmann::json& golden) {
         pos_diff = std::max(pos_diff, diff);
       }
       a.max_logit_diff = std::max(a.max_logit_diff, pos_diff);
+      if (i == 0) {
+        a.first_position_diff = std::max(a.first_position_diff, pos_diff);
+        ++a.first_positions;
+        if (pos_diff < 1e-3) ++a.first_positions_exact;
+      }
+      if (prompt.contains("top1_token_by_token")) {
+        const int32_t tbt = prompt["top1_token_by_token"][i].get<int32_t>();
+        if (best == tbt) ++a.token_by_token_matches;
+        if (prompt["top1"][i].get<int32_t>() == tbt) ++a.llamacpp_self_matches;
+      }
       if (std::getenv("TANDEM_GOLDEN_VERBOSE")) {
         std::printf("pos %zu: ours %d theirs %d max diff %.4f\n", i, best, prompt["top1"][i].get<int>(), pos_diff);
       }
@@ -116,6 +132,54 @@ void ExpectAgreement(const std::string& model_path, const std::string& golden_na
   }
 }
 
+// Sparse fixtures. Random-weight MoE models are chaotic: a last-bit difference anywhere
+// (a summation order, one activation rounded to the other int8 step) can flip a top-k
+// expert choice downstream, and llama.cpp's own batched and token-by-token paths
+// disagree on the top-1 token at 0.2-3% of these fixtures' positions. So the gates are:
+// at each prompt's first position (no attention mixing yet) the logits match llama.cpp's
+// to 0.05, and to 1e-3 at all but one prompt in nine (the routing, experts, shared
+// expert and LM head computed as llama.cpp does, a rounding flip allowed);
+// top-1 agreement where llama.cpp agrees with itself >= 97% (the figure is printed, and
+// recorded in docs/PERFORMANCE.md); and the perplexity of the fixture text within 1%
+// (SparsePerplexity below).
+void ExpectSparseAgreement(const std::string& model_path, const std::string& golden_name) {
+  nlohmann::json golden = ReadGolden(golden_name);
+  ASSERT_FALSE(golden.is_null()) << "tests/data/golden_" << golden_name << ".json missing";
+  auto model = Model::Load(model_path);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  Agreement a = CompareWithGolden(**model, golden);
+  std::printf("%s: top-1 agreement %d/%d (%.2f%%; llama.cpp batched vs token by token %.2f%%); with llama.cpp's "
+              "token-by-token answer %d/%d (llama.cpp batched: %d/%d); where llama.cpp agrees with itself %d/%d "
+              "(%.2f%%); max |logit diff| %.4f, at first positions %.4f (%d/%d within 1e-3)\n",
+              golden_name.c_str(), a.top1_matches, a.positions, 100.0 * a.top1_matches / a.positions,
+              100 * golden["llamacpp_self_top1_agreement"].get<double>(), a.token_by_token_matches, a.positions,
+              a.llamacpp_self_matches, a.positions, a.stable_matches, a.stable_positions,
+              100.0 * a.stable_matches / std::max(1, a.stable_positions), a.max_logit_diff, a.first_position_diff,
+              a.first_positions_exact, a.first_positions);
+  EXPECT_LE(a.first_position_diff, 0.05);
+  EXPECT_GE(a.first_positions_exact, a.first_positions - 1);
+  EXPECT_GE(static_cast<double>(a.stable_matches) / a.stable_positions, 0.97);
+}
+
+void ExpectPerplexityNear(const std::string& model_path, const std::string& golden_name, int threads) {
+  nlohmann::json golden = ReadGolden(golden_name);
+  ASSERT_TRUE(golden.contains("perplexity")) << golden_name;
+  const auto& ref = golden["perplexity"];
+  auto model = Model::Load(model_path);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  std::ifstream in(SourceDir() + "/tests/data/perplexity.txt");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ThreadPool pool(threads);
+  auto result = Perplexity(**model, &pool, text, ref["ctx"].get<int>(), ref["chunks"].get<int>(), nullptr);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  const double want = ref["ppl"].get<double>();
+  std::printf("%s perplexity: tandem %.4f, llama.cpp %.4f (token by token %.4f; %d chunks of %d)\n",
+              golden_name.c_str(), result->ppl, want, ref.value("ppl_token_by_token", 0.0),
+              ref["chunks"].get<int>(), ref["ctx"].get<int>());
+  EXPECT_EQ(result->scored_tokens, ref["scored_tokens"].get<int64_t>());
+  EXPECT_NEAR(result->ppl, want, 0.01 * want);
+}
+
 TEST(ForwardGoldenRealModel, DefaultModelMatchesLlamaCpp) {
   ExpectAgreement(DefaultModelPath(), "default", 3.0);
 }
@@ -126,25 +190,7 @@ TEST(ForwardGoldenRealModel, PerplexityWithinOnePercentOfLlamaCpp) {
     if (std::getenv("TANDEM_ALLOW_MISSING_MODELS")) GTEST_SKIP() << path << " missing";
     FAIL() << path << " is missing: run scripts/setup.sh";
   }
-  nlohmann::json golden = ReadGolden("default");
-  ASSERT_TRUE(golden.contains("perplexity"));
-  const auto& ref = golden["perplexity"];
-  auto model = Model::Load(path);
-  ASSERT_TRUE(model.ok()) << model.status().ToString();
-  std::ifstream in(SourceDir() + "/tests/data/perplexity.txt");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  ThreadPool pool(2);
-  auto result = Perplexity(**model, &pool, text, ref["ctx"].get<int>(), ref["chunks"].get<int>(), nullptr);
-  ASSERT_TRUE(result.ok()) << result.status().ToString();
-  const double want = ref["ppl"].get<double>();
-  std::printf("perplexity: tandem %.4f, llama.cpp %.4f (%d chunks of %d)\n", result->ppl, want,
-              ref["chunks"].get<int>(), ref["ctx"].get<int>());
-  if (ref.contains("ppl_token_by_token")) {
-    std::printf("llama.cpp token by token (its own float-order noise): %.4f\n",
-                ref["ppl_token_by_token"].get<double>());
-  }
-  EXPECT_EQ(result->scored_tokens, ref["scored_tokens"].get<int64_t>());
-  EXPECT_NEAR(result->ppl, want, 0.01 * want);
+  ExpectPerplexityNear(path, "default", 2);
 }
 
 class ForwardGoldenFixture : public ::testing::TestWithParam<const char*> {};
@@ -155,8 +201,22 @@ TEST_P(ForwardGoldenFixture, MatchesLlamaCpp) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, ForwardGoldenFixture,
-                         ::testing::Values("gemma3", "llama", "qwen2", "qwen3", "qwen3moe-q4_k_m",
-                                           "qwen3moe-q8_0", "glm4moe-q4_k_m", "glm4moe-q8_0",
+                         ::testing::Values("gemma3", "llama", "qwen2", "qwen3"));
+
+class SparseGoldenFixture : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(SparseGoldenFixture, MatchesLlamaCpp) {
+  const std::string name = GetParam();
+  ExpectSparseAgreement(FixturePath(name + ".gguf"), "fixture_" + name);
+}
+
+TEST_P(SparseGoldenFixture, PerplexityWithinOnePercentOfLlamaCpp) {
+  const std::string name = GetParam();
+  ExpectPerplexityNear(FixturePath(name + ".gguf"), "fixture_" + name, 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, SparseGoldenFixture,
+                         ::testing::Values("qwen3moe-q4_k_m", "qwen3moe-q8_0", "glm4moe-q4_k_m", "glm4moe-q8_0",
                                            "deepseek2-q4_k_m", "deepseek2-q8_0"),
                          [](const auto& info) {
                            std::string s = info.param;
