@@ -722,14 +722,16 @@ def moe_specs() -> list[ModelSpec]:
     common = dict(fan_in_std=True, n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=768, n_ctx=1024, n_expert=64,
                   n_expert_used=8, n_ff_exp=256, rope_base=1000000.0)
     specs = []
-    for quant, attn, moe in (("q4_k_m", Q4_K_M_ATTN, (QT.Q4_K, QT.Q4_K, QT.Q6_K, QT.Q6_K)),
-                             ("q8_0", Q8_0_ATTN, (QT.Q8_0,) * 4)):
+    # Expert types cycle per layer: Q4_K_M's (Q4_K, Q6_K down) and Q5_K_M's; Q8_0 and BF16.
+    for quant, attn, moe in (("q4_k_m", Q4_K_M_ATTN, [(QT.Q4_K, QT.Q4_K, QT.Q6_K, QT.Q6_K),
+                                                       (QT.Q5_K, QT.Q5_K, QT.Q6_K, QT.Q5_K)]),
+                             ("q8_0", Q8_0_ATTN, [(QT.Q8_0,) * 4, (QT.BF16,) * 4])):
         # Qwen3-MoE: softmax router, normalized top-8, no shared expert, QK-norm.
         specs.append(ModelSpec(
             arch="qwen3moe", name=f"qwen3moe-{quant}", n_layer=3, seed=11, vocab=qwen,
             tied_output=False, qk_norm=True, embd_type=QT.Q8_0,
             output_type=QT.Q6_K if quant == "q4_k_m" else QT.Q8_0,
-            layer_types=[attn], moe_types=[moe], **common))
+            layer_types=[attn], moe_types=moe, **common))
         # GLM-4.5-style: one leading dense layer, sigmoid router with the selection
         # bias, normalized weights x 2.5, one shared expert, partial RoPE, Q/K/V biases,
         # a NextN block; the Q8_0 file also has grouped selection (4 groups, best 2)
@@ -745,7 +747,7 @@ def moe_specs() -> list[ModelSpec]:
             ffn_norm_name="post_attention_norm", n_expert_shared=1, n_dense_lead=1,
             probs_bias=True, n_nextn=1, extra_kv=extra, embd_type=QT.Q8_0,
             output_type=QT.Q6_K if quant == "q4_k_m" else QT.Q8_0,
-            layer_types=[attn], moe_types=[moe], **common))
+            layer_types=[attn], moe_types=moe, **common))
         # DeepSeek-V3-style (deepseek2): MLA with a low-rank query, YaRN RoPE (factor 4
         # over a 64-token original context, so the fixture's positions use it), sigmoid
         # router with the selection bias, grouped top-k, normalized weights x 2.5, a
@@ -768,7 +770,7 @@ def moe_specs() -> list[ModelSpec]:
             n_nextn=1 if v3 else 0, extra_kv=extra, embd_type=QT.Q8_0,
             output_type=QT.Q6_K if v3 else QT.Q8_0,
             mla={"q_lora": 128 if v3 else 0, "kv_lora": 128, "nope": 32, "rope": 32, "v_head": 64},
-            mla_types=mla_types, layer_types=[attn], moe_types=[moe], **common))
+            mla_types=mla_types, layer_types=[attn], moe_types=moe, **common))
     return specs
 
 

@@ -66,6 +66,8 @@ def main():
     ap.add_argument("--long-tokens", type=int, default=256,
                     help="also teacher-force this many tokens of tests/data/perplexity.txt")
     ap.add_argument("--out", default="", help="output path (default tests/data/golden_<name>.json)")
+    ap.add_argument("--token-by-token-logits", action="store_true",
+                    help="also record the token-by-token path's top-k logits per position")
     ap.add_argument("--ppl-only", action="store_true",
                     help="recompute only the perplexity entry of an existing golden file")
     args = ap.parse_args()
@@ -106,16 +108,21 @@ def main():
         llm_prompts.reset()
         llm_prompts.eval(tokens)
         logits = np.array(llm_prompts.scores[: len(tokens)], dtype=np.float32)
-        top1, top1_single, top = [], [], []
+        top1, top1_single, top, top_single = [], [], [], []
         for pos, row in enumerate(logits):
             positions += 1
             top1_single.append(int(np.argmax(single[pos])))
+            idx_single = np.argsort(-single[pos], kind="stable")[: args.top_k]
+            top_single.append([[int(i), float(single[pos][i])] for i in idx_single])
             self_agree += int(np.argmax(row) == top1_single[-1])
             idx = np.argsort(-row, kind="stable")[: args.top_k]
             top1.append(int(idx[0]))
             top.append([[int(i), float(row[i])] for i in idx])
-        out["prompts"].append({"text": prompt, "tokens": [int(t) for t in tokens],
-                               "top1": top1, "top1_token_by_token": top1_single, "top": top})
+        entry = {"text": prompt, "tokens": [int(t) for t in tokens],
+                 "top1": top1, "top1_token_by_token": top1_single, "top": top}
+        if args.token_by_token_logits:
+            entry["top_token_by_token"] = top_single
+        out["prompts"].append(entry)
 
     if not args.ppl_only:
         out["llamacpp_self_top1_agreement"] = self_agree / positions

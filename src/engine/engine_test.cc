@@ -42,8 +42,13 @@ std::vector<int32_t> ReferenceGreedy(const Model& m, const std::vector<int32_t>&
   return h.Wait()["ref"].tokens;
 }
 
-TEST(EngineTest, BatchedGreedyEqualsAlone) {
-  auto model = LoadFixture("llama.gguf");
+class BatchedEqualsAlone : public ::testing::TestWithParam<const char*> {};
+
+// Continuous batching with chunked prefill gives each request the tokens it gets alone:
+// the dense llama fixture, a MoE model (tokens regrouped by expert each step) and an MLA
+// one (latent KV rows in the paged cache).
+TEST_P(BatchedEqualsAlone, Greedy) {
+  auto model = LoadFixture(GetParam());
   ASSERT_NE(model, nullptr);
   auto prompts = Prompts(*model);
   std::vector<std::vector<int32_t>> alone;
@@ -60,6 +65,14 @@ TEST(EngineTest, BatchedGreedyEqualsAlone) {
     EXPECT_EQ(c.last.completion_tokens, 24);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, BatchedEqualsAlone,
+                         ::testing::Values("llama.gguf", "glm4moe-q4_k_m.gguf", "deepseek2-q4_k_m.gguf"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (char& ch : s) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+                           return s;
+                         });
 
 TEST(EngineTest, EngineMatchesSingleSequenceGenerator) {
   auto model = LoadFixture("qwen3.gguf");

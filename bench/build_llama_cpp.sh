@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Builds llama.cpp's own benchmark tools (llama-bench, llama-batched-bench, llama-quantize)
+# natively, outside the tree, from the llama.cpp source vendored in the llama-cpp-python
+# sdist on PyPI: the reference that the speed comparisons in docs/PERFORMANCE.md measure
+# in its own benchmark loop (never a per-token Python loop).
+#
+#   bench/build_llama_cpp.sh [VERSION]     (default 0.3.36, the goldens' version)
+#
+# Prints the directory holding the binaries (last line). Reuses a finished build.
+set -euo pipefail
+VERSION=${1:-0.3.36}
+CACHE=${TANDEM_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tandem-bench}
+SRC=$CACHE/llama_cpp_python-$VERSION/vendor/llama.cpp
+BUILD=$CACHE/llama.cpp-$VERSION-build
+if [ -x "$BUILD/bin/llama-bench" ] && [ -x "$BUILD/bin/llama-batched-bench" ] && [ -x "$BUILD/bin/llama-quantize" ]; then
+  echo "$BUILD/bin"
+  exit 0
+fi
+mkdir -p "$CACHE"
+if [ ! -d "$SRC" ]; then
+  python3 -m pip download --no-deps --no-binary :all: "llama-cpp-python==$VERSION" -d "$CACHE" >&2
+  tar -xzf "$CACHE/llama_cpp_python-$VERSION.tar.gz" -C "$CACHE"
+fi
+cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TOOLS=ON >&2
+cmake --build "$BUILD" -j"$(nproc)" --target llama-bench llama-batched-bench llama-quantize >&2
+echo "$BUILD/bin"
