@@ -170,8 +170,27 @@ __attribute__((target("avx2,fma,f16c"))) void DotQ45_KAvx2N(const void* w_row,
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n_blocks; ++i) {
-    uint8_t sc[8], m[8];
-    for (int j = 0; j < 8; ++j) ScaleMinK4(j, w[i].scales, &sc[j], &m[j]);
+    // Decode reads each weight once: fetch ~1.5 KB ahead (the next row's start at a row's
+    // end, which is the row this thread dots next).
+    if constexpr (NT == 1) {
+      const char* ahead = reinterpret_cast<const char*>(w + i) + 1536;
+      _mm_prefetch(ahead, _MM_HINT_T0);
+      _mm_prefetch(ahead + 64, _MM_HINT_T0);
+      _mm_prefetch(ahead + 128, _MM_HINT_T0);
+    }
+    // The 8 six-bit scales and mins (ScaleMinK4's values) unpacked with 32-bit ops:
+    // u[0..1] = scales 0..7, u[2..3] = mins 0..7, one byte each.
+    uint32_t u[4];
+    std::memcpy(u, w[i].scales, 12);
+    constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kTop2 = 0x03030303;
+    u[3] = ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kTop2) << 4);
+    const uint32_t mins_lo = u[1] & kLow6;
+    u[1] = (u[2] & kLow4) | (((u[0] >> 6) & kTop2) << 4);
+    u[2] = mins_lo;
+    u[0] &= kLow6;
+    // Scales as int16 in both 128-bit lanes; sc_lo/sc_hi[c] broadcast scale 2c / 2c + 1.
+    const __m256i scales16 = _mm256_broadcastsi128_si256(
+        _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(u[1]), static_cast<int>(u[0]))));
     __m256i lo[4], hi[4], sc_lo[4], sc_hi[4];
     for (int c = 0; c < 4; ++c) {
       const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qs + 32 * c));
@@ -186,12 +205,12 @@ __attribute__((target("avx2,fma,f16c"))) void DotQ45_KAvx2N(const void* w_row,
         hi[c] = _mm256_or_si256(
             hi[c], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
       }
-      sc_lo[c] = _mm256_set1_epi16(sc[2 * c]);
-      sc_hi[c] = _mm256_set1_epi16(sc[2 * c + 1]);
+      sc_lo[c] = _mm256_shuffle_epi8(scales16, _mm256_set1_epi16(static_cast<int16_t>(0x0100 * (4 * c + 1) + 4 * c)));
+      sc_hi[c] = _mm256_shuffle_epi8(scales16, _mm256_set1_epi16(static_cast<int16_t>(0x0100 * (4 * c + 3) + 4 * c + 2)));
     }
     // The mins, each twice (one per bsum of 16 values): sum_j m[j] * (bsums[2j] +
     // bsums[2j+1]) becomes one madd against the 16 bsums.
-    const __m128i m8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(m));
+    const __m128i m8 = _mm_set_epi32(0, 0, static_cast<int>(u[3]), static_cast<int>(u[2]));
     const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
     const float wd = HalfToFloat(w[i].d), wdmin = HalfToFloat(w[i].dmin);
     for (int t = 0; t < NT; ++t) {
@@ -224,6 +243,13 @@ __attribute__((target("avx2,fma,f16c"))) void DotQ6_KAvx2N(const void* w_row, co
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n_blocks; ++i) {
+    if constexpr (NT == 1) {  // as in DotQ45_KAvx2N
+      const char* ahead = reinterpret_cast<const char*>(w + i) + 1536;
+      _mm_prefetch(ahead, _MM_HINT_T0);
+      _mm_prefetch(ahead + 64, _MM_HINT_T0);
+      _mm_prefetch(ahead + 128, _MM_HINT_T0);
+      _mm_prefetch(ahead + 192, _MM_HINT_T0);
+    }
     // The 256 values (0..63, before the -32) as 8 vectors: half h, values l + 32k.
     __m256i v[8], scales[8];
     for (int h = 0; h < 2; ++h) {
