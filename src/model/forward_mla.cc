@@ -86,7 +86,9 @@ void Forward::MlaAttention(int il, const std::vector<ForwardSequence>& batch) {
   Grow(mla_kv_, static_cast<size_t>(n * kw));
   MatMul(w.kv_a, xn_.data(), n, mla_kv_.data(), pool_);
 
-  // RoPE on q_pe and k_pe, the latent normed, and the K row into each sequence's store.
+  // RoPE on q_pe (into the absorbed queries' tails) and k_pe, the latent normed, and the
+  // K row into each sequence's store.
+  Grow(mla_qabs_, static_cast<size_t>(n * H * kw));
   const std::vector<float>& angles = RopeAnglesOfBatch(false);
   const int half = c_.rope_dims / 2;
   ForEach(pool_, n, [&](int64_t i) {
@@ -95,20 +97,18 @@ void Forward::MlaAttention(int il, const std::vector<ForwardSequence>& batch) {
     float* kv = &mla_kv_[i * kw];
     RmsNorm(kv, w.kv_a_norm.data(), kv, lora, c_.rms_eps);
     RopeApply(kv + lora, rope, cos, sin, c_.rope_neox);
-    for (int h = 0; h < H; ++h) RopeApply(&mla_q_[(i * H + h) * qh + nope], rope, cos, sin, c_.rope_neox);
+    for (int h = 0; h < H; ++h) {
+      float* q_pe = &mla_qabs_[(i * H + h) * kw + lora];
+      std::copy_n(&mla_q_[(i * H + h) * qh + nope], rope, q_pe);
+      RopeApply(q_pe, rope, cos, sin, c_.rope_neox);
+    }
     KvStore* store = batch[seq_of_[i]].kv;
     Fp32ToFp16Row(kv, store->KeyRow(il, pos_[i]), kw);
   });
 
-  // Absorbed queries: [k_b[h] · q_nope_h, q_pe_h] per head.
-  Grow(mla_qabs_, static_cast<size_t>(n * H * kw));
+  // Absorbed queries' heads: k_b[h] · q_nope_h.
   PerHeadMatMul(w.k_b, mla_q_.data(), static_cast<int64_t>(H) * qh, qh, mla_qabs_.data(),
                 static_cast<int64_t>(H) * kw, kw, n, H, pool_);
-  ForEach(pool_, n, [&](int64_t i) {
-    for (int h = 0; h < H; ++h) {
-      std::copy_n(&mla_q_[(i * H + h) * qh + nope], rope, &mla_qabs_[(i * H + h) * kw + lora]);
-    }
-  });
 
   // softmax(kq_scale · Q_h · K) · latent, one task per (token, group of up to 4 heads).
   Grow(mla_lat_, static_cast<size_t>(n * H * lora));

@@ -36,15 +36,8 @@ void RouteTokens(const MoeConfig& m, const float* logits, const float* probs_bia
   for (int64_t t = 0; t < n_tokens; ++t) {
     const float* lg = logits + t * n_expert;
     if (m.gating == ExpertGating::kSoftmax) {
-      // As ggml_soft_max: exponentials of (x - max), summed in double, times 1/sum.
-      const float max = *std::max_element(lg, lg + n_expert);
-      double sum = 0;
-      for (int e = 0; e < n_expert; ++e) {
-        probs[e] = std::exp(lg[e] - max);
-        sum += probs[e];
-      }
-      const float inv = static_cast<float>(1.0 / sum);
-      for (int e = 0; e < n_expert; ++e) probs[e] *= inv;
+      std::copy_n(lg, n_expert, probs.data());
+      Softmax(probs.data(), n_expert);  // ggml_soft_max's order: exp(x - max), sum in double, * 1/sum
     } else {
       for (int e = 0; e < n_expert; ++e) probs[e] = 1.0f / (1.0f + std::exp(-lg[e]));
     }
