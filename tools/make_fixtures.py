@@ -10,7 +10,7 @@ Files (byte-for-byte identical on every run: fixed seeds, no timestamps):
                independent of ours); plus `q8_0.source` (F32) and `q8_0.quantized`
                (gguf-py's Q8_0 quantization of it, bit-exact with ggml's reference).
   gemma3.gguf, llama.gguf, qwen2.gguf, qwen3.gguf, qwen3moe-{q4_k_m,q8_0}.gguf,
-  glm4moe-{q4_k_m,q8_0}.gguf, deepseek2-{q4_k_m,q8_0}.gguf
+  glm4moe-{q4_k_m,q8_0}.gguf, deepseek2-{q4_k_m,q8_0,kv_b-q8_0}.gguf
                random-weight models with the tensor names and metadata llama.cpp
                expects for each architecture, weights in a mix of tensor types, a
                tokenizer (SentencePiece-style "llama" vocab for gemma3/llama, byte-level
@@ -513,7 +513,15 @@ def write_model(path: Path, spec: ModelSpec) -> None:
     w.add_uint32(f"{a}.block_count", spec.n_layer + spec.n_nextn)
     w.add_uint32(f"{a}.feed_forward_length", spec.n_ff)
     w.add_uint32(f"{a}.attention.head_count", spec.n_head)
-    if spec.mla:
+    if spec.mla and spec.mla.get("joint_kv_b"):
+        # An older conversion: MHA-style head sizes, no *_mla keys, one attn_kv_b.
+        m = spec.mla
+        w.add_uint32(f"{a}.attention.head_count_kv", spec.n_head)
+        w.add_uint32(f"{a}.attention.key_length", m["nope"] + m["rope"])
+        w.add_uint32(f"{a}.attention.value_length", m["v_head"])
+        w.add_uint32(f"{a}.attention.q_lora_rank", m["q_lora"])
+        w.add_uint32(f"{a}.attention.kv_lora_rank", m["kv_lora"])
+    elif spec.mla:
         m = spec.mla
         w.add_uint32(f"{a}.attention.head_count_kv", 1)
         w.add_uint32(f"{a}.attention.key_length", m["kv_lora"] + m["rope"])
@@ -652,8 +660,11 @@ def write_mla_attention(w, spec: ModelSpec, p: str, matrix, norm, stack, out_sca
         matrix(p + "attn_q.weight", tqa, h * q_head, d, 0.25)
     matrix(p + "attn_kv_a_mqa.weight", tkva, m["kv_lora"] + m["rope"], d, 0.25)
     w.add_tensor(p + "attn_kv_a_norm.weight", norm(m["kv_lora"]))
-    stack(p + "attn_k_b.weight", tkb, h, m["kv_lora"], m["nope"], 0.25)
-    stack(p + "attn_v_b.weight", tvb, h, m["v_head"], m["kv_lora"], 0.25)
+    if m.get("joint_kv_b"):
+        matrix(p + "attn_kv_b.weight", tkb, h * (m["nope"] + m["v_head"]), m["kv_lora"], 0.25)
+    else:
+        stack(p + "attn_k_b.weight", tkb, h, m["kv_lora"], m["nope"], 0.25)
+        stack(p + "attn_v_b.weight", tvb, h, m["v_head"], m["kv_lora"], 0.25)
     matrix(p + "attn_output.weight", to, d, h * m["v_head"], 0.15 * out_scale)
 
 
@@ -771,6 +782,15 @@ def moe_specs() -> list[ModelSpec]:
             output_type=QT.Q6_K if v3 else QT.Q8_0,
             mla={"q_lora": 128 if v3 else 0, "kv_lora": 128, "nope": 32, "rope": 32, "v_head": 64},
             mla_types=mla_types, layer_types=[attn], moe_types=moe, **common))
+    # An older deepseek2 conversion (DeepSeek-V2-Lite as first converted): the joint
+    # attn_kv_b and MHA-style head sizes; llama.cpp runs it unabsorbed, Tandem splits it.
+    specs.append(ModelSpec(
+        arch="deepseek2", name="deepseek2-kv_b-q8_0", n_layer=3, seed=14, vocab=qwen, tied_output=False,
+        rope_dims=32, n_expert_shared=1, n_dense_lead=1,
+        extra_kv={"leading_dense_block_count": 1, "expert_shared_count": 1, "expert_gating_func": 1},
+        embd_type=QT.Q8_0, output_type=QT.Q8_0,
+        mla={"q_lora": 0, "kv_lora": 128, "nope": 32, "rope": 32, "v_head": 64, "joint_kv_b": True},
+        mla_types=(QT.Q8_0,) * 6, layer_types=[Q8_0_ATTN], moe_types=[(QT.Q8_0,) * 4], **common))
     return specs
 
 

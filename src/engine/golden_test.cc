@@ -165,8 +165,15 @@ void ExpectSparseAgreement(const std::string& model_path, const std::string& gol
               a.llamacpp_self_matches, a.positions, a.stable_matches, a.stable_positions,
               100.0 * a.stable_matches / std::max(1, a.stable_positions), a.max_logit_diff, a.first_position_diff,
               a.first_positions_exact, a.first_positions);
-  EXPECT_LE(a.first_position_diff, 0.05);
-  EXPECT_GE(a.first_positions_exact, a.first_positions - 2);
+  if (golden_name.find("kv_b") != std::string::npos) {
+    // The joint attn_kv_b file: llama.cpp runs it unabsorbed (K and V expanded per head),
+    // Tandem absorbed through a Q8_0 split of attn_kv_b: the same attention by other
+    // roundings, so no position is bit-level; the perplexity gate holds it.
+    EXPECT_LE(a.first_position_diff, 0.25);
+  } else {
+    EXPECT_LE(a.first_position_diff, 0.05);
+    EXPECT_GE(a.first_positions_exact, a.first_positions - 2);
+  }
   EXPECT_GE(static_cast<double>(a.stable_matches) / a.stable_positions, 0.95);
 }
 
@@ -233,7 +240,8 @@ TEST_P(SparsePerplexity, WithinOnePercentOfLlamaCpp) {
 }
 
 constexpr const char* kSparseFixtures[] = {"qwen3moe-q4_k_m", "qwen3moe-q8_0",    "glm4moe-q4_k_m",
-                                            "glm4moe-q8_0",    "deepseek2-q4_k_m", "deepseek2-q8_0"};
+                                            "glm4moe-q8_0",    "deepseek2-q4_k_m", "deepseek2-q8_0",
+                                            "deepseek2-kv_b-q8_0"};
 
 std::string FixtureTestName(const ::testing::TestParamInfo<const char*>& info) {
   std::string s = info.param;

@@ -76,6 +76,11 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path,
   auto weights = BindWeights(*m->file_, m->config_);
   if (!weights.ok()) return with_path(weights.status());
   m->weights_ = std::move(weights).value();
+  if (m->config_.mla && m->config_.mla_dims.joint_kv_b) {
+    SplitMlaKvB(m->config_, &m->weights_, &m->mla_kv_b_bytes_);
+    TANDEM_LOG(INFO) << "split attn_kv_b into attn_k_b / attn_v_b (Q8_0, "
+                     << m->mla_kv_b_bytes_.size() / 1000000 << " MB) for absorbed MLA";
+  }
   if (options.quantization == WeightQuantization::kW8A8) {
     RequantizeW8A8(&m->weights_, &m->requantized_bytes_, options.pool, &m->requantized_);
   }

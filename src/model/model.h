@@ -63,6 +63,7 @@ class Model {
   std::vector<uint8_t> requantized_bytes_;  // Q8_0 rows of the re-quantized matrices
   RequantizeReport requantized_;
   std::vector<uint8_t> repacked_bytes_;  // Q5_0x2 / Q4_0x2 rows of the repacked matrices
+  std::vector<uint8_t> mla_kv_b_bytes_;  // k_b / v_b split from a joint attn_kv_b (Q8_0)
   RepackReport repacked_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::string name_;

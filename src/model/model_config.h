@@ -54,6 +54,9 @@ struct MlaConfig {
   int qk_nope_dim = 0;   // per-head query/key dims without RoPE
   int qk_rope_dim = 0;   // per-head RoPE dims (= rope_dims)
   int v_head_dim = 0;    // per-head value width after attn_v_b
+  // An older conversion stores one attn_kv_b [n_head * (nope + v_head), kv_lora_rank]
+  // instead of attn_k_b / attn_v_b; Model::Load splits it (SplitMlaKvB).
+  bool joint_kv_b = false;
 };
 
 // YaRN RoPE scaling (ggml's rope_yarn): angles interpolated by rope_scale with a ramp

@@ -117,6 +117,7 @@ void ListLayerMatrices(const std::string& p, LayerWeights& l, std::vector<NamedM
                          {"attn_q_a", &l.mla.q_a},
                          {"attn_q_b", &l.mla.q_b},
                          {"attn_kv_a_mqa", &l.mla.kv_a},
+                         {"attn_kv_b", &l.mla.kv_b},
                          {"attn_k_b", &l.mla.k_b.all},
                          {"attn_v_b", &l.mla.v_b.all},
                          {"ffn_gate", &l.ffn_gate},
@@ -146,8 +147,13 @@ void BindMla(Binder& b, const ModelConfig& c, const std::string& p, LayerWeights
   }
   w.kv_a = b.Matrix(p + "attn_kv_a_mqa.weight", m.kv_lora_rank + m.qk_rope_dim, c.n_embd);
   w.kv_a_norm = b.Vector(p + "attn_kv_a_norm.weight", m.kv_lora_rank);
-  w.k_b = b.Stack(p + "attn_k_b.weight", c.n_heads, m.kv_lora_rank, m.qk_nope_dim);
-  w.v_b = b.Stack(p + "attn_v_b.weight", c.n_heads, m.v_head_dim, m.kv_lora_rank);
+  if (m.joint_kv_b) {
+    w.kv_b = b.Matrix(p + "attn_kv_b.weight", static_cast<int64_t>(c.n_heads) * (m.qk_nope_dim + m.v_head_dim),
+                      m.kv_lora_rank);
+  } else {
+    w.k_b = b.Stack(p + "attn_k_b.weight", c.n_heads, m.kv_lora_rank, m.qk_nope_dim);
+    w.v_b = b.Stack(p + "attn_v_b.weight", c.n_heads, m.v_head_dim, m.kv_lora_rank);
+  }
   l.wo = b.Matrix(p + "attn_output.weight", c.n_embd, static_cast<int64_t>(c.n_heads) * m.v_head_dim);
 }
 
@@ -246,6 +252,50 @@ StatusOr<ModelWeights> BindWeights(const GgufFile& file, const ModelConfig& c) {
   }
   TANDEM_RETURN_IF_ERROR(b.Finish());
   return w;
+}
+
+void SplitMlaKvB(const ModelConfig& c, ModelWeights* weights, std::vector<uint8_t>* storage) {
+  const MlaConfig& m = c.mla_dims;
+  const int H = c.n_heads, nope = m.qk_nope_dim, vh = m.v_head_dim, lora = m.kv_lora_rank;
+  const int64_t k_row_bytes = *RowBytes(TensorType::kQ8_0, nope);   // k_b rows: nope values
+  const int64_t v_row_bytes = *RowBytes(TensorType::kQ8_0, lora);   // v_b rows: lora values
+  const int64_t per_layer = static_cast<int64_t>(H) * (lora * k_row_bytes + vh * v_row_bytes);
+  std::vector<LayerWeights*> layers;
+  for (LayerWeights& l : weights->layers) layers.push_back(&l);
+  for (LayerWeights& l : weights->nextn_layers) layers.push_back(&l);
+  storage->assign(static_cast<size_t>(per_layer * static_cast<int64_t>(layers.size())), 0);
+  uint8_t* out = storage->data();
+  std::vector<float> rows(static_cast<size_t>(nope + vh) * lora);  // one head's kv_b rows
+  std::vector<float> col(static_cast<size_t>(nope));
+  for (LayerWeights* l : layers) {
+    MlaWeights& w = l->mla;
+    uint8_t* k_base = out;
+    uint8_t* v_base = out + static_cast<int64_t>(H) * lora * k_row_bytes;
+    for (int h = 0; h < H; ++h) {
+      for (int r = 0; r < nope + vh; ++r) {
+        GetRow(w.kv_b, static_cast<int64_t>(h) * (nope + vh) + r, &rows[static_cast<size_t>(r) * lora]);
+      }
+      // k_b[h] row j (j < kv_lora_rank) = column j of the head's nope K rows.
+      for (int j = 0; j < lora; ++j) {
+        for (int i = 0; i < nope; ++i) col[i] = rows[static_cast<size_t>(i) * lora + j];
+        QuantizeRowQ8_0(col.data(), k_base + (static_cast<int64_t>(h) * lora + j) * k_row_bytes, nope);
+      }
+      for (int r = 0; r < vh; ++r) {
+        QuantizeRowQ8_0(&rows[static_cast<size_t>(nope + r) * lora],
+                        v_base + (static_cast<int64_t>(h) * vh + r) * v_row_bytes, lora);
+      }
+    }
+    auto stack = [&](uint8_t* data, int64_t rows_each, int64_t cols, int64_t row_bytes) {
+      MatrixStack s;
+      s.all = WeightMatrix{TensorType::kQ8_0, data, rows_each * H, cols, row_bytes};
+      s.count = H;
+      s.rows_each = rows_each;
+      return s;
+    };
+    w.k_b = stack(k_base, lora, nope, k_row_bytes);
+    w.v_b = stack(v_base, vh, lora, v_row_bytes);
+    out += per_layer;
+  }
 }
 
 }  // namespace tandem

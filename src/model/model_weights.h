@@ -63,6 +63,8 @@ struct MlaWeights {
   std::vector<float> kv_a_norm;       // attn_kv_a_norm [kv_lora_rank]
   MatrixStack k_b;                    // attn_k_b [n_head][kv_lora_rank, nope]: absorbs q_nope
   MatrixStack v_b;                    // attn_v_b [n_head][v_head_dim, kv_lora_rank]: latent -> value
+  WeightMatrix kv_b;                  // attn_kv_b [n_head * (nope + v_head_dim), kv_lora_rank] in
+                                      // older files (MlaConfig::joint_kv_b), until split into k_b / v_b
 };
 
 struct LayerWeights {
@@ -108,5 +110,11 @@ std::vector<NamedMatrix> ListMatrices(ModelWeights* w);
 // Binds every tensor the config needs; NotFound lists all missing tensors, and
 // InvalidArgument names a tensor whose shape differs from the config.
 StatusOr<ModelWeights> BindWeights(const GgufFile& file, const ModelConfig& config);
+
+// For MlaConfig::joint_kv_b: builds each layer's k_b (the K rows of attn_kv_b, transposed
+// per head) and v_b (its V rows) as Q8_0 matrices in *storage (allocated once; the stacks
+// point into it), from attn_kv_b's dequantized values. Precondition: weights bound with
+// config.
+void SplitMlaKvB(const ModelConfig& config, ModelWeights* weights, std::vector<uint8_t>* storage);
 
 }  // namespace tandem

@@ -34,10 +34,18 @@ StatusOr<ModelConfig> LoadDeepseek2Config(const GgufFile& file) {
   TANDEM_RETURN_IF_ERROR(get("attention.key_length_mla", 0, false, &k_mla));
   TANDEM_RETURN_IF_ERROR(get("attention.value_length_mla", 0, false, &v_mla));
   if (k_mla == 0 || v_mla == 0) {
-    return UnimplementedError(
-        "deepseek2 without attention.key_length_mla / value_length_mla (an old conversion with the "
-        "joint attn_kv_b tensor) is not supported: convert the model again with a current llama.cpp, "
-        "which writes the split attn_k_b / attn_v_b form");
+    // An older conversion: heads as plain MHA (key_length = nope + rope, value_length =
+    // the value head) with the joint attn_kv_b; run absorbed all the same.
+    m.joint_kv_b = true;
+    k_mla = c.head_dim;
+    v_mla = c.v_head_dim;
+    c.n_kv_heads = 1;
+    c.head_dim = m.kv_lora_rank + c.rope_dims;
+    c.v_head_dim = m.kv_lora_rank;
+    if (m.kv_lora_rank % 32 != 0 || (k_mla - c.rope_dims) % 32 != 0) {
+      return UnimplementedError("deepseek2 with the joint attn_kv_b needs kv_lora_rank and the non-RoPE key "
+                                "dims in whole 32-value blocks (it is split into Q8_0 at load)");
+    }
   }
   m.qk_rope_dim = c.rope_dims;
   m.qk_nope_dim = k_mla - c.rope_dims;
