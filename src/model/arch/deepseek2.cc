@@ -69,7 +69,12 @@ StatusOr<ModelConfig> LoadDeepseek2Config(const GgufFile& file) {
   const float attn_factor_org = c.yarn.attn_factor * (1.0f + 0.1f * std::log(1.0f / c.rope_scale));
   const float mscale = attn_factor_org * (1.0f + 0.1f * c.yarn.log_mul * std::log(1.0f / c.rope_scale));
   c.kq_scale = mscale * mscale / std::sqrt(static_cast<float>(k_mla));
-  c.moe.gating = ExpertGating::kSoftmax;
+  // Without expert_gating_func llama.cpp assumes softmax (DeepSeek-V2/V2.5 files), except
+  // for GLM-4.7-Flash files (47/48 layers, a 154880-token vocabulary): sigmoid.
+  const GgufValue* tokens = file.Find("tokenizer.ggml.tokens");
+  const bool glm47_flash = (c.n_layers == 47 || c.n_layers == 48) && tokens != nullptr &&
+                           tokens->array.size() == 154880;
+  c.moe.gating = glm47_flash ? ExpertGating::kSigmoid : ExpertGating::kSoftmax;
   c.moe.norm_weights = false;
   c.moe.probs_bias = file.FindTensor("blk." + std::to_string(c.n_layers - 1) + ".exp_probs_b.bias") != nullptr;
   TANDEM_RETURN_IF_ERROR(LoadMoeHparams(file, &c));
