@@ -121,10 +121,9 @@ void MoeFfn::Run(const MoeWeights& w, const float* x, int64_t n, float* out) {
   // experts with more tokens do not hold the others up): one pool loop per layer instead
   // of three per expert. With fewer, each expert's rows are split over the pool. A
   // MatMul's bits do not depend on its pool, so both give the same result.
-  std::vector<int>& active = active_;
-  active.clear();
+  active_.clear();
   for (int e = 0; e < m.n_expert; ++e) {
-    if (expert_begin_[e + 1] > expert_begin_[e]) active.push_back(e);
+    if (expert_begin_[e + 1] > expert_begin_[e]) active_.push_back(e);
   }
   auto run_expert = [&](int e, ThreadPool* pool) {
     const int64_t b = expert_begin_[e], cnt = expert_begin_[e + 1] - b;
@@ -134,27 +133,26 @@ void MoeFfn::Run(const MoeWeights& w, const float* x, int64_t n, float* out) {
     MatMul(w.down.At(e), &gate_[b * F], cnt, &yg_[b * E], pool);
   };
   const int threads = pool_ != nullptr ? pool_->num_threads() : 1;
-  if (threads > 1 && static_cast<int>(active.size()) >= 2 * threads) {
+  if (threads > 1 && static_cast<int>(active_.size()) >= 2 * threads) {
     std::atomic<size_t> next{0};
     pool_->ParallelFor(threads, 1, [&](int, int64_t, int64_t) {
-      for (size_t i = next.fetch_add(1, std::memory_order_relaxed); i < active.size();
+      for (size_t i = next.fetch_add(1, std::memory_order_relaxed); i < active_.size();
            i = next.fetch_add(1, std::memory_order_relaxed)) {
-        run_expert(active[i], nullptr);
+        run_expert(active_[i], nullptr);
       }
     });
   } else {
-    for (int e : active) run_expert(e, pool_);
+    for (int e : active_) run_expert(e, pool_);
   }
 
   // The weighted sum in slot order (best expert first), as llama.cpp adds its views:
   // each product rounded, then added.
-  std::vector<float>& yg = yg_;
   auto combine = [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       float* o = out + t * E;
       for (int64_t i = 0; i < k; ++i) {
         const float wt = weights_[t * k + i];
-        const float* y = &yg[row_of_[t * k + i] * E];
+        const float* y = &yg_[row_of_[t * k + i] * E];
         if (i == 0) {
           for (int64_t d = 0; d < E; ++d) o[d] = y[d] * wt;
         } else {
