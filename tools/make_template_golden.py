@@ -43,6 +43,9 @@ TEMPLATES = {
     "qwen3": ("", "<|im_end|>", "string"),
     "glm45": ("", "<|endoftext|>", "openai"),
     "hermes": ("<|begin_of_text|>", "<|im_end|>", "string"),
+    "glm46": ("", "<|endoftext|>", "openai"),
+    "glm47-flash": ("", "<|endoftext|>", "openai"),
+    "deepseek-v3.1": ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "string"),
 }
 
 

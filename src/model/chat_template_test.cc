@@ -86,11 +86,11 @@ TEST_P(ChatTemplateGolden, MatchesJinja2) {
 
 INSTANTIATE_TEST_SUITE_P(ChatTemplate, ChatTemplateGolden,
                          ::testing::Values("gemma3", "llama3", "llama3.2", "qwen2.5", "qwen3",
-                                           "glm45", "hermes"),
+                                           "glm45", "hermes", "glm46", "glm47-flash", "deepseek-v3.1"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            std::string n = info.param;
                            for (char& ch : n) {
-                             if (ch == '.') ch = '_';
+                             if (ch == '.' || ch == '-') ch = '_';
                            }
                            return n;
                          });
