@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tandem_procs import Server, free_port
-from test_pool import Worker, etcd, wait_for  # noqa: F401 (etcd is a fixture)
+from test_pool import Etcd, Worker, wait_for
 from test_proxy import Proxy, addr
 
 MODEL = "glm4moe-q4_k_m.gguf"
@@ -39,7 +39,6 @@ def moe_cluster(request, tandem_bin, fixture_dir, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("moe")
     model = fixture_dir / request.param
     procs = {}
-    from test_pool import Etcd
     e = Etcd(tmp)
     try:
         worker = Worker(tandem_bin, tmp, e, name="w", shm_mb=64)
