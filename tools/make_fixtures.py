@@ -733,10 +733,12 @@ def moe_specs() -> list[ModelSpec]:
     common = dict(fan_in_std=True, n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=768, n_ctx=1024, n_expert=64,
                   n_expert_used=8, n_ff_exp=256, rope_base=1000000.0)
     specs = []
-    # Expert types cycle per layer: Q4_K_M's (Q4_K, Q6_K down) and Q5_K_M's; Q8_0 and BF16.
+    # Expert types cycle per layer: Q4_K_M's (Q4_K, Q6_K down) and Q5_K_M's; Q8_0, BF16,
+    # and Q5_0/Q4_0 (the types the load-time repacking would rewrite: experts must stay mapped).
     for quant, attn, moe in (("q4_k_m", Q4_K_M_ATTN, [(QT.Q4_K, QT.Q4_K, QT.Q6_K, QT.Q6_K),
                                                        (QT.Q5_K, QT.Q5_K, QT.Q6_K, QT.Q5_K)]),
-                             ("q8_0", Q8_0_ATTN, [(QT.Q8_0,) * 4, (QT.BF16,) * 4])):
+                             ("q8_0", Q8_0_ATTN, [(QT.Q8_0,) * 4, (QT.BF16,) * 4,
+                                                  (QT.Q5_0, QT.Q4_0, QT.Q5_0, QT.Q8_0)])):
         # Qwen3-MoE: softmax router, normalized top-8, no shared expert, QK-norm.
         specs.append(ModelSpec(
             arch="qwen3moe", name=f"qwen3moe-{quant}", n_layer=3, seed=11, vocab=qwen,

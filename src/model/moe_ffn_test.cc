@@ -208,6 +208,29 @@ TEST_P(MoeFfnFixture, BatchedEqualsAloneOnAnyThreadCount) {
   }
 }
 
+// Routed experts are used where the file maps them, never copied at load (a sparse model
+// may be larger than memory): the q8_0 fixtures have Q5_0/Q4_0 expert tensors, the types
+// the load-time repacking rewrites for every other matrix.
+TEST_P(MoeFfnFixture, ExpertTensorsStayInTheMappedFile) {
+  auto model = Model::Load(FixturePath(std::string(GetParam()) + ".gguf"));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const ModelConfig& c = (*model)->config();
+  const ModelWeights& w = (*model)->weights();
+  int checked = 0;
+  for (int il = c.moe.n_dense_lead; il < c.n_layers; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    for (auto [name, stack] : {std::pair<const char*, const MatrixStack*>{"ffn_gate_exps", &w.layers[il].moe.gate},
+                               {"ffn_up_exps", &w.layers[il].moe.up},
+                               {"ffn_down_exps", &w.layers[il].moe.down}}) {
+      const GgufTensorInfo* t = (*model)->file().FindTensor(p + name + ".weight");
+      ASSERT_NE(t, nullptr);
+      EXPECT_EQ(stack->all.data, t->data) << p << name << " (" << TraitsOf(t->type).name << ")";
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Archs, MoeFfnFixture,
                          ::testing::Values("qwen3moe-q4_k_m", "qwen3moe-q8_0", "glm4moe-q4_k_m",
                                            "glm4moe-q8_0", "deepseek2-q4_k_m", "deepseek2-q8_0"),
