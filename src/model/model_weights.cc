@@ -19,18 +19,8 @@ class Binder {
       Mismatch(name, t, "[" + std::to_string(cols) + ", " + std::to_string(rows) + "]");
       return {};
     }
-    if (!CanDequantize(t->type)) {
-      bad_ += "tensor '" + name + "' has type " + std::string(TraitsOf(t->type).name) +
-              " which Tandem cannot compute with; ";
-      return {};
-    }
-    WeightMatrix m;
-    m.type = t->type;
-    m.data = t->data;
-    m.rows = rows;
-    m.cols = cols;
-    m.row_bytes = *RowBytes(t->type, cols);
-    return m;
+    if (!Computable(name, t)) return {};
+    return View(t, rows, cols);
   }
 
   // An optional matrix: invalid when absent, checked like Matrix when present.
@@ -47,17 +37,9 @@ class Binder {
                             std::to_string(count) + "] (cols, rows, count)");
       return {};
     }
-    if (!CanDequantize(t->type)) {
-      bad_ += "tensor '" + name + "' has type " + std::string(TraitsOf(t->type).name) +
-              " which Tandem cannot compute with; ";
-      return {};
-    }
+    if (!Computable(name, t)) return {};
     MatrixStack e;
-    e.all.type = t->type;
-    e.all.data = t->data;
-    e.all.rows = rows * count;
-    e.all.cols = cols;
-    e.all.row_bytes = *RowBytes(t->type, cols);
+    e.all = View(t, rows * count, cols);
     e.count = count;
     e.rows_each = rows;
     return e;
@@ -93,6 +75,17 @@ class Binder {
     const GgufTensorInfo* t = file_.FindTensor(name);
     if (t == nullptr) missing_ += name + " ";
     return t;
+  }
+  // False (and the reason noted) for a type the kernels cannot compute with.
+  bool Computable(const std::string& name, const GgufTensorInfo* t) {
+    if (CanDequantize(t->type)) return true;
+    bad_ += "tensor '" + name + "' has type " + std::string(TraitsOf(t->type).name) +
+            " which Tandem cannot compute with; ";
+    return false;
+  }
+  // The tensor's data as `rows` rows of `cols` values (shape already checked).
+  static WeightMatrix View(const GgufTensorInfo* t, int64_t rows, int64_t cols) {
+    return WeightMatrix{t->type, t->data, rows, cols, *RowBytes(t->type, cols)};
   }
   void Mismatch(const std::string& name, const GgufTensorInfo* t, const std::string& want) {
     std::string got = "[";
