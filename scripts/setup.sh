@@ -17,7 +17,7 @@ APT_PACKAGES=(
   libboost1.81-dev nlohmann-json3-dev libcli11-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   etcd-server etcd-client
-  libzmq3-dev cppzmq-dev libmsgpack-cxx-dev
+  libzmq3-dev cppzmq-dev
   python3 python3-pip
 )
 missing=()
