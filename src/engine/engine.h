@@ -63,6 +63,15 @@ struct KvTransferParams {
   int32_t last_token_id = -1;
 };
 
+// A request's kv_transfer_params, parsed once at the HTTP edge; it travels unchanged to
+// the connectors (kv_connector.h).
+struct KvTransferRequest {
+  // PD: on a producer, keep the prompt's blocks for a decode instance when done.
+  bool do_remote_decode = false;
+  // PD: on a consumer, pull the prompt's blocks from this producer instead of computing.
+  std::optional<KvTransferParams> remote_prefill;
+};
+
 struct EngineOptions {
   int block_size = 16;                 // tokens per KV block (--block-size)
   int64_t num_kv_blocks = 0;           // 0 = derive from kv_cache_bytes
@@ -131,10 +140,7 @@ struct EngineRequest {
   std::vector<int32_t> prompt_tokens;  // non-empty
   GenerationParams params;
   std::function<void(const RequestOutput&)> on_output;  // required
-  // PD: on a producer, keep the prompt's blocks for a decode instance when done.
-  bool do_remote_decode = false;
-  // PD: on a consumer, pull the prompt's blocks from this producer instead of computing.
-  std::optional<KvTransferParams> remote_prefill;
+  KvTransferRequest kv_transfer;       // PD: what the proxy asked of this instance
 };
 
 // A point-in-time view for /health and logs.

@@ -82,7 +82,7 @@ double MetricValue(MetricsRegistry& m, const std::string& series_prefix) {
 KvTransferParams Prefill(Harness& p, const std::string& id, const std::vector<int32_t>& prompt,
                          GenerationParams params = Greedy(1)) {
   params.max_tokens = 1;
-  p.Submit(id, prompt, params, [](EngineRequest& r) { r.do_remote_decode = true; });
+  p.Submit(id, prompt, params, [](EngineRequest& r) { r.kv_transfer.do_remote_decode = true; });
   auto out = p.Wait();
   const RequestOutput& last = out[id].last;
   EXPECT_TRUE(last.kv_transfer_params.has_value()) << id;
@@ -113,7 +113,7 @@ TEST_P(PdTest, DecodeAfterPullEqualsColocated) {
     EXPECT_EQ(params.num_prompt_blocks, static_cast<int>((prompts[i].size() + 15) / 16));
     EXPECT_EQ(params.remote_block_ids.size(), static_cast<size_t>(params.num_prompt_blocks));
     EXPECT_EQ(p.engine().Snapshot().num_parked, 1);
-    d.Submit(id, prompts[i], Greedy(12), [&](EngineRequest& r) { r.remote_prefill = params; });
+    d.Submit(id, prompts[i], Greedy(12), [&](EngineRequest& r) { r.kv_transfer.remote_prefill = params; });
     auto got = d.Wait();
     auto want = colocated.Wait();
     EXPECT_EQ(got[id].tokens, want[id].tokens) << "prompt of " << prompts[i].size() << " tokens";
@@ -144,7 +144,7 @@ TEST(PdEngineTest, SeededSamplingContinuesTheSameRandomStream) {
   const auto prompt = PdPrompts(*model)[3];
   colocated.Submit("s", prompt, sampled);
   KvTransferParams params = Prefill(p, "s", prompt, sampled);
-  d.Submit("s", prompt, sampled, [&](EngineRequest& r) { r.remote_prefill = params; });
+  d.Submit("s", prompt, sampled, [&](EngineRequest& r) { r.kv_transfer.remote_prefill = params; });
   EXPECT_EQ(d.Wait()["s"].tokens, colocated.Wait()["s"].tokens);
 }
 
@@ -162,11 +162,11 @@ TEST(PdEngineTest, FailedPullRecomputesAndFailPolicyErrors) {
   EXPECT_TRUE(p.engine().ReleaseKvBlocks("x"));
   EXPECT_FALSE(p.engine().ReleaseKvBlocks("x"));
   EXPECT_TRUE(WaitFor([&] { return p.engine().Snapshot().kv_cache_usage == 0; }, std::chrono::seconds(5)));
-  d.Submit("x", prompt, Greedy(8), [&](EngineRequest& r) { r.remote_prefill = params; });
+  d.Submit("x", prompt, Greedy(8), [&](EngineRequest& r) { r.kv_transfer.remote_prefill = params; });
   EXPECT_EQ(d.Wait()["x"].tokens, colocated.Wait()["x"].tokens);
   EXPECT_EQ(MetricValue(d.metrics(), "tandem_kv_transfer_pulls_total{engine=\"0\",model_name=\"tandem\",result=\"failed\"}"), 1);
 
-  strict.Submit("y", prompt, Greedy(8), [&](EngineRequest& r) { r.remote_prefill = params; });
+  strict.Submit("y", prompt, Greedy(8), [&](EngineRequest& r) { r.kv_transfer.remote_prefill = params; });
   auto out = strict.Wait();
   EXPECT_EQ(out["y"].last.finish_reason, "error");
   EXPECT_NE(out["y"].last.error.message().find("prefill instance"), std::string::npos) << out["y"].last.error.message();
@@ -176,7 +176,7 @@ TEST(PdEngineTest, FailedPullRecomputesAndFailPolicyErrors) {
   const int dead_port = p.engine().kv_transfer_port();
   p.engine().Shutdown();
   params.remote_port = dead_port;
-  d.Submit("z", prompt, Greedy(8), [&](EngineRequest& r) { r.remote_prefill = params; });
+  d.Submit("z", prompt, Greedy(8), [&](EngineRequest& r) { r.kv_transfer.remote_prefill = params; });
   EXPECT_EQ(d.Wait()["z"].tokens, colocated.Wait()["x"].tokens);
 }
 
@@ -203,7 +203,7 @@ TEST(PdEngineTest, ConsumerPullsOnlyWhatItsPrefixCacheLacks) {
   d.Wait();
   colocated.Submit("c", prompt, Greedy(6));
   KvTransferParams params = Prefill(p, "c", prompt);
-  d.Submit("c", prompt, Greedy(6), [&](EngineRequest& r) { r.remote_prefill = params; });
+  d.Submit("c", prompt, Greedy(6), [&](EngineRequest& r) { r.kv_transfer.remote_prefill = params; });
   auto out = d.Wait();
   EXPECT_EQ(out["c"].tokens, colocated.Wait()["c"].tokens);
   EXPECT_EQ(out["c"].last.cached_tokens, 96);
@@ -227,9 +227,9 @@ TEST(PdEngineTest, RemotePrefillOnANonConsumerOrWithWrongGeometryComputesLocally
   bogus.num_prompt_blocks = 1;
   bogus.remote_block_ids = {0};
   colocated.Submit("g2", prompt, Greedy(5));
-  d.Submit("g", prompt, Greedy(5), [&](EngineRequest& r) { r.remote_prefill = bogus; });
+  d.Submit("g", prompt, Greedy(5), [&](EngineRequest& r) { r.kv_transfer.remote_prefill = bogus; });
   Harness plain(*model, Base());
-  plain.Submit("g2", prompt, Greedy(5), [&](EngineRequest& r) { r.remote_prefill = bogus; });
+  plain.Submit("g2", prompt, Greedy(5), [&](EngineRequest& r) { r.kv_transfer.remote_prefill = bogus; });
   auto want = colocated.Wait();
   EXPECT_EQ(d.Wait()["g"].tokens, want["g"].tokens);
   EXPECT_EQ(plain.Wait()["g2"].tokens, want["g2"].tokens);

@@ -1,214 +1,166 @@
 #include "engine/pool_connector.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "common/logging.h"
-#include "pool/pool_client.h"
+#include "engine/engine_metrics.h"
+#include "engine/request.h"
+#include "kv/kv_cache_manager.h"
 
 namespace tandem {
 namespace {
 
-// Slots of the "saved or loaded recently" table: 16 bytes each, allocated up front.
-constexpr size_t kRememberSlots = size_t{1} << 16;
-constexpr size_t kSaveBatch = 64;
+constexpr int kLoadWorkers = 2;
 
 }  // namespace
 
-PoolConnector::PoolConnector(PoolConnectorOptions options, std::string model_fingerprint, transfer::KvMemory arena)
-    : options_(std::move(options)),
-      prefix_(model_fingerprint + "@tp" + std::to_string(options_.tp_rank) + "@"),
-      arena_(arena),
-      remembered_(kRememberSlots) {
-  saver_ = std::thread([this] { SaveLoop(); });
+PoolConnector::PoolConnector(KvConnectorContext context)
+    : context_(std::move(context)), options_(context_.options->pool), block_size_(context_.options->block_size) {}
+
+PoolConnector::~PoolConnector() { Stop(); }
+
+Status PoolConnector::Start() {
+  PoolStoreOptions po;
+  po.worker_address = options_.worker_address;
+  po.tp_rank = options_.tp_rank;
+  store_ = std::make_unique<PoolStore>(po, context_.model_fingerprint, context_.memory);
+  EngineMetrics* metrics = context_.metrics;
+  store_->SetSaveObserver([metrics](uint64_t stored, uint64_t existing, uint64_t dropped) {
+    metrics->AddPoolSaves(stored, existing, dropped);
+  });
+  if (options_.load && options_.load_async) {
+    for (int i = 0; i < kLoadWorkers; ++i) workers_.emplace_back([this] { LoadWorker(); });
+  }
+  TANDEM_LOG(INFO) << "KV pool connector: save " << (options_.save ? "on" : "off") << ", load "
+                   << (options_.load ? (options_.load_async ? "on (async)" : "on") : "off");
+  return Status::Ok();
 }
 
-PoolConnector::~PoolConnector() {
+void PoolConnector::Stop() {
   {
-    std::lock_guard<std::mutex> lock(save_mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
-    save_cv_.notify_all();
+    cv_.notify_all();
   }
-  saver_.join();
+  for (std::thread& w : workers_) w.join();
+  workers_.clear();
 }
 
-std::string PoolConnector::Key(const kv::BlockHash& hash) const { return prefix_ + hash.ToHex(); }
-
-std::shared_ptr<pool::PoolClient> PoolConnector::Client() {
-  std::lock_guard<std::mutex> lock(client_mu_);
-  if (client_) return client_;
-  const auto now = std::chrono::steady_clock::now();
-  if (now < retry_after_) return nullptr;
-  pool::PoolClientOptions o;
-  o.worker_address = options_.worker_address;
-  o.connect_timeout = std::chrono::milliseconds(1000);
-  o.request_timeout = options_.request_timeout;
-  o.num_connections = 2;
-  StatusOr<std::unique_ptr<pool::PoolClient>> c = pool::PoolClient::Connect(o);
-  if (!c.ok()) {
-    retry_after_ = now + options_.backoff;
-    TANDEM_LOG(WARNING) << "KV pool worker unreachable (" << c.status().message() << "); computing without it for "
-                        << options_.backoff.count() << " ms";
-    return nullptr;
-  }
-  client_ = std::shared_ptr<pool::PoolClient>(std::move(*c));
-  TANDEM_LOG(INFO) << "KV pool: connected to the worker at " << client_->worker_address();
-  return client_;
+int PoolConnector::GetNumNewMatchedTokens(const Request& r, int num_computed_tokens) {
+  if (!options_.load) return 0;
+  if (queried_.insert(r.id).second) context_.metrics->OnExternalQuery(static_cast<int>(r.tokens.size()));
+  const std::vector<kv::BlockHash>& hashes = context_.kv->GetBlockHashes(r.id);
+  const int first = num_computed_tokens / block_size_;
+  // Leave at least the last token to compute (its logits sample the next token).
+  const int limit = std::min(static_cast<int>(hashes.size()), (static_cast<int>(r.tokens.size()) - 1) / block_size_);
+  if (first >= limit) return 0;
+  return store_->Lookup(std::vector<kv::BlockHash>(hashes.begin() + first, hashes.begin() + limit)) * block_size_;
 }
 
-void PoolConnector::Failed(const Status& status) {
-  stats_.failures.fetch_add(1);
-  {
-    // The worker may have restarted empty: what we saved before may be gone.
-    std::lock_guard<std::mutex> lock(remember_mu_);
-    std::fill(remembered_.begin(), remembered_.end(), kv::BlockHash{});
-  }
-  std::lock_guard<std::mutex> lock(client_mu_);
-  // Drop the client (calls in flight keep their reference) and give the worker a break.
-  retry_after_ = std::chrono::steady_clock::now() + options_.backoff;
-  TANDEM_LOG(WARNING) << "KV pool call failed (" << status.message() << "); pausing pool use for "
-                      << options_.backoff.count() << " ms";
-  client_.reset();
+void PoolConnector::UpdateStateAfterAlloc(const Request& r, int num_computed_tokens, int num_external_tokens) {
+  const int first = num_computed_tokens / block_size_;
+  const int n = num_external_tokens / block_size_;
+  const std::vector<kv::BlockHash>& hashes = context_.kv->GetBlockHashes(r.id);
+  const std::vector<int32_t>& table = context_.kv->GetBlockTable(r.id);
+  LoadJob job;
+  job.request_id = r.id;
+  job.num_computed_tokens = num_computed_tokens;
+  job.hashes.assign(hashes.begin() + first, hashes.begin() + first + n);
+  job.blocks.assign(table.begin() + first, table.begin() + first + n);
+  job.cancel = std::make_shared<std::atomic<bool>>(false);
+  to_start_.push_back(std::move(job));
 }
 
-int PoolConnector::Lookup(const std::vector<kv::BlockHash>& hashes) {
-  if (hashes.empty()) return 0;
-  std::shared_ptr<pool::PoolClient> client = Client();
-  if (client == nullptr) return 0;
-  std::vector<std::string> keys;
-  keys.reserve(hashes.size());
-  for (const kv::BlockHash& h : hashes) keys.push_back(Key(h));
-  StatusOr<size_t> n = client->ExistPrefix(keys);
-  if (!n.ok()) {
-    Failed(n.status());
-    return 0;
-  }
-  return static_cast<int>(std::min(*n, hashes.size()));
+PoolConnector::LoadDone PoolConnector::RunLoad(PoolStore& store, const LoadJob& job) {
+  LoadDone done;
+  done.request_id = job.request_id;
+  done.num_computed_tokens = job.num_computed_tokens;
+  if (!job.cancel->load()) done.result = store.Load(job.hashes, job.blocks);
+  return done;
 }
 
-PoolLoadResult PoolConnector::Load(const std::vector<kv::BlockHash>& hashes, const std::vector<int32_t>& blocks) {
-  PoolLoadResult result;
-  if (hashes.empty() || hashes.size() != blocks.size()) return result;
-  std::shared_ptr<pool::PoolClient> client = Client();
-  if (client == nullptr) return result;
-  std::vector<std::string> keys;
-  keys.reserve(hashes.size());
-  for (const kv::BlockHash& h : hashes) keys.push_back(Key(h));
-  StatusOr<std::unique_ptr<pool::PinnedObjects>> got = client->Get(keys);
-  if (!got.ok()) {
-    Failed(got.status());
-    return result;
-  }
-  const pool::PinnedObjects& objects = **got;
-  const uint64_t k = arena_.k_block_bytes;
-  const uint64_t v = arena_.v_block_bytes;
-  for (size_t i = 0; i < objects.size(); ++i) {
-    if (!objects.found(i)) break;
-    std::span<const uint8_t> data = objects.data(i);
-    if (data.size() != k + v) {
-      TANDEM_LOG(WARNING) << "KV pool object " << keys[i] << " has " << data.size() << " bytes, expected " << k + v
-                          << "; ignoring it";
-      break;
+void PoolConnector::StartLoadKv() {
+  for (LoadJob& job : to_start_) {
+    if (!options_.load_async) {
+      done_sync_.push_back(RunLoad(*store_, job));
+      continue;
     }
-    std::memcpy(arena_.BlockK(blocks[i]), data.data(), k);
-    std::memcpy(arena_.BlockV(blocks[i]), data.data() + k, v);
-    ++result.blocks_loaded;
-    if (objects.remote(i)) ++result.blocks_remote;
-    Remember(hashes[i]);
+    std::lock_guard<std::mutex> lock(mu_);
+    cancels_[job.request_id] = job.cancel;
+    queue_.push_back(std::move(job));
+    cv_.notify_one();
   }
-  stats_.loaded_local.fetch_add(static_cast<uint64_t>(result.blocks_loaded - result.blocks_remote));
-  stats_.loaded_remote.fetch_add(static_cast<uint64_t>(result.blocks_remote));
-  return result;
+  to_start_.clear();
 }
 
-bool PoolConnector::Remember(const kv::BlockHash& hash) {
-  // Direct-mapped: a hash takes the slot its low bits name, replacing whatever was there.
-  // Forgetting early only costs a redundant put (the worker answers "exists").
-  std::lock_guard<std::mutex> lock(remember_mu_);
-  kv::BlockHash& slot = remembered_[hash.low & (kRememberSlots - 1)];
-  if (slot == hash) return true;
-  slot = hash;
-  return false;
-}
-
-void PoolConnector::Save(const kv::BlockHash& hash, int32_t block) {
-  if (Remember(hash)) return;
-  const uint64_t k = arena_.k_block_bytes;
-  const uint64_t v = arena_.v_block_bytes;
-  std::lock_guard<std::mutex> lock(save_mu_);
-  if (pending_bytes_ + k + v > options_.max_pending_save_bytes) {
-    stats_.dropped_saves.fetch_add(1);
-    if (observer_) observer_(0, 0, 1);
-    return;
-  }
-  PendingSave s;
-  s.key = Key(hash);
-  s.size = k + v;
-  s.bytes.reset(static_cast<uint8_t*>(std::aligned_alloc(64, (s.size + 63) / 64 * 64)));
-  if (!s.bytes) {
-    stats_.dropped_saves.fetch_add(1);
-    if (observer_) observer_(0, 0, 1);
-    return;
-  }
-  std::memcpy(s.bytes.get(), arena_.BlockK(block), k);
-  std::memcpy(s.bytes.get() + k, arena_.BlockV(block), v);
-  pending_bytes_ += k + v;
-  pending_.push_back(std::move(s));
-  save_cv_.notify_one();
-}
-
-void PoolConnector::Flush() {
-  std::unique_lock<std::mutex> lock(save_mu_);
-  save_cv_.wait(lock, [&] { return pending_.empty() && !saving_; });
-}
-
-void PoolConnector::SaveLoop() {
+void PoolConnector::LoadWorker() {
   while (true) {
-    std::vector<PendingSave> batch;
+    LoadJob job;
     {
-      std::unique_lock<std::mutex> lock(save_mu_);
-      save_cv_.wait(lock, [&] { return stopping_ || !pending_.empty(); });
-      if (stopping_) return;
-      while (!pending_.empty() && batch.size() < kSaveBatch) {
-        pending_bytes_ -= pending_.front().size;
-        batch.push_back(std::move(pending_.front()));
-        pending_.pop_front();
-      }
-      saving_ = true;
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return !queue_.empty() || stopping_; });
+      if (queue_.empty()) return;
+      job = std::move(queue_.front());
+      queue_.pop_front();
     }
-    uint64_t stored = 0;
-    uint64_t existing = 0;
-    uint64_t dropped = 0;
-    std::shared_ptr<pool::PoolClient> client = Client();
-    if (client == nullptr) {
-      dropped = batch.size();
-    } else {
-      std::vector<std::string> keys;
-      std::vector<std::span<const uint8_t>> values;
-      for (const PendingSave& s : batch) {
-        keys.push_back(s.key);
-        values.emplace_back(s.bytes.get(), s.size);
-      }
-      StatusOr<std::vector<pool::PutOutcome>> out = client->Put(keys, values);
-      if (!out.ok()) {
-        dropped = batch.size();
-        Failed(out.status());
-      } else {
-        for (pool::PutOutcome o : *out) {
-          if (o == pool::PutOutcome::kStored) ++stored;
-          else if (o == pool::PutOutcome::kExists) ++existing;
-          else ++dropped;
-        }
-      }
+    LoadDone done = RunLoad(*store_, job);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      cancels_.erase(job.request_id);
+      done_.push_back(std::move(done));
     }
-    stats_.saved_blocks.fetch_add(stored);
-    stats_.skipped_existing.fetch_add(existing);
-    stats_.dropped_saves.fetch_add(dropped);
-    if (observer_) observer_(stored, existing, dropped);
-    std::lock_guard<std::mutex> lock(save_mu_);
-    saving_ = false;
-    save_cv_.notify_all();
+    context_.wake();
   }
+}
+
+void PoolConnector::CancelLoad(const std::string& request_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = cancels_.find(request_id); it != cancels_.end()) it->second->store(true);
+}
+
+KvLoadResult PoolConnector::OnLoadDone(const LoadDone& done) {
+  const int loaded = done.result.blocks_loaded;
+  context_.metrics->OnExternalHit(loaded * block_size_, loaded - done.result.blocks_remote, done.result.blocks_remote);
+  if (loaded > 0) {
+    TANDEM_LOG(DEBUG) << "request " << done.request_id << ": " << loaded << " blocks from the KV pool ("
+                      << done.result.blocks_remote << " from another node)";
+  }
+  KvLoadResult out;
+  out.request_id = done.request_id;
+  out.num_loaded_tokens = done.num_computed_tokens + loaded * block_size_;
+  out.counts_as_cached = true;
+  // What came from the pool is not saved back.
+  int& saved = num_saved_[done.request_id];
+  saved = std::max(saved, out.num_loaded_tokens / block_size_);
+  return out;
+}
+
+void PoolConnector::GetFinished(bool, std::vector<KvLoadResult>* loads, std::vector<std::string>*) {
+  std::vector<LoadDone> done;
+  done.swap(done_sync_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (LoadDone& d : done_) done.push_back(std::move(d));
+    done_.clear();
+  }
+  for (const LoadDone& d : done) loads->push_back(OnLoadDone(d));
+}
+
+void PoolConnector::SaveKv(const Request& r) {
+  if (!options_.save) return;
+  const std::vector<kv::BlockHash>& hashes = context_.kv->GetBlockHashes(r.id);
+  const std::vector<int32_t>& table = context_.kv->GetBlockTable(r.id);
+  const int full = std::min({static_cast<int>(hashes.size()), static_cast<int>(table.size()),
+                             r.num_computed_tokens / block_size_});
+  int& saved = num_saved_[r.id];
+  for (int i = saved; i < full; ++i) store_->Save(hashes[i], table[i]);
+  saved = std::max(saved, full);
+}
+
+KvFinishAction PoolConnector::RequestFinished(const Request& r, std::string_view) {
+  queried_.erase(r.id);
+  num_saved_.erase(r.id);
+  return {};
 }
 
 }  // namespace tandem

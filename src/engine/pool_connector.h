@@ -1,133 +1,83 @@
-// PoolConnector: the engine's side of the KV-cache pool (DESIGN section 4, "Pool
-// connector"; the seeds' AscendStoreConnector). Saves new full blocks to the local pool
-// worker, write-behind, skipping keys that exist; looks up the longest run of pool keys
-// beyond the local prefix hit; loads those blocks into the arena.
+// PoolConnector: the KV pool (DESIGN section 4; the seeds' AscendStoreConnector) as a
+// KvConnector, over a PoolStore.
 //
-// Keys are "{model fingerprint}@tp{rank}@{block hash hex}" (the block hash already
-// chains the model fingerprint and every token before it), one object per block holding
-// all layers' K then V — deterministic by construction, so any engine of the same model
-// on any node finds what another computed.
+// Save: after every forward pass, the request's new full blocks go to the pool
+// (write-behind, never blocking the step). Load: a waiting request whose local prefix
+// hit ends before its prompt does asks the pool for the longest run of the following
+// block keys; those blocks are loaded into its blocks, in the step (`load_async` false)
+// or on a worker thread, and count as prefix-cache hits. The pool is an optimisation:
+// a miss, a dead worker or a malformed object only means computing the tokens here.
 //
-// Failure model: the pool is an optimisation. A worker that is down, restarting, hung or
-// answering garbage turns lookups into misses and saves into drops; after a failure the
-// connector leaves the pool alone for a back-off period, so a dead worker never costs a
-// request more than one bounded round trip. Nothing it does can fail a request.
-//
-// Thread safety: Lookup and Load may run on any thread (the engine thread, pull
-// workers); Save only from the engine thread (it reads blocks the engine owns at that
-// moment, copying them before it returns).
+// Thread safety: as KvConnector; the load worker (async mode) runs its own thread.
 #pragma once
 
-#include <atomic>
-#include <cstdlib>
-#include <chrono>
 #include <condition_variable>
-#include <cstdint>
 #include <deque>
-#include <functional>
 #include <memory>
 #include <mutex>
-#include <string>
 #include <thread>
-#include <vector>
+#include <unordered_map>
+#include <unordered_set>
 
-#include "common/status.h"
-#include "kv/block_hash.h"
-#include "transfer/kv_memory.h"
+#include "engine/kv_connector.h"
+#include "engine/pool_store.h"
 
 namespace tandem {
 
-namespace pool {
-class PoolClient;
-}
-
-struct PoolConnectorOptions {
-  std::string worker_address;  // empty = $DS_WORKER_ADDR
-  int tp_rank = 0;
-  std::chrono::milliseconds request_timeout{3000};
-  std::chrono::milliseconds backoff{5000};       // no pool calls for this long after a failure
-  size_t max_pending_save_bytes = 256u << 20;    // write-behind staging bound; more is dropped
-};
-
-struct PoolLoadResult {
-  int blocks_loaded = 0;  // leading blocks now in the arena
-  int blocks_remote = 0;  // of which another worker held
-};
-
-struct PoolConnectorStats {
-  std::atomic<uint64_t> saved_blocks{0};
-  std::atomic<uint64_t> skipped_existing{0};
-  std::atomic<uint64_t> dropped_saves{0};
-  std::atomic<uint64_t> loaded_local{0};
-  std::atomic<uint64_t> loaded_remote{0};
-  std::atomic<uint64_t> failures{0};
-};
-
-class PoolConnector {
+class PoolConnector final : public KvConnector {
  public:
-  PoolConnector(PoolConnectorOptions options, std::string model_fingerprint, transfer::KvMemory arena);
-  ~PoolConnector();
+  explicit PoolConnector(KvConnectorContext context);
+  ~PoolConnector() override;
 
-  std::string Key(const kv::BlockHash& hash) const;
+  Status Start() override;
+  void Stop() override;
+  void AcceptRequest(KvTransferRequest*, int) const override {}
 
-  // How many of `hashes` (in order, from the first) the pool holds, as a leading run.
-  int Lookup(const std::vector<kv::BlockHash>& hashes);
+  int GetNumNewMatchedTokens(const Request& r, int num_computed_tokens) override;
+  void UpdateStateAfterAlloc(const Request& r, int num_computed_tokens, int num_external_tokens) override;
+  KvFinishAction RequestFinished(const Request& r, std::string_view reason) override;
 
-  // Copies the pool objects of `hashes` into `blocks` (same length), stopping at the
-  // first one missing or malformed.
-  PoolLoadResult Load(const std::vector<kv::BlockHash>& hashes, const std::vector<int32_t>& blocks);
-
-  // Queues `block` (whose KV is computed, under `hash`) for saving; copies it now.
-  void Save(const kv::BlockHash& hash, int32_t block);
-
-  const PoolConnectorStats& stats() const { return stats_; }
-  // Called (from the saver thread, or the engine thread for drops at Save) with how many
-  // blocks were stored, skipped as existing, or dropped. Set before the first Save.
-  void SetSaveObserver(std::function<void(uint64_t stored, uint64_t existing, uint64_t dropped)> observer) {
-    observer_ = std::move(observer);
-  }
-  // Waits until every queued save was sent (tests).
-  void Flush();
+  void StartLoadKv() override;
+  void SaveKv(const Request& r) override;
+  void GetFinished(bool stopping, std::vector<KvLoadResult>* loads, std::vector<std::string>* freeable) override;
+  void CancelLoad(const std::string& request_id) override;
 
  private:
-  struct FreeDeleter {
-    void operator()(uint8_t* p) const { std::free(p); }
+  struct LoadJob {
+    std::string request_id;
+    int num_computed_tokens = 0;  // the local prefix hit; the load's blocks follow it
+    std::vector<kv::BlockHash> hashes;
+    std::vector<int32_t> blocks;  // same length
+    std::shared_ptr<std::atomic<bool>> cancel;
   };
-  struct PendingSave {
-    std::string key;
-    // 64-byte aligned: glibc's memcpy into a misaligned destination is several times
-    // slower on some CPUs (measured ~1.2 GB/s vs ~7 GB/s here).
-    std::unique_ptr<uint8_t, FreeDeleter> bytes;
-    size_t size = 0;
+  struct LoadDone {
+    std::string request_id;
+    int num_computed_tokens = 0;
+    PoolLoadResult result;
   };
-  // A connected client, or null while backing off / unreachable.
-  std::shared_ptr<pool::PoolClient> Client();
-  void Failed(const Status& status);
-  void SaveLoop();
-  // Inserts `hash`; true if it was already there.
-  bool Remember(const kv::BlockHash& hash);
 
-  const PoolConnectorOptions options_;
-  const std::string prefix_;  // "{fingerprint}@tp{rank}@"
-  const transfer::KvMemory arena_;
+  void LoadWorker();
+  static LoadDone RunLoad(PoolStore& store, const LoadJob& job);
+  KvLoadResult OnLoadDone(const LoadDone& done);
 
-  std::mutex client_mu_;
-  std::shared_ptr<pool::PoolClient> client_;                  // guarded by client_mu_
-  std::chrono::steady_clock::time_point retry_after_{};        // guarded by client_mu_
+  const KvConnectorContext context_;
+  const PoolOptions& options_;
+  const int block_size_;
+  std::unique_ptr<PoolStore> store_;
 
-  std::mutex save_mu_;
-  std::condition_variable save_cv_;
-  std::deque<PendingSave> pending_;     // guarded by save_mu_
-  size_t pending_bytes_ = 0;            // guarded by save_mu_
-  bool saving_ = false;                 // guarded by save_mu_ (a batch is in flight)
-  bool stopping_ = false;               // guarded by save_mu_
-  // Hashes saved or loaded recently: not sent again. A fixed direct-mapped table, so the
-  // connector's memory does not grow with the number of blocks it has seen.
-  std::mutex remember_mu_;
-  std::vector<kv::BlockHash> remembered_;  // guarded by remember_mu_; all zero = empty
-  PoolConnectorStats stats_;
-  std::function<void(uint64_t, uint64_t, uint64_t)> observer_;
-  std::thread saver_;
+  // Engine thread.
+  std::unordered_set<std::string> queried_;           // counted in the external queries
+  std::unordered_map<std::string, int> num_saved_;    // leading full blocks handed to the pool
+  std::vector<LoadJob> to_start_;
+  std::vector<LoadDone> done_sync_;                   // loads run in the step
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<LoadJob> queue_;                         // guarded by mu_
+  std::vector<LoadDone> done_;                        // guarded by mu_
+  std::unordered_map<std::string, std::shared_ptr<std::atomic<bool>>> cancels_;  // guarded by mu_
+  bool stopping_ = false;                             // guarded by mu_
+  std::vector<std::thread> workers_;
 };
 
 }  // namespace tandem

@@ -17,7 +17,9 @@
 
 namespace tandem {
 
-enum class RequestStatus { kWaiting, kRunning, kFinished };
+// kWaitingForRemoteKvs: admitted, its blocks allocated, waiting for a connector's load
+// (kv_connector.h); it uses no token budget until the load is reported.
+enum class RequestStatus { kWaiting, kWaitingForRemoteKvs, kRunning, kFinished };
 
 struct Request {
   using Clock = std::chrono::steady_clock;
@@ -28,8 +30,7 @@ struct Request {
         on_output(std::move(r.on_output)),
         sampler(WithSeed(params.sampling, seed)),
         prompt_len(static_cast<int>(r.prompt_tokens.size())),
-        do_remote_decode(r.do_remote_decode),
-        remote_prefill(std::move(r.remote_prefill)),
+        kv_transfer(std::move(r.kv_transfer)),
         tokens(std::move(r.prompt_tokens)),
         arrival(Clock::now()) {}
 
@@ -46,15 +47,9 @@ struct Request {
   std::function<void(const RequestOutput&)> on_output;
   Sampler sampler;
   int prompt_len;
-  // PD (docs/KV_TRANSFER.md): keep the blocks for a decode instance when done (producer);
-  // pull the prompt's blocks instead of computing them (consumer; reset once pulled).
-  bool do_remote_decode = false;
-  std::optional<KvTransferParams> remote_prefill;
-  bool pulling = false;             // a pull into this request's blocks is in flight
-  bool abort_after_pull = false;    // aborted while pulling: finish when the pull returns
-  int pool_load_blocks = 0;         // blocks to load from the KV pool after the local hit
-  bool pool_counted = false;        // counted in the external prefix-cache queries
-  int num_pool_saved = 0;           // leading full blocks already handed to the pool
+  // PD (docs/KV_TRANSFER.md): what the proxy asked of this instance; read by the connectors.
+  const KvTransferRequest kv_transfer;
+  bool abort_after_load = false;      // aborted while waiting for a connector's load
   std::vector<int32_t> tokens;        // prompt followed by generated tokens
   int num_computed_tokens = 0;        // tokens whose KV is in the cache
   int num_cached_tokens = -1;         // prompt tokens served by the prefix cache (first schedule)

@@ -22,12 +22,12 @@ void Scheduler::FinishRequest(Request* request) {
 void Scheduler::DetachRequest(Request* request) {
   if (auto it = std::find(running_.begin(), running_.end(), request); it != running_.end()) running_.erase(it);
   if (auto it = std::find(waiting_.begin(), waiting_.end(), request); it != waiting_.end()) waiting_.erase(it);
-  if (auto it = std::find(pulling_.begin(), pulling_.end(), request); it != pulling_.end()) pulling_.erase(it);
+  if (auto it = std::find(loading_.begin(), loading_.end(), request); it != loading_.end()) loading_.erase(it);
   request->status = RequestStatus::kFinished;
 }
 
-void Scheduler::PullFinished(Request* request, int num_computed_tokens) {
-  if (auto it = std::find(pulling_.begin(), pulling_.end(), request); it != pulling_.end()) pulling_.erase(it);
+void Scheduler::LoadFinished(Request* request, int num_computed_tokens) {
+  if (auto it = std::find(loading_.begin(), loading_.end(), request); it != loading_.end()) loading_.erase(it);
   request->num_computed_tokens = num_computed_tokens;
   request->status = RequestStatus::kRunning;
   running_.push_back(request);
@@ -83,33 +83,24 @@ SchedulerOutput Scheduler::Schedule() {
   // 2. Waiting requests, in order, while there is room. Nothing is admitted in a step
   // that had to preempt: the freed blocks go to the requests already running.
   while (out.num_preempted == 0 && !waiting_.empty() && budget > 0 &&
-         static_cast<int>(running_.size() + pulling_.size()) < max_num_seqs_) {
+         static_cast<int>(running_.size() + loading_.size()) < max_num_seqs_) {
     Request* r = waiting_.front();
     kv::ComputedBlocks hit;
     if (r->num_computed_tokens == 0) hit = kv_->GetComputedBlocks(r->id, r->tokens, r->params.cache_salt);
     const int computed = hit.num_computed_tokens;
-    if (r->remote_prefill) {
-      // Slots for the whole prompt; the blocks beyond the local hit come from the producer.
-      if (!kv_->AllocateSlots(r->id, computed, r->prompt_len - computed, hit)) break;
-      waiting_.pop_front();
-      r->num_computed_tokens = computed;
-      if (r->num_cached_tokens < 0) r->num_cached_tokens = std::min(computed, r->prompt_len);
-      r->status = RequestStatus::kRunning;
-      pulling_.push_back(r);
-      out.pulls.push_back(r);
-      continue;
-    }
-    const int external = external_lookup_ && r->num_computed_tokens == 0 ? external_lookup_(r, computed) : 0;
+    const int external =
+        connector_ != nullptr && r->num_computed_tokens == 0 ? connector_->GetNumNewMatchedTokens(*r, computed) : 0;
     if (external > 0) {
+      // Slots for every token; the connector fills the `external` ones after the hit.
       const int total = static_cast<int>(r->tokens.size());
       if (!kv_->AllocateSlots(r->id, computed, total - computed, hit)) break;
       waiting_.pop_front();
       r->num_computed_tokens = computed;
-      r->pool_load_blocks = external;
       if (r->num_cached_tokens < 0) r->num_cached_tokens = std::min(computed, r->prompt_len);
-      r->status = RequestStatus::kRunning;
-      pulling_.push_back(r);
-      out.pulls.push_back(r);
+      r->status = RequestStatus::kWaitingForRemoteKvs;
+      connector_->UpdateStateAfterAlloc(*r, computed, external);
+      loading_.push_back(r);
+      out.loads.push_back(r);
       continue;
     }
     const int n = std::min(static_cast<int>(r->tokens.size()) - computed, budget);

@@ -14,10 +14,10 @@
 #pragma once
 
 #include <deque>
-#include <functional>
 #include <memory>
 #include <vector>
 
+#include "engine/kv_connector.h"
 #include "engine/request.h"
 #include "kv/kv_cache_manager.h"
 
@@ -30,10 +30,11 @@ struct ScheduledRequest {
 
 struct SchedulerOutput {
   std::vector<ScheduledRequest> scheduled;
-  // Admitted requests whose prompt KV is to be pulled from a producer (remote_prefill):
-  // their blocks are allocated, num_computed_tokens is the local prefix hit, and they
-  // wait (counted against max_num_seqs, using no token budget) until PullFinished().
-  std::vector<Request*> pulls;
+  // Admitted requests whose KV beyond the local prefix hit a connector loads
+  // (KvConnector::GetNumNewMatchedTokens > 0): their blocks are allocated,
+  // num_computed_tokens is the local prefix hit, UpdateStateAfterAlloc was called, and
+  // they wait (counted against max_num_seqs, using no token budget) until LoadFinished().
+  std::vector<Request*> loads;
   int num_preempted = 0;
 };
 
@@ -47,23 +48,19 @@ class Scheduler {
   // Removes a finished request from the queues but keeps its blocks (a producer parks
   // them for a decode instance; the engine frees them by id later).
   void DetachRequest(Request* request);
-  // A pull listed in SchedulerOutput::pulls is over: the request runs from
-  // `num_computed_tokens` (the whole prompt, or less to compute the rest).
-  void PullFinished(Request* request, int num_computed_tokens);
+  // A load listed in SchedulerOutput::loads is over: the request runs from
+  // `num_computed_tokens`.
+  void LoadFinished(Request* request, int num_computed_tokens);
 
   SchedulerOutput Schedule();
 
-  // The pool connector's lookup: for a waiting request whose first `computed_tokens` are
-  // a local prefix hit, how many further whole blocks an external cache holds. Such a
-  // request is admitted like a remote prefill (SchedulerOutput::pulls) with
-  // pool_load_blocks set.
-  void SetExternalLookup(std::function<int(Request*, int computed_tokens)> lookup) {
-    external_lookup_ = std::move(lookup);
-  }
+  // The connector asked, for every admission of a request with no computed tokens,
+  // how many tokens beyond the local prefix hit it can load (null = none). Borrowed.
+  void SetConnector(KvConnector* connector) { connector_ = connector; }
 
   int num_running() const { return static_cast<int>(running_.size()); }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
-  int num_pulling() const { return static_cast<int>(pulling_.size()); }
+  int num_loading() const { return static_cast<int>(loading_.size()); }
   bool has_work() const { return !running_.empty() || !waiting_.empty(); }
 
  private:
@@ -74,8 +71,8 @@ class Scheduler {
   int max_num_batched_tokens_;
   std::deque<Request*> waiting_;
   std::vector<Request*> running_;  // arrival (admission) order
-  std::vector<Request*> pulling_;  // admitted, waiting for their KV from a producer or the pool
-  std::function<int(Request*, int)> external_lookup_;
+  std::vector<Request*> loading_;  // admitted, waiting for a connector's load
+  KvConnector* connector_ = nullptr;
 };
 
 }  // namespace tandem

@@ -35,9 +35,12 @@ bool IsTrue(const Json& j, const char* key) {
 }  // namespace
 
 RequestKvTransfer ParseRequestKvTransfer(const std::string& json) {
+  if (json.empty()) return {};
+  return ParseRequestKvTransfer(Json::parse(json, nullptr, /*allow_exceptions=*/false));
+}
+
+RequestKvTransfer ParseRequestKvTransfer(const Json& j) {
   RequestKvTransfer out;
-  if (json.empty()) return out;
-  Json j = Json::parse(json, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return out;
   out.do_remote_decode = IsTrue(j, "do_remote_decode");
   if (!IsTrue(j, "do_remote_prefill")) return out;

@@ -133,7 +133,7 @@ Status ReadSampling(JsonFields& fields, SamplingRequest* request) {
   }
   if (const Json* kv = fields.Raw("kv_transfer_params")) {
     if (!kv->is_object()) return Invalid("kv_transfer_params: Input should be a valid dictionary");
-    request->kv_transfer_params_json = DumpJson(*kv);
+    request->kv_transfer = ParseRequestKvTransfer(*kv);
   }
   if (const Json* bias = fields.Raw("logit_bias"); bias != nullptr && !bias->is_null()) {
     if (!bias->is_object()) return Invalid("logit_bias: Input should be a valid dictionary");

@@ -20,6 +20,7 @@
 
 #include "common/status.h"
 #include "engine/engine.h"
+#include "server/kv_transfer_params.h"
 
 namespace tandem::server {
 
@@ -34,7 +35,7 @@ struct SamplingRequest {
   bool stream = false;
   bool include_usage = false;               // stream_options.include_usage
   bool continuous_usage = false;            // stream_options.continuous_usage_stats (vLLM)
-  std::string kv_transfer_params_json;      // passed through untouched (PD); empty when absent
+  RequestKvTransfer kv_transfer;            // kv_transfer_params (PD), parsed
   std::string user;                         // accepted, unused
   std::vector<std::string> ignored_fields;  // unknown fields (logged, as vLLM does)
 };

@@ -51,7 +51,8 @@ TEST(ParseCompletion, MapsSamplingFields) {
   EXPECT_FALSE(p.skip_special_tokens);
   EXPECT_TRUE(r->sampling.stream);
   EXPECT_TRUE(r->sampling.include_usage);
-  EXPECT_EQ(r->sampling.kv_transfer_params_json, R"({"do_remote_decode":true,"x":[1,2]})");
+  EXPECT_TRUE(r->sampling.kv_transfer.do_remote_decode);
+  EXPECT_FALSE(r->sampling.kv_transfer.remote_prefill.has_value());
   EXPECT_EQ(r->sampling.ignored_fields, std::vector<std::string>{"some_future_field"});
 }
 

@@ -120,7 +120,7 @@ Status SubmitGeneration(Engine& engine, std::vector<int32_t> prompt_tokens, Sess
                         std::unique_ptr<parsers::ChatOutputParser> output_parser) {
   // A prefill-phase request runs under its own engine id: on a kv_both instance the
   // decode phase of the same request (same X-Request-Id) may arrive while it is parked.
-  RequestKvTransfer kv = ParseRequestKvTransfer(options.kv_transfer_params_json);
+  RequestKvTransfer kv = std::move(options.kv_transfer);
   const std::string id = options.response.id + (kv.do_remote_decode ? "-prefill" : "");
   auto session =
       std::make_shared<RequestSession>(std::move(options), writer, std::move(output_parser));
@@ -130,8 +130,7 @@ Status SubmitGeneration(Engine& engine, std::vector<int32_t> prompt_tokens, Sess
   request.params = session->options().params;
   request.on_output = [session](const RequestOutput& output) { session->OnOutput(output); };
   if (!kv.problem.empty()) TANDEM_LOG(WARNING) << "request " << id << ": " << kv.problem << "; computing locally";
-  request.do_remote_decode = kv.do_remote_decode;
-  request.remote_prefill = std::move(kv.remote_prefill);
+  request.kv_transfer = std::move(kv);  // the typed part travels on to the connectors
   TANDEM_RETURN_IF_ERROR(engine.AddRequest(std::move(request)));
   session->Begin();
   // Registered only now: an abort for an id the engine does not know yet would be lost.

@@ -22,6 +22,7 @@
 
 #include "common/status.h"
 #include "engine/engine.h"
+#include "server/kv_transfer_params.h"
 #include "net/http_response_writer.h"
 #include "server/openai_response.h"
 
@@ -33,7 +34,7 @@ struct SessionOptions {
   bool stream = false;
   bool include_usage = false;           // stream_options.include_usage
   bool continuous_usage = false;        // stream_options.continuous_usage_stats
-  std::string kv_transfer_params_json;  // the request's; kept for the PD connector
+  RequestKvTransfer kv_transfer;        // the request's kv_transfer_params
 };
 
 class RequestSession : public std::enable_shared_from_this<RequestSession> {

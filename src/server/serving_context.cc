@@ -118,7 +118,7 @@ void ServingContext::StartGeneration(ApiKind kind, const net::HttpRequest& http,
   session.stream = request.stream;
   session.include_usage = request.include_usage;
   session.continuous_usage = request.continuous_usage;
-  session.kv_transfer_params_json = request.kv_transfer_params_json;
+  session.kv_transfer = request.kv_transfer;
   Status submitted = SubmitGeneration(engine_, std::move(prompt_tokens), std::move(session), writer,
                                       std::move(output_parser));
   if (!submitted.ok()) {

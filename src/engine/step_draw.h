@@ -1,0 +1,30 @@
+// DrawTokens: the draws of one engine step — logits processors, sampling over the whole
+// vocabulary (or the request's script), logprobs — for every request that samples,
+// spread over the compute threads.
+//
+// Thread safety: each draw reads and writes only its own request's sampler and logits
+// row; call from the engine thread.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace tandem {
+
+class ThreadPool;
+class Tokenizer;
+struct Request;
+
+struct StepDraw {
+  Request* r = nullptr;
+  int32_t token = -1;  // -1: a scripted request whose script is used up
+  TokenLogprob lp;     // when the request asks for logprobs
+};
+
+// `logits`: [requests.size(), n_vocab], row i for requests[i]; modified in place.
+std::vector<StepDraw> DrawTokens(const std::vector<Request*>& requests, const Tokenizer& tokenizer, int32_t n_vocab,
+                                 float* logits, ThreadPool* pool);
+
+}  // namespace tandem
