@@ -146,7 +146,9 @@ class Server(HttpProcess):
     """One `tandem serve` process on 127.0.0.1."""
 
     def __init__(self, tandem_bin, model, args, tmp_path, name="serve", env=None, port=None):
-        self._args = ["--kv-cache-memory", "256MiB", "--threads", "2", *args]
+        defaults = [d for flag, value in (("--kv-cache-memory", "256MiB"), ("--threads", "2"))
+                    if flag not in args for d in (flag, value)]
+        self._args = [*defaults, *args]
         super().__init__([tandem_bin, "serve", str(model)], tmp_path, name, env=env, port=port)
 
     def command(self, cmd):

@@ -99,6 +99,8 @@ def test_pd_equals_colocated(cluster):
         # D reports its own prefix-cache figure, never the pulled tokens.
         assert got["usage"]["prompt_tokens_details"]["cached_tokens"] < n_tokens
     assert d.metric("tandem_kv_transfer_pulls_total", result="ok") == len(prompts)
+    # P and D share this host: every pull read P's shared-memory arena, none went over TCP.
+    assert d.metric("tandem_kv_transfer_shm_pulls_total") == len(prompts)
     deadline = time.time() + 5
     while time.time() < deadline and p.metric("vllm:kv_cache_usage_perc") != 0:
         time.sleep(0.05)

@@ -353,3 +353,69 @@ def test_bad_flags_exit_2(tandem_bin, args, needle):
     r = subprocess.run([tandem_bin, "proxy", *args], capture_output=True, text=True, timeout=30)
     assert r.returncode == 2
     assert needle in r.stderr
+
+
+def test_decoder_out_of_blocks_hands_back_and_the_proxy_recomputes(tandem_bin, fixture_dir, tmp_path):
+    """vLLM-Ascend's recompute scheduler with real engines: a decoder whose KV cache is
+    too small for its batch hands preempted requests back (stop_reason "recomputed") and
+    the proxy finishes them through the prefiller; every client gets its whole answer."""
+    p = start_engine(tandem_bin, fixture_dir, tmp_path, "kv_producer", "p_rc")
+    # At most 24 blocks of 16 tokens (8 KiB each for this fixture): six requests of ~120
+    # tokens need 48, so the decoder must preempt.
+    d = start_engine(tandem_bin, fixture_dir, tmp_path, "kv_consumer", "d_rc",
+                     extra=["--kv-cache-memory", str(24 * 8192),
+                            "--additional-config", '{"recompute_scheduler_enable": true, "enable_mlapo": true}'])
+    proxy = Proxy(tandem_bin, [addr(p)], [addr(d)], tmp_path, name="proxy_rc")
+    try:
+        blocks = re.search(r"KV cache: (\d+) blocks of 16 tokens", d.log())
+        assert blocks and int(blocks.group(1)) <= 24, d.log()
+        assert "ignored on CPU (Ascend-only): enable_mlapo" in d.log()
+        import concurrent.futures
+        bodies = [{"model": MODEL_NAME, "prompt": f"{PROMPTS[i]} and so on", "max_tokens": 100,
+                   "temperature": 0, "ignore_eos": True} for i in range(6)]
+        with concurrent.futures.ThreadPoolExecutor(6) as pool:
+            answers = list(pool.map(lambda b: proxy.post("/v1/completions", b), bodies))
+        for r in answers:
+            assert r.status_code == 200, r.text
+            choice = r.json()["choices"][0]
+            assert choice["finish_reason"] == "length", choice
+            assert choice["stop_reason"] != "recomputed"
+            assert choice["text"]
+        assert "handing it back to be recomputed elsewhere" in d.log()
+        assert re.search(r'^tandem_proxy_recomputes_total [1-9]', proxy.metrics(), re.M), proxy.metrics()
+        assert wait_for(lambda: d.metric("vllm:kv_cache_usage_perc") == 0.0, 5.0)
+    finally:
+        for proc in (proxy, d, p):
+            proc.stop()
+
+
+def test_client_disconnect_while_prefilling_aborts_the_prefiller(tandem_bin, default_model, tmp_path):
+    """The client leaves while the prefiller is still computing the prompt: the proxy
+    drops its call, the prefiller aborts at once (no lease is parked for a decoder that
+    will never come). Fails if the proxy does not cancel the prefill call."""
+    p = Server(tandem_bin, default_model,
+               ["--served-model-name", MODEL_NAME, "--max-num-batched-tokens", "32", "--threads", "1",
+                "--kv-transfer-config", kv_config("kv_producer", "p_dc")], tmp_path, name="p_dc")
+    d = Server(tandem_bin, default_model,
+               ["--served-model-name", MODEL_NAME, "--threads", "1",
+                "--kv-transfer-config", kv_config("kv_consumer", "d_dc")], tmp_path, name="d_dc")
+    proxy = Proxy(tandem_bin, [addr(p)], [addr(d)], tmp_path, name="proxy_dc")
+    try:
+        # ~1500 prompt tokens in chunks of 32: seconds of prefill on one thread.
+        prompt = "the quick brown fox jumps over the lazy dog " * 160
+        body = json.dumps({"model": MODEL_NAME, "prompt": prompt, "max_tokens": 8, "stream": True})
+        with socket.create_connection(("127.0.0.1", proxy.port), timeout=30) as s:
+            s.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                       f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+            assert wait_for(lambda: running(p) == 1.0, 10.0), "the prefiller never started"
+        left = time.time()
+        # Well before the prefill could have finished, the prefiller is idle again.
+        assert wait_for(lambda: running(p) == 0.0, 5.0)
+        assert time.time() - left < 1.5, "the prefiller went on computing the prompt"
+        assert wait_for(lambda: "finished: reason=abort" in p.log(), 5.0), p.log()[-2000:]
+        assert "finished: reason=length" not in p.log()
+        assert p.metric("tandem_kv_transfer_leases") in (None, 0.0)
+        assert running(d) == 0.0
+    finally:
+        for proc in (proxy, d, p):
+            proc.stop()

@@ -61,7 +61,7 @@ void AddIgnoredFlags(CLI::App* cmd, std::vector<CLI::Option*>* ignored) {
     ignored->push_back(cmd->add_flag(std::string(name))->description("accepted; no effect on CPU"));
   }
   for (const char* name :
-       {"--compilation-config", "--additional-config", "--safetensors-load-strategy",
+       {"--compilation-config", "--safetensors-load-strategy",
         "--api-server-count", "--data-parallel-size-local", "--data-parallel-start-rank",
         "--pipeline-parallel-size", "--prefill-context-parallel-size",
         "--decode-context-parallel-size", "--cp-kv-cache-interleave-size"}) {
@@ -107,7 +107,8 @@ int RunServe(ServeConfig config, const std::vector<CLI::Option*>& ignored) {
 
   for (const auto& [flag, value] : {std::pair<const char*, const std::string*>{
                                         "--kv-transfer-config", &config.kv_transfer_config},
-                                    {"--speculative-config", &config.speculative_config}}) {
+                                    {"--speculative-config", &config.speculative_config},
+                                    {"--additional-config", &config.additional_config}}) {
     if (Status s = server::ValidateJsonObjectFlag(flag, *value); !s.ok()) return ReportError(s);
   }
   std::string ignored_text;
@@ -116,6 +117,12 @@ int RunServe(ServeConfig config, const std::vector<CLI::Option*>& ignored) {
     ignored_text += (ignored_text.empty() ? "" : ", ") + opt->get_name();
     if (opt->get_items_expected_max() > 0 && !opt->results().empty())
       ignored_text += " " + opt->results().front();
+  }
+  if (const std::vector<std::string> keys = server::AdditionalConfigIgnoredKeys(config.additional_config);
+      !keys.empty()) {
+    std::string list;
+    for (const std::string& k : keys) list += (list.empty() ? "" : ", ") + k;
+    TANDEM_LOG(INFO) << "--additional-config: ignored on CPU (Ascend-only): " << list;
   }
   if (!ignored_text.empty())
     TANDEM_LOG(INFO) << "ignored on CPU (accepted for vLLM compatibility): " << ignored_text;
@@ -296,6 +303,8 @@ void RegisterServe(CLI::App& app, RunFn* run) {
   cmd->add_option("--tensor-parallel-size", c.tensor_parallel_size)->check(CLI::Range(1, 4096));
   cmd->add_flag("--enable-expert-parallel", c.enable_expert_parallel);
   cmd->add_option("--kv-transfer-config", c.kv_transfer_config, "KV connector config (JSON)");
+  cmd->add_option("--additional-config", c.additional_config,
+                  "vLLM-Ascend options (JSON): recompute_scheduler_enable; other keys are Ascend-only, ignored");
   cmd->add_option("--speculative-config", c.speculative_config,
                   "speculative decoding config (JSON)");
   cmd->add_flag("--enable-auto-tool-choice", c.enable_auto_tool_choice);

@@ -64,6 +64,8 @@ class EngineImpl final : public Engine {
       TANDEM_RETURN_IF_ERROR(connector_->Start());
       scheduler_.SetConnector(connector_.get());
     }
+    scheduler_.SetHandBack(options_.recompute_scheduler && options_.kv_transfer.consumer &&
+                           !options_.kv_transfer.producer);
     thread_ = std::thread([this] { Loop(); });
     return Status::Ok();
   }
@@ -193,6 +195,10 @@ class EngineImpl final : public Engine {
   void Step() {
     SchedulerOutput plan = scheduler_.Schedule();
     metrics_.OnPreemptions(plan.num_preempted);
+    for (Request* r : plan.handed_back) {
+      TANDEM_LOG(INFO) << "request " << r->id << " preempted: handing it back to be recomputed elsewhere";
+      Finish(r, "stop", Status::Ok(), "recomputed");
+    }
     if (!plan.loads.empty()) {
       connector_->StartLoadKv();
       CollectConnectorResults(false);  // loads done in the step (the pool's synchronous mode)
@@ -242,7 +248,9 @@ class EngineImpl final : public Engine {
     if (!out.new_tokens.empty() || !out.new_text.empty()) r->on_output(out);
   }
 
-  void Finish(Request* r, const std::string& reason, const Status& error = Status::Ok()) {
+  // `stop_reason` (optional) replaces the one the output processor found.
+  void Finish(Request* r, const std::string& reason, const Status& error = Status::Ok(),
+              const std::string& stop_reason = "") {
     KvFinishAction action = connector_ ? connector_->RequestFinished(*r, reason) : KvFinishAction{};
     if (action.keep_blocks) {
       scheduler_.DetachRequest(r);
@@ -251,6 +259,7 @@ class EngineImpl final : public Engine {
     }
     RequestOutput out = output_.TakeOutput(*r, reason);
     out.kv_transfer_params = std::move(action.kv_transfer_params);
+    if (!stop_reason.empty()) out.stop_reason = stop_reason;
     if (reason == "error") out.error = error.ok() ? InternalError("the request failed") : error;
     metrics_.OnFinished(*r, reason);
     TANDEM_LOG(INFO) << "request " << r->id << " finished: reason=" << reason << " prompt_tokens=" << r->prompt_len

@@ -86,6 +86,11 @@ struct EngineOptions {
   std::string model_name = "tandem";   // label `model_name` on metrics
   KvTransferOptions kv_transfer;
   PoolOptions pool;
+  // --additional-config recompute_scheduler_enable (vLLM-Ascend): on a KV consumer that
+  // is not a producer, a request preempted for lack of blocks ends with finish_reason
+  // "stop" and stop_reason "recomputed" (what it generated so far included), and the
+  // proxy re-sends the rest through a prefill instance.
+  bool recompute_scheduler = false;
 };
 
 // Per-request generation parameters (OpenAI / vLLM semantics).

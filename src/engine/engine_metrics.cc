@@ -70,6 +70,8 @@ EngineMetrics::EngineMetrics(MetricsRegistry* registry, const std::string& model
                                           {{"model_name", model_name}, {"engine", "0"}, {"result", "failed"}});
   kv_pull_bytes_ = registry_->GetCounter("tandem_kv_transfer_pull_bytes", "Bytes of KV pulled from prefill instances.",
                                         labels);
+  kv_pulls_shm_ = registry_->GetCounter("tandem_kv_transfer_shm_pulls",
+                                       "KV pulls read from the producer's shared-memory arena (same host).", labels);
   kv_pull_seconds_ = registry_->GetHistogram("tandem_kv_transfer_pull_seconds", "Duration of one KV pull in seconds.",
                                              kLatencyBuckets, labels);
   // Create the finish-reason series up front so dashboards see zeros.
@@ -176,10 +178,11 @@ void EngineMetrics::AddPoolSaves(uint64_t stored, uint64_t existing, uint64_t dr
   if (dropped > 0) pool_save_dropped_->Add(static_cast<double>(dropped));
 }
 
-void EngineMetrics::OnKvPull(bool ok, uint64_t bytes, double seconds) {
+void EngineMetrics::OnKvPull(bool ok, uint64_t bytes, double seconds, bool used_shm) {
   if (registry_ == nullptr) return;
   (ok ? kv_pulls_ok_ : kv_pulls_failed_)->Add();
   if (ok) {
+    if (used_shm) kv_pulls_shm_->Add();
     kv_pull_bytes_->Add(static_cast<double>(bytes));
     kv_pull_seconds_->Observe(seconds);
   }

@@ -34,8 +34,8 @@ class EngineMetrics {
   // Blocks the pool connector's saver handed to the pool, by outcome. Unlike the other
   // methods, callable from any thread (it only adds to registry counters).
   void AddPoolSaves(uint64_t stored, uint64_t existing, uint64_t dropped);
-  // One KV pull from a producer (PD consumer).
-  void OnKvPull(bool ok, uint64_t bytes, double seconds);
+  // One KV pull from a producer (PD consumer); `used_shm`: through the same-host arena.
+  void OnKvPull(bool ok, uint64_t bytes, double seconds, bool used_shm);
   void SetGauges(int running, int waiting, double kv_usage, const kv::PrefixCacheStats& prefix);
   // PD producer: prompts parked under a transfer lease (their blocks wait for a decoder).
   void SetKvLeases(size_t leases);
@@ -73,6 +73,7 @@ class EngineMetrics {
   Counter* kv_pulls_ok_ = nullptr;
   Counter* kv_pulls_failed_ = nullptr;
   Counter* kv_pull_bytes_ = nullptr;
+  Counter* kv_pulls_shm_ = nullptr;
   Histogram* kv_pull_seconds_ = nullptr;
   int64_t reported_queries_ = 0;
   int64_t reported_hits_ = 0;

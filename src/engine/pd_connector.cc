@@ -169,7 +169,7 @@ KvLoadResult PdConnector::OnPullDone(const PullDone& done) {
   auto it = pulls_.find(done.request_id);
   const Pull pull = it->second;
   pulls_.erase(it);
-  context_.metrics->OnKvPull(done.status.ok(), done.result.bytes, done.seconds);
+  context_.metrics->OnKvPull(done.status.ok(), done.result.bytes, done.seconds, done.result.used_shm);
   KvLoadResult out;
   out.request_id = done.request_id;
   if (!done.status.ok()) {

@@ -126,6 +126,8 @@ TEST_P(PdTest, DecodeAfterPullEqualsColocated) {
   EXPECT_TRUE(WaitFor([&] { return p.engine().Snapshot().kv_cache_usage == 0; }, std::chrono::seconds(5)));
   EXPECT_EQ(MetricValue(d.metrics(), "tandem_kv_transfer_pulls_total{engine=\"0\",model_name=\"tandem\",result=\"ok\"}"),
             static_cast<double>(prompts.size()));
+  // The same-host path was really taken (or really not).
+  EXPECT_EQ(MetricValue(d.metrics(), "tandem_kv_transfer_shm_pulls_total"), shm ? static_cast<double>(prompts.size()) : 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, PdTest, ::testing::Values(false, true),
@@ -233,6 +235,52 @@ TEST(PdEngineTest, RemotePrefillOnANonConsumerOrWithWrongGeometryComputesLocally
   auto want = colocated.Wait();
   EXPECT_EQ(d.Wait()["g"].tokens, want["g"].tokens);
   EXPECT_EQ(plain.Wait()["g2"].tokens, want["g2"].tokens);
+}
+
+// vLLM-Ascend's recompute scheduler: a decode instance out of blocks hands a preempted
+// request back (stop_reason "recomputed", the tokens so far a prefix of the full
+// answer) instead of recomputing it; without the option it recomputes it here.
+TEST(PdEngineTest, RecomputeSchedulerHandsPreemptedRequestsBack) {
+  auto model = LoadFixture("llama.gguf");
+  ASSERT_NE(model, nullptr);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 6; ++i) {
+    std::vector<int32_t> p;
+    for (int k = 0; k < 20 + 3 * i; ++k) p.push_back(static_cast<int32_t>(100 + (k * 31 + i * 7) % 400));
+    prompts.push_back(p);
+  }
+  for (bool hand_back : {true, false}) {
+    EngineOptions o = Consumer(false);
+    o.block_size = 4;
+    o.num_kv_blocks = 24;  // 96 tokens for six requests of ~60 tokens each
+    o.recompute_scheduler = hand_back;
+    Harness d(*model, o);
+    Harness full(*model, Base());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      d.Submit("r" + std::to_string(i), prompts[i], Greedy(40));
+      full.Submit("r" + std::to_string(i), prompts[i], Greedy(40));
+    }
+    auto got = d.Wait();
+    auto want = full.Wait();
+    int handed_back = 0;
+    for (auto& [id, c] : got) {
+      const std::vector<int32_t>& all = want[id].tokens;
+      if (c.last.stop_reason == "recomputed") {
+        ++handed_back;
+        EXPECT_EQ(c.last.finish_reason, "stop");
+        ASSERT_LE(c.tokens.size(), all.size());
+        EXPECT_EQ(c.tokens, std::vector<int32_t>(all.begin(), all.begin() + c.tokens.size())) << id;
+      } else {
+        EXPECT_EQ(c.tokens, all) << id;
+      }
+    }
+    if (hand_back) {
+      EXPECT_GT(handed_back, 0) << "expected preemptions with 24 blocks";
+    } else {
+      EXPECT_EQ(handed_back, 0);
+    }
+    EXPECT_TRUE(WaitFor([&] { return d.engine().Snapshot().kv_cache_usage == 0; }, std::chrono::seconds(5)));
+  }
 }
 
 }  // namespace

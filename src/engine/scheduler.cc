@@ -70,7 +70,13 @@ SchedulerOutput Scheduler::Schedule() {
                                            return true;
                                          }),
                           out.scheduled.end());
-      Preempt(victim);
+      if (hand_back_) {
+        kv_->Free(victim->id);
+        victim->status = RequestStatus::kFinished;
+        out.handed_back.push_back(victim);
+      } else {
+        Preempt(victim);
+      }
       ++out.num_preempted;
       if (victim == r) break;
     }

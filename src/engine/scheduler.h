@@ -35,6 +35,9 @@ struct SchedulerOutput {
   // num_computed_tokens is the local prefix hit, UpdateStateAfterAlloc was called, and
   // they wait (counted against max_num_seqs, using no token budget) until LoadFinished().
   std::vector<Request*> loads;
+  // Preempted running requests handed back instead of re-queued (SetHandBack): their
+  // blocks are freed and they are in no queue; the engine finishes them.
+  std::vector<Request*> handed_back;
   int num_preempted = 0;
 };
 
@@ -57,6 +60,10 @@ class Scheduler {
   // The connector asked, for every admission of a request with no computed tokens,
   // how many tokens beyond the local prefix hit it can load (null = none). Borrowed.
   void SetConnector(KvConnector* connector) { connector_ = connector; }
+  // vLLM-Ascend's recompute scheduler on a decode instance: a request preempted for
+  // blocks is handed back (SchedulerOutput::handed_back) for another instance to
+  // recompute, instead of waiting here to be recomputed.
+  void SetHandBack(bool hand_back) { hand_back_ = hand_back; }
 
   int num_running() const { return static_cast<int>(running_.size()); }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
@@ -73,6 +80,7 @@ class Scheduler {
   std::vector<Request*> running_;  // arrival (admission) order
   std::vector<Request*> loading_;  // admitted, waiting for a connector's load
   KvConnector* connector_ = nullptr;
+  bool hand_back_ = false;
 };
 
 }  // namespace tandem

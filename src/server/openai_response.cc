@@ -90,6 +90,8 @@ Json Envelope(const ResponseContext& ctx, const char* object) {
 
 std::string StopReasonJson(const RequestOutput& output, const GenerationParams& params) {
   if (output.finish_reason != "stop" || output.stop_reason.empty()) return "null";
+  // The recompute scheduler's hand-back (engine.h, recompute_scheduler); the proxy re-routes.
+  if (output.stop_reason == "recomputed") return DumpJson(Json(output.stop_reason));
   for (const std::string& s : params.stop) {
     if (s == output.stop_reason) return DumpJson(Json(s));
   }

@@ -109,6 +109,16 @@ StatusOr<EngineOptions> MakeEngineOptions(const ServeConfig& config,
   options.cpu_ids = cpu_ids;
   options.model_name =
       config.served_model_names.empty() ? config.model : config.served_model_names.front();
+  if (!config.additional_config.empty()) {
+    TANDEM_RETURN_IF_ERROR(ValidateJsonObjectFlag("--additional-config", config.additional_config));
+    const Json extra = Json::parse(config.additional_config, nullptr, /*allow_exceptions=*/false);
+    if (auto it = extra.find("recompute_scheduler_enable"); it != extra.end()) {
+      if (!it->is_boolean()) {
+        return InvalidArgumentError("--additional-config: recompute_scheduler_enable must be true or false");
+      }
+      options.recompute_scheduler = it->get<bool>();
+    }
+  }
   if (!config.kv_transfer_config.empty()) {
     TANDEM_ASSIGN_OR_RETURN(transfer::KvTransferConfig kv, transfer::ParseKvTransferConfig(config.kv_transfer_config));
     if (kv.transfer) {
@@ -145,6 +155,12 @@ StatusOr<EngineOptions> MakeEngineOptions(const ServeConfig& config,
     }
   }
   return options;
+}
+
+std::vector<std::string> AdditionalConfigIgnoredKeys(const std::string& additional_config) {
+  std::vector<std::string> keys = JsonObjectKeys(additional_config);
+  std::erase(keys, std::string("recompute_scheduler_enable"));
+  return keys;
 }
 
 }  // namespace tandem::server

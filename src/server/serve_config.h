@@ -47,6 +47,9 @@ struct ServeConfig {
   std::string kv_transfer_config;  // JSON (docs/KV_TRANSFER.md; parsed by MakeEngineOptions)
   double kv_lease_cap_s = 480;     // env VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT
   std::string speculative_config;  // JSON (validated; used by speculative decoding)
+  // JSON (vLLM-Ascend's --additional-config): recompute_scheduler_enable is honoured;
+  // every other key is Ascend-only and logged as ignored (AdditionalConfigIgnoredKeys).
+  std::string additional_config;
   bool enable_auto_tool_choice = false;
   std::string tool_call_parser;
   std::string reasoning_parser;
@@ -69,6 +72,10 @@ std::string RedactSecrets(const std::string& json_text);
 
 // The top-level keys of a JSON object flag (for "ignored keys" logs); empty if not one.
 std::vector<std::string> JsonObjectKeys(const std::string& value);
+
+// The keys of --additional-config that have no effect here (all but
+// recompute_scheduler_enable), for the start-up log line.
+std::vector<std::string> AdditionalConfigIgnoredKeys(const std::string& additional_config);
 
 // The HTTP listener's options (--host, --port and the request limits). InvalidArgument
 // naming the flag for a bad size or count.

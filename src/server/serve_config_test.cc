@@ -76,5 +76,24 @@ TEST(ServeConfigSecurity, LogsCarryNoSecrets) {
   EXPECT_EQ(RedactSecrets("{bad"), "<not JSON>");
 }
 
+TEST(ServeConfig, AdditionalConfigRecomputeScheduler) {
+  ServeConfig c;
+  auto engine = MakeEngineOptions(c, {});
+  ASSERT_TRUE(engine.ok());
+  EXPECT_FALSE(engine->recompute_scheduler);
+  c.additional_config = R"({"recompute_scheduler_enable": true, "enable_mlapo": true, "weight_nz_mode": 1})";
+  engine = MakeEngineOptions(c, {});
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  EXPECT_TRUE(engine->recompute_scheduler);
+  EXPECT_EQ(AdditionalConfigIgnoredKeys(c.additional_config),
+            (std::vector<std::string>{"enable_mlapo", "weight_nz_mode"}));
+  c.additional_config = R"({"recompute_scheduler_enable": "yes"})";
+  engine = MakeEngineOptions(c, {});
+  ASSERT_FALSE(engine.ok());
+  EXPECT_NE(engine.status().message().find("recompute_scheduler_enable"), std::string::npos);
+  c.additional_config = "[1]";
+  EXPECT_FALSE(MakeEngineOptions(c, {}).ok());
+}
+
 }  // namespace
 }  // namespace tandem::server
