@@ -369,7 +369,7 @@ def test_decoder_out_of_blocks_hands_back_and_the_proxy_recomputes(tandem_bin, f
     try:
         blocks = re.search(r"KV cache: (\d+) blocks of 16 tokens", d.log())
         assert blocks and int(blocks.group(1)) <= 24, d.log()
-        assert "ignored on CPU (Ascend-only): enable_mlapo" in d.log()
+        assert "--additional-config keys (Ascend-only) enable_mlapo" in d.log()
         import concurrent.futures
         bodies = [{"model": MODEL_NAME, "prompt": f"{PROMPTS[i]} and so on", "max_tokens": 100,
                    "temperature": 0, "ignore_eos": True} for i in range(6)]

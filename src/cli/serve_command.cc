@@ -121,8 +121,8 @@ int RunServe(ServeConfig config, const std::vector<CLI::Option*>& ignored) {
   if (const std::vector<std::string> keys = server::AdditionalConfigIgnoredKeys(config.additional_config);
       !keys.empty()) {
     std::string list;
-    for (const std::string& k : keys) list += (list.empty() ? "" : ", ") + k;
-    TANDEM_LOG(INFO) << "--additional-config: ignored on CPU (Ascend-only): " << list;
+    for (const std::string& k : keys) list += (list.empty() ? "" : " ") + k;
+    ignored_text += (ignored_text.empty() ? "" : ", ") + std::string("--additional-config keys (Ascend-only) ") + list;
   }
   if (!ignored_text.empty())
     TANDEM_LOG(INFO) << "ignored on CPU (accepted for vLLM compatibility): " << ignored_text;

@@ -20,6 +20,8 @@
 #include "engine/kv_connector.h"
 #include "engine/request.h"
 #include "engine/request_validation.h"
+#include "engine/spec_decode.h"
+#include "engine/spec_decode_metrics.h"
 #include "engine/step_draw.h"
 #include "engine/scheduler.h"
 #include "kv/kv_cache_manager.h"
@@ -44,6 +46,7 @@ class EngineImpl final : public Engine {
         scheduler_(&kv_, options.max_num_seqs, options.max_num_batched_tokens),
         output_(model.tokenizer()),
         metrics_(metrics, options.model_name),
+        metrics_registry_(metrics),
         rng_(std::random_device{}()) {}
 
   // Starts the KV connectors and the step thread.
@@ -63,6 +66,12 @@ class EngineImpl final : public Engine {
     if (connector_) {
       TANDEM_RETURN_IF_ERROR(connector_->Start());
       scheduler_.SetConnector(connector_.get());
+    }
+    if (options_.speculative.method == SpeculativeOptions::Method::kNgram) {
+      proposer_ = std::make_unique<NgramProposer>(options_.speculative.prompt_lookup_min,
+                                                  options_.speculative.prompt_lookup_max);
+      spec_metrics_ = std::make_unique<SpecDecodeMetrics>(metrics_registry_, options_.model_name,
+                                                          options_.speculative.num_speculative_tokens);
     }
     scheduler_.SetHandBack(options_.recompute_scheduler && options_.kv_transfer.consumer &&
                            !options_.kv_transfer.producer);
@@ -189,10 +198,12 @@ class EngineImpl final : public Engine {
       Step();
       PublishGauges();
       metrics_.MaybeLogStats(scheduler_.num_running(), scheduler_.num_waiting(), kv_.usage(), kv_.prefix_cache_stats());
+      if (spec_metrics_) spec_metrics_->MaybeLog();
     }
   }
 
   void Step() {
+    ProposeDrafts();
     SchedulerOutput plan = scheduler_.Schedule();
     metrics_.OnPreemptions(plan.num_preempted);
     for (Request* r : plan.handed_back) {
@@ -204,11 +215,16 @@ class EngineImpl final : public Engine {
       CollectConnectorResults(false);  // loads done in the step (the pool's synchronous mode)
     }
     if (plan.scheduled.empty()) return;
+    const int32_t n_vocab = model_.config().n_vocab;
     std::vector<PagedKvStore> stores;
     stores.reserve(plan.scheduled.size());
+    std::vector<std::vector<int32_t>> spec_inputs;  // [last token, drafts...] per speculating request
+    spec_inputs.reserve(plan.scheduled.size());
     std::vector<ForwardSequence> batch;
-    std::vector<Request*> sampling;  // requests whose last scheduled token yields logits, in batch order
-    for (const ScheduledRequest& s : plan.scheduled) {
+    std::vector<int> first_row(plan.scheduled.size(), -1);  // the request's first logits row
+    int rows = 0;
+    for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+      const ScheduledRequest& s = plan.scheduled[i];
       Request* r = s.request;
       stores.emplace_back(&arena_, &kv_.GetBlockTable(r->id));
       ForwardSequence seq;
@@ -216,18 +232,35 @@ class EngineImpl final : public Engine {
       seq.n_tokens = s.num_new_tokens;
       seq.start_pos = r->num_computed_tokens;
       seq.kv = &stores.back();
-      seq.want_logits = r->num_computed_tokens + s.num_new_tokens == static_cast<int>(r->tokens.size());
-      if (seq.want_logits) sampling.push_back(r);
+      seq.want_logits = r->num_computed_tokens + s.num_new_tokens >= static_cast<int>(r->tokens.size());
+      if (!r->spec_tokens.empty()) {
+        // One row per position: the last token's and each draft's successor.
+        spec_inputs.emplace_back(1, r->tokens.back());
+        spec_inputs.back().insert(spec_inputs.back().end(), r->spec_tokens.begin(), r->spec_tokens.end());
+        seq.tokens = spec_inputs.back().data();
+        seq.all_logits = true;
+      }
+      if (seq.want_logits) {
+        first_row[i] = rows;
+        rows += seq.all_logits ? seq.n_tokens : 1;
+      }
       batch.push_back(seq);
       metrics_.OnTokensComputed(r->num_computed_tokens < r->prompt_len
                                     ? std::min(s.num_new_tokens, r->prompt_len - r->num_computed_tokens)
                                     : 0);
     }
     forward_.Run(batch, &logits_);
-    std::vector<StepDraw> draws = DrawTokens(sampling, model_.tokenizer(), model_.config().n_vocab, logits_.data(),
-                                            pool_.get());
+    std::vector<DrawInput> sampling;  // the draws of requests without drafts, in parallel
+    for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+      Request* r = plan.scheduled[i].request;
+      if (first_row[i] >= 0 && r->spec_tokens.empty()) {
+        sampling.push_back({r, logits_.data() + static_cast<int64_t>(first_row[i]) * n_vocab});
+      }
+    }
+    std::vector<StepDraw> draws = DrawTokens(sampling, model_.tokenizer(), n_vocab, pool_.get());
     for (const ScheduledRequest& s : plan.scheduled) {
       Request* r = s.request;
+      if (!r->spec_tokens.empty()) continue;  // its KV counts only once verified (VerifyDrafts)
       r->num_computed_tokens += s.num_new_tokens;
       kv_.CacheComputedBlocks(r->id, r->tokens, r->num_computed_tokens);
       if (connector_) connector_->SaveKv(*r);
@@ -238,6 +271,61 @@ class EngineImpl final : public Engine {
       } else {
         EmitToken(d.r, d.token, d.r->params.logprobs >= 0 ? &d.lp : nullptr);
       }
+    }
+    for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+      Request* r = plan.scheduled[i].request;
+      if (first_row[i] >= 0 && !r->spec_tokens.empty()) {
+        VerifyDrafts(r, logits_.data() + static_cast<int64_t>(first_row[i]) * n_vocab);
+      }
+    }
+  }
+
+  // Speculative decoding (spec_decode.h): row i of `logits` follows the last token and
+  // drafts 1..i. Each row is drawn exactly as a step without drafts would draw it; the
+  // token is emitted; a token that differs from the next draft ends the verification.
+  void VerifyDrafts(Request* r, float* logits) {
+    const std::vector<int32_t> drafts = std::move(r->spec_tokens);
+    r->spec_tokens.clear();
+    const int32_t n_vocab = model_.config().n_vocab;
+    const int base = r->num_computed_tokens;  // the last token's position
+    int accepted = 0;
+    bool finished = false;
+    for (size_t i = 0; i <= drafts.size() && !finished; ++i) {
+      // Positions base..base+i hold the true tokens' KV: the last token and the drafts
+      // accepted so far.
+      r->num_computed_tokens = base + 1 + static_cast<int>(i);
+      kv_.CacheComputedBlocks(r->id, r->tokens, r->num_computed_tokens);
+      if (connector_) connector_->SaveKv(*r);
+      StepDraw d = DrawToken(r, logits + static_cast<int64_t>(i) * n_vocab, model_.tokenizer(), n_vocab);
+      const bool match = i < drafts.size() && d.token == drafts[i];
+      if (match) ++accepted;
+      const bool last = !match;
+      const std::string id = r->id;
+      if (d.token < 0) {
+        Finish(r, "stop");
+      } else {
+        EmitToken(r, d.token, r->params.logprobs >= 0 ? &d.lp : nullptr);
+      }
+      finished = requests_.count(id) == 0;
+      if (last) break;
+    }
+    spec_metrics_->OnDraft(static_cast<int>(drafts.size()), accepted);
+    if (finished) return;
+    r->spec_adaptivity.Record(static_cast<int>(drafts.size()), accepted);
+    kv_.FreeTail(r->id, static_cast<int32_t>(r->tokens.size()));  // the rejected drafts' slots
+  }
+
+  // Drafts for the running requests that decode their next token this step.
+  void ProposeDrafts() {
+    if (!proposer_) return;
+    const int k = options_.speculative.num_speculative_tokens;
+    for (Request* r : scheduler_.running()) {
+      const int n_tokens = static_cast<int>(r->tokens.size());
+      if (r->num_computed_tokens != n_tokens - 1 || !r->spec_adaptivity.ShouldPropose()) continue;
+      // Never past max_tokens (the last token is always drawn, not drafted) or the context.
+      const int room = std::min(r->max_tokens - r->num_output_tokens() - 1, options_.max_model_len - n_tokens - 1);
+      if (room <= 0) continue;
+      r->spec_tokens = proposer_->Propose(r->tokens, std::min(k, room));
     }
   }
 
@@ -339,10 +427,13 @@ class EngineImpl final : public Engine {
   Scheduler scheduler_;
   OutputProcessor output_;
   EngineMetrics metrics_;
+  MetricsRegistry* metrics_registry_;  // may be null
   std::vector<float> logits_;
   std::unordered_map<std::string, std::unique_ptr<Request>> requests_;  // engine thread
   // Declared after the arena and the cache: stopped, and destroyed, before them.
   std::unique_ptr<KvConnector> connector_;
+  std::unique_ptr<NgramProposer> proposer_;           // --speculative-config ngram (else null)
+  std::unique_ptr<SpecDecodeMetrics> spec_metrics_;   // with proposer_
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -72,6 +72,15 @@ struct KvTransferRequest {
   std::optional<KvTransferParams> remote_prefill;
 };
 
+// --speculative-config (vLLM's keys; spec_decode.h parses it).
+struct SpeculativeOptions {
+  enum class Method { kNone, kNgram };
+  Method method = Method::kNone;
+  int num_speculative_tokens = 0;  // drafts verified per step, [1, 16]
+  int prompt_lookup_min = 5;       // ngram: shortest suffix matched
+  int prompt_lookup_max = 5;       // ngram: longest suffix matched
+};
+
 struct EngineOptions {
   int block_size = 16;                 // tokens per KV block (--block-size)
   int64_t num_kv_blocks = 0;           // 0 = derive from kv_cache_bytes
@@ -91,6 +100,7 @@ struct EngineOptions {
   // "stop" and stop_reason "recomputed" (what it generated so far included), and the
   // proxy re-sends the rest through a prefill instance.
   bool recompute_scheduler = false;
+  SpeculativeOptions speculative;
 };
 
 // Per-request generation parameters (OpenAI / vLLM semantics).

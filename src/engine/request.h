@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 #include "engine/generator.h"
 #include "engine/sampler.h"
+#include "engine/spec_decode.h"
 
 namespace tandem {
 
@@ -52,6 +53,10 @@ struct Request {
   bool abort_after_load = false;      // aborted while waiting for a connector's load
   std::vector<int32_t> tokens;        // prompt followed by generated tokens
   int num_computed_tokens = 0;        // tokens whose KV is in the cache
+  // Speculative decoding: draft tokens to verify after tokens.back() this step (never
+  // part of `tokens`; the scheduler trims them to its budget), and the acceptance record.
+  std::vector<int32_t> spec_tokens;
+  SpecAdaptivity spec_adaptivity;
   int num_cached_tokens = -1;         // prompt tokens served by the prefix cache (first schedule)
   int max_tokens = 0;                 // after clamping to the context
   RequestStatus status = RequestStatus::kWaiting;

@@ -35,6 +35,7 @@ void Scheduler::LoadFinished(Request* request, int num_computed_tokens) {
 
 void Scheduler::Preempt(Request* request) {
   kv_->Free(request->id);
+  request->spec_tokens.clear();
   request->num_computed_tokens = 0;
   request->status = RequestStatus::kWaiting;
   waiting_.push_front(request);
@@ -47,8 +48,12 @@ SchedulerOutput Scheduler::Schedule() {
   // 1. Running requests, oldest first; preempt the newest when blocks run out.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Request* r = running_[i];
-    const int remaining = static_cast<int>(r->tokens.size()) - r->num_computed_tokens;
+    const int remaining =
+        static_cast<int>(r->tokens.size() + r->spec_tokens.size()) - r->num_computed_tokens;
     const int n = std::min(remaining, budget);
+    // Drafts that do not fit the budget are dropped (vLLM's num_tokens_with_spec).
+    r->spec_tokens.resize(static_cast<size_t>(
+        std::max(0, n - (static_cast<int>(r->tokens.size()) - r->num_computed_tokens))));
     if (n <= 0) {
       ++i;
       continue;

@@ -65,6 +65,8 @@ class Scheduler {
   // recompute, instead of waiting here to be recomputed.
   void SetHandBack(bool hand_back) { hand_back_ = hand_back; }
 
+  // Running requests, in admission order (the engine proposes their drafts).
+  const std::vector<Request*>& running() const { return running_; }
   int num_running() const { return static_cast<int>(running_.size()); }
   int num_waiting() const { return static_cast<int>(waiting_.size()); }
   int num_loading() const { return static_cast<int>(loading_.size()); }

@@ -23,8 +23,16 @@ struct StepDraw {
   TokenLogprob lp;     // when the request asks for logprobs
 };
 
-// `logits`: [requests.size(), n_vocab], row i for requests[i]; modified in place.
-std::vector<StepDraw> DrawTokens(const std::vector<Request*>& requests, const Tokenizer& tokenizer, int32_t n_vocab,
-                                 float* logits, ThreadPool* pool);
+// One request's logits row ([n_vocab], modified in place) to draw from.
+struct DrawInput {
+  Request* r = nullptr;
+  float* logits = nullptr;
+};
+
+std::vector<StepDraw> DrawTokens(const std::vector<DrawInput>& inputs, const Tokenizer& tokenizer, int32_t n_vocab,
+                                 ThreadPool* pool);
+
+// The draw of one row on the calling thread (the same steps as DrawTokens).
+StepDraw DrawToken(Request* r, float* logits, const Tokenizer& tokenizer, int32_t n_vocab);
 
 }  // namespace tandem

@@ -143,6 +143,17 @@ void KvCacheManager::Free(const std::string& request_id) {
   requests_.erase(it);
 }
 
+void KvCacheManager::FreeTail(const std::string& request_id, int32_t num_tokens) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return;
+  std::vector<int32_t>& table = it->second.block_table;
+  const size_t keep = static_cast<size_t>(std::max(BlocksFor(num_tokens), it->second.num_cached_blocks));
+  if (table.size() <= keep) return;
+  std::vector<int32_t> tail_first(table.rbegin(), table.rend() - static_cast<std::ptrdiff_t>(keep));
+  pool_.Free(tail_first);
+  table.resize(keep);
+}
+
 const std::vector<int32_t>& KvCacheManager::GetBlockTable(const std::string& request_id) const {
   auto it = requests_.find(request_id);
   return it == requests_.end() ? kNoBlocks : it->second.block_table;

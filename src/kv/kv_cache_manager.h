@@ -109,6 +109,11 @@ class KvCacheManager {
   // shared prefix) and forgets the request. Unknown ids are ignored.
   void Free(const std::string& request_id);
 
+  // Speculative decoding's rollback: releases the request's blocks beyond the first
+  // ceil(num_tokens / block_size) (tail first), e.g. slots of rejected draft tokens.
+  // Blocks registered in the prefix cache are never released here. Unknown ids are ignored.
+  void FreeTail(const std::string& request_id, int32_t num_tokens);
+
   // The request's physical block ids in sequence order; empty for an unknown id.
   // The reference is valid until the next non-const call.
   const std::vector<int32_t>& GetBlockTable(const std::string& request_id) const;

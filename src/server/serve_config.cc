@@ -7,6 +7,8 @@
 
 #include "common/byte_size.h"
 #include "server/json_fields.h"
+#include "common/logging.h"
+#include "engine/spec_decode.h"
 #include "transfer/kv_transfer_config.h"
 
 namespace tandem::server {
@@ -109,6 +111,11 @@ StatusOr<EngineOptions> MakeEngineOptions(const ServeConfig& config,
   options.cpu_ids = cpu_ids;
   options.model_name =
       config.served_model_names.empty() ? config.model : config.served_model_names.front();
+  {
+    std::string unsupported;
+    TANDEM_ASSIGN_OR_RETURN(options.speculative, ParseSpeculativeConfig(config.speculative_config, &unsupported));
+    if (!unsupported.empty()) TANDEM_LOG(WARNING) << "--speculative-config: " << unsupported;
+  }
   if (!config.additional_config.empty()) {
     TANDEM_RETURN_IF_ERROR(ValidateJsonObjectFlag("--additional-config", config.additional_config));
     const Json extra = Json::parse(config.additional_config, nullptr, /*allow_exceptions=*/false);

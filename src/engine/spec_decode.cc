@@ -1,0 +1,117 @@
+#include "engine/spec_decode.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+namespace tandem {
+namespace {
+
+using Json = nlohmann::json;
+
+Status ReadInt(const Json& j, const char* key, int lo, int hi, int* out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return Status::Ok();
+  if (!it->is_number_integer() || it->get<int64_t>() < lo || it->get<int64_t>() > hi) {
+    return InvalidArgumentError("--speculative-config: " + std::string(key) + " must be an integer in [" +
+                                std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  *out = static_cast<int>(it->get<int64_t>());
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<SpeculativeOptions> ParseSpeculativeConfig(const std::string& json, std::string* unsupported) {
+  SpeculativeOptions o;
+  if (json.empty()) return o;
+  const Json j = Json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return InvalidArgumentError("--speculative-config: expected a JSON object");
+  std::string method;
+  if (auto it = j.find("method"); it != j.end() && !it->is_null()) {
+    if (!it->is_string()) return InvalidArgumentError("--speculative-config: method must be a string");
+    method = it->get<std::string>();
+  }
+  std::string model;
+  if (auto it = j.find("model"); it != j.end() && !it->is_null()) {
+    if (!it->is_string()) return InvalidArgumentError("--speculative-config: model must be a path");
+    model = it->get<std::string>();
+  }
+  // vLLM: a "model" without a method is a draft model; "[ngram]" the old spelling.
+  if (method.empty()) method = model == "[ngram]" ? "ngram" : model.empty() ? "" : "draft_model";
+  if (method.empty()) return InvalidArgumentError("--speculative-config: method is required");
+  int k = 0;
+  TANDEM_RETURN_IF_ERROR(ReadInt(j, "num_speculative_tokens", 1, 16, &k));
+  if (k == 0) return InvalidArgumentError("--speculative-config: num_speculative_tokens is required (1..16)");
+  if (method == "ngram") {
+    int lo = 0;
+    int hi = 0;
+    TANDEM_RETURN_IF_ERROR(ReadInt(j, "prompt_lookup_min", 1, 1 << 16, &lo));
+    TANDEM_RETURN_IF_ERROR(ReadInt(j, "prompt_lookup_max", 1, 1 << 16, &hi));
+    // vLLM's defaults: 5 and 5; one given sets the other.
+    if (lo == 0 && hi == 0) lo = hi = 5;
+    if (lo == 0) lo = hi;
+    if (hi == 0) hi = lo;
+    if (lo > hi) {
+      return InvalidArgumentError("--speculative-config: prompt_lookup_min (" + std::to_string(lo) +
+                                  ") must not exceed prompt_lookup_max (" + std::to_string(hi) + ")");
+    }
+    o.method = SpeculativeOptions::Method::kNgram;
+    o.num_speculative_tokens = k;
+    o.prompt_lookup_min = lo;
+    o.prompt_lookup_max = hi;
+    return o;
+  }
+  if (method == "draft_model") {
+    if (model.empty()) return InvalidArgumentError("--speculative-config: model (the draft GGUF) is required");
+    if (!std::filesystem::exists(model)) {
+      return InvalidArgumentError("--speculative-config: model " + model + " does not exist");
+    }
+    *unsupported = "draft_model speculation is not implemented yet; decoding without speculation";
+    return o;
+  }
+  for (const char* mtp : {"mtp", "deepseek_mtp", "glm4_moe_mtp", "qwen3_next_mtp", "ernie_mtp", "mimo_mtp"}) {
+    if (method == mtp) {
+      *unsupported = "method " + method + " (MTP) is not implemented yet; decoding without speculation";
+      return o;
+    }
+  }
+  return InvalidArgumentError("--speculative-config: unknown method \"" + method +
+                              "\" (supported: ngram; recognised but not built: draft_model, mtp, deepseek_mtp, "
+                              "glm4_moe_mtp)");
+}
+
+std::vector<int32_t> NgramProposer::Propose(std::span<const int32_t> tokens, int k) const {
+  const int n_tokens = static_cast<int>(tokens.size());
+  for (int n = std::min(max_n_, n_tokens - 1); n >= min_n_; --n) {
+    const int32_t* suffix = tokens.data() + n_tokens - n;
+    // Latest earlier occurrence with at least one token after it.
+    for (int start = n_tokens - n - 1; start >= 0; --start) {
+      if (!std::equal(suffix, suffix + n, tokens.data() + start)) continue;
+      const int from = start + n;
+      const int count = std::min(k, n_tokens - from);
+      return std::vector<int32_t>(tokens.begin() + from, tokens.begin() + from + count);
+    }
+  }
+  return {};
+}
+
+bool SpecAdaptivity::ShouldPropose() {
+  if (cool_off_ > 0) {
+    --cool_off_;
+    return false;
+  }
+  return true;
+}
+
+void SpecAdaptivity::Record(int drafted, int accepted) {
+  window_drafted_ += drafted;
+  window_accepted_ += accepted;
+  if (window_drafted_ < kWindowTokens) return;
+  if (window_accepted_ < kMinAcceptance * window_drafted_) cool_off_ = kCoolOffSteps;
+  window_drafted_ = 0;
+  window_accepted_ = 0;
+}
+
+}  // namespace tandem

@@ -1,0 +1,64 @@
+// Speculative decoding (vLLM's --speculative-config): the config parser and the ngram
+// (prompt lookup) proposer.
+//
+// How the engine uses a proposal: a decoding request with drafts d_1..d_k runs its last
+// token and the k drafts in one forward pass (all k+1 logits rows); row i is sampled
+// exactly as a non-speculative step would sample it (logits processors with the output
+// so far, the request's sampler and RNG); the token is emitted; if it differs from
+// d_{i+1} the rest is dropped. With a draft that is a single proposed token (ngram), this
+// IS rejection sampling: the draft is accepted with probability p(d) and otherwise a
+// token comes from p with d excluded, renormalized — the target distribution either way.
+// Since every emitted token consumes one draw of the request's RNG, as without
+// speculation, a seeded request produces the same tokens with and without it.
+//
+// Thread safety: pure functions; an NgramProposer is a value.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/engine.h"
+
+namespace tandem {
+
+// Parses the JSON of --speculative-config. Empty = off. InvalidArgument naming the key
+// for an unknown method, num_speculative_tokens outside [1, 16], prompt lookup bounds
+// that are not 1 <= min <= max, or a draft model path that does not exist. Methods that
+// are recognised but not built here (draft_model, the MTP family) return kNone with a
+// message in `*unsupported` (the caller logs it).
+StatusOr<SpeculativeOptions> ParseSpeculativeConfig(const std::string& json, std::string* unsupported);
+
+// Prompt lookup: the longest suffix of `tokens` (between min and max tokens) that also
+// occurs earlier; proposes up to `k` tokens that followed its latest earlier occurrence.
+class NgramProposer {
+ public:
+  NgramProposer(int min_n, int max_n) : min_n_(min_n), max_n_(max_n) {}
+  std::vector<int32_t> Propose(std::span<const int32_t> tokens, int k) const;
+
+ private:
+  int min_n_;
+  int max_n_;
+};
+
+// Per-request acceptance bookkeeping that turns speculation off while it does not pay:
+// after a window of drafted tokens with an acceptance rate below kMinAcceptance, the
+// request stops proposing for a cooling-off period (then tries again).
+class SpecAdaptivity {
+ public:
+  static constexpr double kMinAcceptance = 0.25;
+  static constexpr int kWindowTokens = 16;
+  static constexpr int kCoolOffSteps = 32;
+
+  bool ShouldPropose();  // call once per decode step; false while cooling off
+  void Record(int drafted, int accepted);
+
+ private:
+  int window_drafted_ = 0;
+  int window_accepted_ = 0;
+  int cool_off_ = 0;
+};
+
+}  // namespace tandem

@@ -1,0 +1,70 @@
+"""Speculative decoding (ngram prompt lookup) through the HTTP API of real `tandem serve`
+processes: greedy outputs equal those of a server without speculation, vLLM's
+spec-decode metrics count drafts, and bad --speculative-config values exit 2."""
+import json
+import subprocess
+
+import pytest
+
+from tandem_procs import Server
+
+SPEC = json.dumps({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_min": 1, "prompt_lookup_max": 3})
+COMMON = ["--served-model-name", "fixture", "--max-model-len", "512"]
+
+
+def test_ngram_greedy_equals_no_speculation(tandem_bin, fixture_dir, tmp_path):
+    model = fixture_dir / "gemma3.gguf"
+    plain = Server(tandem_bin, model, COMMON, tmp_path, "plain")
+    spec = Server(tandem_bin, model, [*COMMON, "--speculative-config", SPEC], tmp_path, "spec")
+    try:
+        prompts = [" ".join(["alpha beta gamma delta"] * 6), "1 2 3 1 2 3 1 2 3 1 2", "x"]
+        for stream in (False, True):
+            for prompt in prompts:
+                body = {"model": "fixture", "prompt": prompt, "max_tokens": 48, "temperature": 0, "ignore_eos": True}
+                want = plain.post("/v1/completions", body).json()["choices"][0]["text"]
+                if not stream:
+                    got = spec.post("/v1/completions", body).json()["choices"][0]["text"]
+                else:
+                    r = spec.post("/v1/completions", dict(body, stream=True), stream=True)
+                    got = ""
+                    for line in r.iter_lines():
+                        if line.startswith(b"data: {"):
+                            got += json.loads(line[6:])["choices"][0]["text"]
+                assert got == want, prompt
+        drafted = spec.metric("vllm:spec_decode_num_draft_tokens_total")
+        accepted = spec.metric("vllm:spec_decode_num_accepted_tokens_total")
+        assert drafted and accepted and 0 < accepted <= drafted
+        assert spec.metric("vllm:spec_decode_num_drafts_total") > 0
+        assert spec.metric("vllm:spec_decode_num_accepted_tokens_per_pos_total", position="0") > 0
+        assert plain.metric("vllm:spec_decode_num_drafts_total") is None
+    finally:
+        plain.stop()
+        spec.stop()
+
+
+@pytest.mark.parametrize("config,needle", [
+    ('{"method": "magic", "num_speculative_tokens": 3}', "magic"),
+    ('{"method": "ngram", "num_speculative_tokens": 0}', "num_speculative_tokens"),
+    ('{"method": "ngram", "num_speculative_tokens": 17}', "num_speculative_tokens"),
+    ('{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 4, "prompt_lookup_max": 2}',
+     "prompt_lookup_min"),
+    ('{"method": "draft_model", "model": "/nonexistent.gguf", "num_speculative_tokens": 2}', "/nonexistent.gguf"),
+    ('{bad', "--speculative-config"),
+])
+def test_bad_speculative_config_exits_2(tandem_bin, fixture_dir, config, needle):
+    r = subprocess.run([tandem_bin, "serve", str(fixture_dir / "llama.gguf"), "--speculative-config", config],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert needle in r.stderr
+
+
+def test_mtp_is_said_to_be_unsupported(tandem_bin, fixture_dir, tmp_path):
+    s = Server(tandem_bin, fixture_dir / "llama.gguf",
+               [*COMMON, "--speculative-config", '{"num_speculative_tokens": 3, "method": "deepseek_mtp"}'],
+               tmp_path, "mtp")
+    try:
+        assert "deepseek_mtp (MTP) is not implemented yet; decoding without speculation" in s.log()
+        r = s.post("/v1/completions", {"model": "fixture", "prompt": "x", "max_tokens": 3})
+        assert r.status_code == 200
+    finally:
+        s.stop()
