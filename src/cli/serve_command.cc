@@ -229,6 +229,9 @@ int RunServe(ServeConfig config, const std::vector<CLI::Option*>& ignored) {
 
   auto model = LoadModelFromFlags(model_flags);
   if (!model.ok()) return ReportError(model.status());
+  // The model part of every prefix-cache key (kv/block_hash.h): with kv_hash_tool, anyone can
+  // recompute the block hashes that KV events and pool keys carry.
+  TANDEM_LOG(INFO) << "model fingerprint " << (*model)->fingerprint();
   auto engine = Engine::Create(**model, *engine_options, &metrics);
   if (!engine.ok()) return ReportError(engine.status());
   const EngineSnapshot snap = (*engine)->Snapshot();
