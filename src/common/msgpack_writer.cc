@@ -96,7 +96,9 @@ void MsgpackWriter::ArrayHeader(size_t num_elements) {
   LengthHeader(num_elements, 0x90, 16, 0, 0xdc, 0xdd);
 }
 
-void MsgpackWriter::MapHeader(size_t num_pairs) { LengthHeader(num_pairs, 0x80, 16, 0, 0xde, 0xdf); }
+void MsgpackWriter::MapHeader(size_t num_pairs) {
+  LengthHeader(num_pairs, 0x80, 16, 0, 0xde, 0xdf);
+}
 
 std::string MsgpackWriter::Release() {
   std::string out = std::move(out_);

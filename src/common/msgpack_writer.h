@@ -27,9 +27,9 @@ class MsgpackWriter {
  public:
   void Nil();
   void Bool(bool value);
-  void Int(int64_t value);     // shortest signed/unsigned form for the value
-  void Uint(uint64_t value);   // shortest unsigned form (values above INT64_MAX need this)
-  void Double(double value);   // float64
+  void Int(int64_t value);    // shortest signed/unsigned form for the value
+  void Uint(uint64_t value);  // shortest unsigned form (values above INT64_MAX need this)
+  void Double(double value);  // float64
   void Str(std::string_view utf8);
   void Bin(std::span<const uint8_t> bytes);
   void ArrayHeader(size_t num_elements);

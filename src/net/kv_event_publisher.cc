@@ -43,7 +43,8 @@ struct KvEventPublisher::Sockets {
 StatusOr<std::unique_ptr<KvEventPublisher>> KvEventPublisher::Create(
     const KvEventPublisherOptions& options, MetricsRegistry* metrics) {
   if (options.buffer_steps < 1) return InvalidArgumentError("kv events: buffer_steps must be >= 1");
-  if (options.max_queue_size < 1) return InvalidArgumentError("kv events: max_queue_size must be >= 1");
+  if (options.max_queue_size < 1)
+    return InvalidArgumentError("kv events: max_queue_size must be >= 1");
   if (options.hwm < 0) return InvalidArgumentError("kv events: hwm must be >= 0");
   auto sockets = std::make_unique<Sockets>();
   const std::string* current = &options.endpoint;
@@ -84,9 +85,8 @@ KvEventPublisher::KvEventPublisher(const KvEventPublisherOptions& options,
     dropped_batches_counter_ =
         metrics->GetCounter("tandem_kv_event_batches_dropped",
                             "KV event batches dropped because the publisher queue was full.");
-    dropped_events_counter_ =
-        metrics->GetCounter("tandem_kv_events_dropped",
-                            "KV events dropped because the publisher queue was full.");
+    dropped_events_counter_ = metrics->GetCounter(
+        "tandem_kv_events_dropped", "KV events dropped because the publisher queue was full.");
   }
 }
 
@@ -112,7 +112,8 @@ bool KvEventPublisher::Publish(std::string payload, size_t num_events) {
   batches_dropped_.fetch_add(1);
   events_dropped_.fetch_add(num_events);
   if (dropped_batches_counter_ != nullptr) dropped_batches_counter_->Add(1);
-  if (dropped_events_counter_ != nullptr) dropped_events_counter_->Add(static_cast<double>(num_events));
+  if (dropped_events_counter_ != nullptr)
+    dropped_events_counter_->Add(static_cast<double>(num_events));
   return false;
 }
 
@@ -179,8 +180,8 @@ void KvEventPublisher::ServeReplayRequests() {
       if (frames.empty()) return;
       // [identity, empty delimiter, start_seq]; anything else is not a replay request.
       if (frames.size() != 3 || frames[2].size() != 8) {
-        TANDEM_LOG(WARNING) << "KV events: ignoring a malformed replay request of "
-                            << frames.size() << " frames";
+        TANDEM_LOG(WARNING) << "KV events: ignoring a malformed replay request of " << frames.size()
+                            << " frames";
         continue;
       }
       const uint64_t start = FromBigEndian8(static_cast<const uint8_t*>(frames[2].data()));

@@ -89,9 +89,9 @@ class KvEventPublisher {
 
   KvEventPublisher(const KvEventPublisherOptions& options, std::unique_ptr<Sockets> sockets,
                    MetricsRegistry* metrics);
-  void Run();                    // the publisher thread
-  void Send(Queued batch);       // PUB + replay buffer
-  void ServeReplayRequests();    // answers every waiting replay request
+  void Run();                  // the publisher thread
+  void Send(Queued batch);     // PUB + replay buffer
+  void ServeReplayRequests();  // answers every waiting replay request
 
   const KvEventPublisherOptions options_;
   std::unique_ptr<Sockets> sockets_;
@@ -106,7 +106,7 @@ class KvEventPublisher {
   std::atomic<uint64_t> batches_sent_{0};
   std::atomic<uint64_t> batches_dropped_{0};
   std::atomic<uint64_t> events_dropped_{0};
-  Counter* sent_counter_ = nullptr;            // may be null
+  Counter* sent_counter_ = nullptr;  // may be null
   Counter* dropped_batches_counter_ = nullptr;
   Counter* dropped_events_counter_ = nullptr;
   std::thread thread_;

@@ -98,7 +98,8 @@ TEST(KvEventPublisherTest, PublishesSequencedBatchesAndReplaysThem) {
   dealer.connect(o.replay_endpoint);
   const uint64_t start = sent_before + 3;
   std::string start_bytes(8, '\0');
-  for (int i = 0; i < 8; ++i) start_bytes[static_cast<size_t>(i)] = static_cast<char>(start >> (56 - 8 * i));
+  for (int i = 0; i < 8; ++i)
+    start_bytes[static_cast<size_t>(i)] = static_cast<char>(start >> (56 - 8 * i));
   dealer.send(zmq::const_buffer(nullptr, 0), zmq::send_flags::sndmore);
   dealer.send(zmq::buffer(start_bytes));
   for (int i = 3; i < 5; ++i) {

@@ -22,14 +22,14 @@ namespace tandem::net {
 
 struct KvEventsConfig {
   bool enable_kv_cache_events = false;
-  std::string publisher = "null";          // "zmq" | "null"
-  std::string endpoint = "tcp://*:5557";   // PUB socket: bound if it has "*", "::", ipc://,
-                                           // inproc://; else connected (vLLM's rule)
-  std::string replay_endpoint;             // ROUTER socket, always bound; empty = none
-  int buffer_steps = 10000;                // batches kept for replay
-  int hwm = 100000;                        // ZMQ send high-water mark (0 = no limit)
-  int max_queue_size = 100000;             // batches waiting for the publisher thread
-  std::string topic;                       // first frame of every message
+  std::string publisher = "null";         // "zmq" | "null"
+  std::string endpoint = "tcp://*:5557";  // PUB socket: bound if it has "*", "::", ipc://,
+                                          // inproc://; else connected (vLLM's rule)
+  std::string replay_endpoint;            // ROUTER socket, always bound; empty = none
+  int buffer_steps = 10000;               // batches kept for replay
+  int hwm = 100000;                       // ZMQ send high-water mark (0 = no limit)
+  int max_queue_size = 100000;            // batches waiting for the publisher thread
+  std::string topic;                      // first frame of every message
 
   // True when events are published (enabled and publisher "zmq").
   bool publishes() const { return enable_kv_cache_events && publisher == "zmq"; }
