@@ -225,6 +225,10 @@ int RunServe(ServeConfig config, const std::vector<CLI::Option*>& ignored) {
           p->Publish(std::move(payload), n);
         });
     engine_options->kv_event_sink = kv_event_batcher.get();
+    if (!engine_options->enable_prefix_caching) {
+      TANDEM_LOG(WARNING) << "--kv-events-config: prefix caching is off, so no block is ever cached "
+                             "and only AllBlocksCleared is published";
+    }
   }
 
   auto model = LoadModelFromFlags(model_flags);
