@@ -19,8 +19,10 @@
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "engine/engine.h"
+#include "kv/kv_events.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
+#include "net/kv_event_publisher.h"
 #include "server/openai_server.h"
 #include "server/parsers/chat_output_parser.h"
 #include "server/serve_config.h"
@@ -107,6 +109,7 @@ int RunServe(ServeConfig config, const std::vector<CLI::Option*>& ignored) {
 
   for (const auto& [flag, value] : {std::pair<const char*, const std::string*>{
                                         "--kv-transfer-config", &config.kv_transfer_config},
+                                    {"--kv-events-config", &config.kv_events_config},
                                     {"--speculative-config", &config.speculative_config},
                                     {"--additional-config", &config.additional_config}}) {
     if (Status s = server::ValidateJsonObjectFlag(flag, *value); !s.ok()) return ReportError(s);
@@ -202,9 +205,37 @@ int RunServe(ServeConfig config, const std::vector<CLI::Option*>& ignored) {
                      << (config.enable_auto_tool_choice ? "on" : "off");
   }
 
+  // KV events: the sockets bind before the model loads, so a bad endpoint fails fast.
+  MetricsRegistry metrics;
+  auto kv_events = server::MakeKvEventPublisherOptions(config);
+  if (!kv_events.ok()) return ReportError(kv_events.status());
+  std::unique_ptr<net::KvEventPublisher> kv_event_publisher;
+  std::unique_ptr<kv::KvEventBatcher> kv_event_batcher;
+  if (kv_events->has_value()) {
+    net::KvEventPublisherOptions& o = **kv_events;
+    if (const char* delay = std::getenv("TANDEM_FAULT_KV_EVENTS_SEND_DELAY_MS"); delay != nullptr) {
+      o.fault_send_delay_ms = std::atoi(delay);  // TEST ONLY: a stalled network
+      TANDEM_LOG(WARNING) << "TEST ONLY: KV event sends are delayed by " << o.fault_send_delay_ms << " ms";
+    }
+    auto publisher = net::KvEventPublisher::Create(o, &metrics);
+    if (!publisher.ok()) return ReportError(publisher.status());
+    kv_event_publisher = std::move(*publisher);
+    kv_event_batcher = std::make_unique<kv::KvEventBatcher>(
+        config.data_parallel_rank, [p = kv_event_publisher.get()](std::string payload, size_t n) {
+          p->Publish(std::move(payload), n);
+        });
+    engine_options->kv_event_sink = kv_event_batcher.get();
+    if (!engine_options->enable_prefix_caching) {
+      TANDEM_LOG(WARNING) << "--kv-events-config: prefix caching is off, so no block is ever cached "
+                             "and only AllBlocksCleared is published";
+    }
+  }
+
   auto model = LoadModelFromFlags(model_flags);
   if (!model.ok()) return ReportError(model.status());
-  MetricsRegistry metrics;
+  // The model part of every prefix-cache key (kv/block_hash.h): with kv_hash_tool, anyone can
+  // recompute the block hashes that KV events and pool keys carry.
+  TANDEM_LOG(INFO) << "model fingerprint " << (*model)->fingerprint();
   auto engine = Engine::Create(**model, *engine_options, &metrics);
   if (!engine.ok()) return ReportError(engine.status());
   const EngineSnapshot snap = (*engine)->Snapshot();
@@ -305,6 +336,9 @@ void RegisterServe(CLI::App& app, RunFn* run) {
   cmd->add_option("--kv-transfer-config", c.kv_transfer_config, "KV connector config (JSON)");
   cmd->add_option("--additional-config", c.additional_config,
                   "vLLM-Ascend options (JSON): recompute_scheduler_enable; other keys are Ascend-only, ignored");
+  cmd->add_option("--kv-events-config", c.kv_events_config,
+                  "KV cache events (JSON, vLLM's KVEventsConfig), e.g. "
+                  "'{\"enable_kv_cache_events\":true,\"publisher\":\"zmq\"}'");
   cmd->add_option("--speculative-config", c.speculative_config,
                   "speculative decoding config (JSON)");
   cmd->add_flag("--enable-auto-tool-choice", c.enable_auto_tool_choice);

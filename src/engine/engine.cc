@@ -9,6 +9,7 @@
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "common/logging.h"
 #include "common/metrics.h"
@@ -25,6 +26,7 @@
 #include "engine/step_draw.h"
 #include "engine/scheduler.h"
 #include "kv/kv_cache_manager.h"
+#include "kv/kv_events.h"
 #include "model/forward.h"
 #include "model/model.h"
 
@@ -73,6 +75,7 @@ class EngineImpl final : public Engine {
       spec_metrics_ = std::make_unique<SpecDecodeMetrics>(metrics_registry_, options_.model_name,
                                                           options_.speculative.num_speculative_tokens);
     }
+    kv_.set_event_sink(options_.kv_event_sink);  // KV events
     scheduler_.SetHandBack(options_.recompute_scheduler && options_.kv_transfer.consumer &&
                            !options_.kv_transfer.producer);
     thread_ = std::thread([this] { Loop(); });
@@ -83,6 +86,12 @@ class EngineImpl final : public Engine {
 
   bool ReleaseKvBlocks(const std::string& remote_request_id) override {
     return connector_ != nullptr && connector_->ReleaseKvBlocks(remote_request_id);
+  }
+
+  void ResetPrefixCache() override {  // KV events: applied by Loop before the next step
+    std::lock_guard<std::mutex> lock(mu_);
+    reset_prefix_cache_ = true;
+    cv_.notify_one();
   }
 
   int kv_transfer_port() const override { return connector_ ? connector_->kv_transfer_port() : 0; }
@@ -150,13 +159,14 @@ class EngineImpl final : public Engine {
  private:
   void Loop() {
     bool stop_seen = false;
+    bool reset_prefix_cache = false;
     std::vector<std::string> aborts;
     while (true) {
       {
         std::unique_lock<std::mutex> lock(mu_);
         auto ready = [&] {
           return (stopping_ && !stop_seen) || !inbox_.empty() || !aborts_.empty() || connector_event_ ||
-                 scheduler_.has_work();
+                 reset_prefix_cache_ || scheduler_.has_work();
         };
         const auto deadline = connector_ ? connector_->NextDeadline() : std::nullopt;
         if (deadline) {
@@ -165,6 +175,7 @@ class EngineImpl final : public Engine {
           cv_.wait(lock, ready);
         }
         connector_event_ = false;
+        reset_prefix_cache = std::exchange(reset_prefix_cache_, false);
         for (auto& r : inbox_) {
           Request* raw = r.get();
           requests_[raw->id] = std::move(r);
@@ -177,6 +188,7 @@ class EngineImpl final : public Engine {
           for (auto& [id, r] : requests_) aborts.push_back(id);
         }
       }
+      if (reset_prefix_cache) kv_.ResetPrefixCache();
       for (const std::string& id : aborts) {
         auto it = requests_.find(id);
         if (it == requests_.end()) continue;
@@ -192,10 +204,12 @@ class EngineImpl final : public Engine {
       aborts.clear();
       CollectConnectorResults(stop_seen);
       if (stop_seen && requests_.empty()) {
+        if (options_.kv_event_sink) options_.kv_event_sink->EndStep();
         PublishGauges();
         return;
       }
       Step();
+      if (options_.kv_event_sink) options_.kv_event_sink->EndStep();  // KV events: one batch per step
       PublishGauges();
       metrics_.MaybeLogStats(scheduler_.num_running(), scheduler_.num_waiting(), kv_.usage(), kv_.prefix_cache_stats());
       if (spec_metrics_) spec_metrics_->MaybeLog();
@@ -442,6 +456,7 @@ class EngineImpl final : public Engine {
   std::unordered_set<std::string> live_ids_;     // guarded by mu_
   bool stopping_ = false;                        // guarded by mu_
   bool connector_event_ = false;                 // guarded by mu_
+  bool reset_prefix_cache_ = false;              // guarded by mu_
   std::mt19937_64 rng_;                          // guarded by mu_
   std::atomic<int> num_parked_{0};
   std::atomic<int> num_running_{0};

@@ -25,6 +25,9 @@ namespace tandem {
 
 class Model;
 class MetricsRegistry;
+namespace kv {
+class KvEventSink;
+}
 
 // The P->D transfer connector's part in this engine (docs/KV_TRANSFER.md).
 struct KvTransferOptions {
@@ -101,6 +104,10 @@ struct EngineOptions {
   // proxy re-sends the rest through a prefill instance.
   bool recompute_scheduler = false;
   SpeculativeOptions speculative;
+  // KV cache events (--kv-events-config): the prefix cache reports to this sink on the
+  // engine thread, and the engine closes one batch per step (EndStep). Null = none.
+  // Not owned; must outlive the engine.
+  kv::KvEventSink* kv_event_sink = nullptr;
 };
 
 // Per-request generation parameters (OpenAI / vLLM semantics).
@@ -187,6 +194,11 @@ class Engine {
   // Producer: ends the lease of a parked request (the proxy's abort); its blocks are
   // freed at once. False if no such lease is live.
   virtual bool ReleaseKvBlocks(const std::string& remote_request_id) = 0;
+
+  // Drops every prefix-cache entry (vLLM's POST /reset_prefix_cache) before the engine's
+  // next step: requests added after this call never reuse blocks cached before it. Running
+  // requests keep their blocks. Reported as AllBlocksCleared to the KV event sink.
+  virtual void ResetPrefixCache() = 0;
 
   // Producer: the transfer server's port (0 when not a producer).
   virtual int kv_transfer_port() const = 0;

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "common/logging.h"
+#include "kv/kv_events.h"
 
 namespace tandem::kv {
 
@@ -52,6 +53,7 @@ std::optional<std::vector<int32_t>> BlockPool::Allocate(int32_t num_blocks) {
   if (num_blocks > num_free_) return std::nullopt;
   std::vector<int32_t> ids;
   ids.reserve(static_cast<size_t>(num_blocks));
+  BlockRemoved removed;
   for (int32_t i = 0; i < num_blocks; ++i) {
     const int32_t id = head_;
     Unlink(id);
@@ -61,10 +63,12 @@ std::optional<std::vector<int32_t>> BlockPool::Allocate(int32_t num_blocks) {
       cached_.erase(b.hash);
       b.has_hash = false;
       ++num_evictions_;
+      if (event_sink_ != nullptr) removed.block_hashes.push_back(b.hash);
     }
     b.ref_count = 1;
     ids.push_back(id);
   }
+  if (!removed.block_hashes.empty()) event_sink_->Record(std::move(removed));
   return ids;
 }
 
@@ -123,6 +127,7 @@ size_t BlockPool::ResetPrefixCache() {
   const size_t dropped = cached_.size();
   for (const auto& [hash, id] : cached_) blocks_[id].has_hash = false;
   cached_.clear();
+  if (event_sink_ != nullptr) event_sink_->Record(AllBlocksCleared{});
   return dropped;
 }
 

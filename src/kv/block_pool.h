@@ -19,6 +19,10 @@
 // Running out of blocks is expected and is not an error: Allocate() returns nullopt and the
 // scheduler preempts. Misuse (freeing a free block, bad ids) is a bug and TANDEM_CHECK aborts.
 //
+// Events: with a sink set (set_event_sink), Allocate() reports the hashes it evicts as one
+// BlockRemoved and ResetPrefixCache() reports AllBlocksCleared (kv_events.h). BlockStored is
+// reported by the KvCacheManager, which knows the blocks' tokens.
+//
 // Thread safety: none. The pool is owned by the engine's scheduler and used from that one
 // thread only (like vLLM's); wrap it in a lock if that ever changes.
 #pragma once
@@ -34,6 +38,8 @@
 
 namespace tandem::kv {
 
+class KvEventSink;
+
 class BlockPool {
  public:
   // Precondition: num_blocks >= 0. All blocks start free, uncached, in id order.
@@ -41,6 +47,9 @@ class BlockPool {
 
   BlockPool(const BlockPool&) = delete;
   BlockPool& operator=(const BlockPool&) = delete;
+
+  // Events go to `sink` from now on (nullptr: none). The sink must outlive the pool.
+  void set_event_sink(KvEventSink* sink) { event_sink_ = sink; }
 
   // Takes `num_blocks` blocks from the LRU head (least recently freed first), evicts any hash
   // they held and sets their ref_count to 1. All or nothing: nullopt, with no change, when
@@ -107,6 +116,7 @@ class BlockPool {
   int32_t num_free_ = 0;
   std::unordered_map<BlockHash, int32_t, BlockHashHasher> cached_;
   int64_t num_evictions_ = 0;
+  KvEventSink* event_sink_ = nullptr;  // not owned; may be null
 };
 
 }  // namespace tandem::kv

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/logging.h"
+#include "kv/kv_events.h"
 
 namespace tandem::kv {
 namespace {
@@ -17,6 +18,11 @@ KvCacheManager::KvCacheManager(KvCacheConfig config)
       root_hash_(
           ComputeRootHash(config_.model_fingerprint, config_.block_size_tokens, config_.kv_dtype)),
       pool_(config_.num_blocks) {}
+
+void KvCacheManager::set_event_sink(KvEventSink* sink) {
+  event_sink_ = sink;
+  pool_.set_event_sink(sink);
+}
 
 KvCacheManager::RequestState& KvCacheManager::StateFor(const std::string& request_id,
                                                        std::string_view cache_salt) {
@@ -126,11 +132,33 @@ void KvCacheManager::CacheComputedBlocks(const std::string& request_id,
   if (num_full <= state.num_cached_blocks) return;
   state.hasher.Update(token_ids);
   const std::vector<BlockHash>& hashes = state.hasher.hashes();
+  const int32_t bs = config_.block_size_tokens;
+  std::optional<BlockStored> run;  // consecutive blocks newly registered by this call
+  auto flush = [&] {
+    if (run) event_sink_->Record(std::move(*run));
+    run.reset();
+  };
   for (int32_t i = state.num_cached_blocks; i < num_full; ++i) {
+    const int32_t block = state.block_table[i];
+    const bool was_cached = pool_.CachedHash(block).has_value();
     // False means another request registered the same content first; this block simply
     // stays private to the request and is recycled uncached when freed.
-    pool_.CacheFullBlock(state.block_table[i], hashes[i]);
+    const bool stored = pool_.CacheFullBlock(block, hashes[i]) && !was_cached;
+    if (event_sink_ == nullptr) continue;
+    if (!stored) {
+      flush();  // a gap: the next stored block starts a new event with its own parent
+      continue;
+    }
+    if (!run) {
+      run.emplace();
+      run->block_size = bs;
+      if (i > 0) run->parent_block_hash = hashes[i - 1];
+    }
+    run->block_hashes.push_back(hashes[i]);
+    run->token_ids.insert(run->token_ids.end(), token_ids.begin() + static_cast<size_t>(i) * bs,
+                          token_ids.begin() + static_cast<size_t>(i + 1) * bs);
   }
+  if (event_sink_ != nullptr) flush();
   state.num_cached_blocks = num_full;
 }
 

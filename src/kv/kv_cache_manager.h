@@ -23,6 +23,13 @@
 // a partial last block is never cached. A hit never covers the whole prompt: at least the
 // last prompt token is recomputed so the step has logits to sample from.
 //
+// Events: with a sink set, every block that becomes discoverable in the prefix cache is
+// reported as BlockStored (one event per run of consecutive blocks registered by one
+// CacheComputedBlocks call, with the parent hash, the blocks' tokens and the block size);
+// evictions and resets are reported by the pool (block_pool.h). Blocks that are not in the
+// prefix cache (caching off, partial blocks, content another block already holds) are never
+// reported.
+//
 // Ownership: owns its BlockPool. Request ids are the caller's strings; per-request state is
 // created by the first call naming the id and destroyed by Free().
 // Thread safety: none; owned and used by the scheduler thread only.
@@ -41,6 +48,8 @@
 #include "kv/block_pool.h"
 
 namespace tandem::kv {
+
+class KvEventSink;
 
 struct KvCacheConfig {
   int32_t num_blocks = 0;          // physical blocks in the arena
@@ -70,6 +79,10 @@ class KvCacheManager {
 
   KvCacheManager(const KvCacheManager&) = delete;
   KvCacheManager& operator=(const KvCacheManager&) = delete;
+
+  // Prefix-cache events go to `sink` from now on (nullptr: none). The sink must outlive the
+  // manager and is called on the caller's (scheduler) thread.
+  void set_event_sink(KvEventSink* sink);
 
   // Longest run of leading full blocks of `token_ids` already in the cache, capped so that at
   // least the last token is left to compute. Takes no references: pass the result straight to
@@ -147,6 +160,7 @@ class KvCacheManager {
   KvCacheConfig config_;
   BlockHash root_hash_;
   BlockPool pool_;
+  KvEventSink* event_sink_ = nullptr;  // not owned; may be null
   std::unordered_map<std::string, RequestState> requests_;
   PrefixCacheStats stats_;
 };

@@ -32,6 +32,10 @@ void HandleModels(ServingContext& ctx, const net::HttpRequest& request, const Wr
 // POST /kv_transfer/abort {"remote_request_id": ID}: a producer frees a parked request's
 // KV blocks at once (the proxy, when the client left or no decoder took the request).
 void HandleKvTransferAbort(ServingContext& ctx, const net::HttpRequest& request, const WriterPtr& writer);
+// POST /reset_prefix_cache (vLLM's): drops the engine's prefix cache before its next step;
+// 200 with an empty body.
+void HandleResetPrefixCache(ServingContext& ctx, const net::HttpRequest& request,
+                            const WriterPtr& writer);
 // GET /metrics: the registry in Prometheus text, engine gauges refreshed first.
 void HandleMetrics(ServingContext& ctx, const net::HttpRequest& request, const WriterPtr& writer);
 

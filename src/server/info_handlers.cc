@@ -119,4 +119,9 @@ void HandleKvTransferAbort(ServingContext& ctx, const net::HttpRequest& request,
   net::SendJson(*writer, 200, DumpJson(Json{{"aborted", aborted}}));
 }
 
+void HandleResetPrefixCache(ServingContext& ctx, const net::HttpRequest&, const WriterPtr& writer) {
+  ctx.engine().ResetPrefixCache();
+  writer->SendResponse(200, {{"Content-Type", "text/plain"}}, "");
+}
+
 }  // namespace tandem::server

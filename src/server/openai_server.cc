@@ -51,6 +51,7 @@ void OpenAiServer::AddRoutes() {
   route("POST", "/tokenize", HandleTokenize);
   route("POST", "/detokenize", HandleDetokenize);
   route("POST", "/kv_transfer/abort", HandleKvTransferAbort);
+  route("POST", "/reset_prefix_cache", HandleResetPrefixCache);
   route("GET", "/metrics", HandleMetrics);
   route("GET", "/health", [](ServingContext&, const net::HttpRequest&, const WriterPtr& writer) {
     writer->SendResponse(200, {{"Content-Type", "text/plain"}}, "");

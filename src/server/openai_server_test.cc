@@ -40,6 +40,7 @@ class FakeEngine : public Engine {
     cv_.notify_all();
   }
   bool ReleaseKvBlocks(const std::string&) override { return false; }
+  void ResetPrefixCache() override { ++resets; }
   int kv_transfer_port() const override { return 0; }
   EngineSnapshot Snapshot() const override { return EngineSnapshot{1, 2, 0.25, 100, 1600}; }
   const EngineOptions& options() const override { return options_; }
@@ -59,6 +60,7 @@ class FakeEngine : public Engine {
   }
   std::atomic<bool> reject{false};
   std::atomic<bool> hold{false};
+  std::atomic<int> resets{0};
   GenerationParams last_params;
 
  private:
@@ -273,6 +275,11 @@ TEST_F(OpenAiServerOpenHealthTest, HealthAndMetricsAreOpenTheRestIsNot) {
   EXPECT_EQ(Call("GET", "/v1/models").status, 401);
   EXPECT_EQ(Call("POST", "/tokenize", R"({"prompt":"x"})").status, 401);
   EXPECT_EQ(Call("POST", "/kv_transfer/abort", R"({"remote_request_id":"x"})").status, 401);
+  EXPECT_EQ(Call("POST", "/reset_prefix_cache").status, 401);
+  EXPECT_EQ(engine_.resets.load(), 0);
+  EXPECT_EQ(Call("POST", "/reset_prefix_cache", "", {{"Authorization", "Bearer sekret"}}).status,
+            200);
+  EXPECT_EQ(engine_.resets.load(), 1);
 }
 
 }  // namespace

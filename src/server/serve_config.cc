@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "common/byte_size.h"
+#include "net/kv_events_config.h"
 #include "server/json_fields.h"
 #include "common/logging.h"
 #include "engine/spec_decode.h"
@@ -168,6 +169,24 @@ std::vector<std::string> AdditionalConfigIgnoredKeys(const std::string& addition
   std::vector<std::string> keys = JsonObjectKeys(additional_config);
   std::erase(keys, std::string("recompute_scheduler_enable"));
   return keys;
+}
+
+StatusOr<std::optional<net::KvEventPublisherOptions>> MakeKvEventPublisherOptions(
+    const ServeConfig& config) {
+  if (config.kv_events_config.empty()) return std::optional<net::KvEventPublisherOptions>();
+  TANDEM_ASSIGN_OR_RETURN(net::KvEventsConfig events,
+                          net::ParseKvEventsConfig(config.kv_events_config));
+  if (!events.publishes()) return std::optional<net::KvEventPublisherOptions>();
+  net::KvEventPublisherOptions o;
+  TANDEM_ASSIGN_OR_RETURN(o.endpoint,
+                          net::OffsetEndpointPort(events.endpoint, config.data_parallel_rank));
+  TANDEM_ASSIGN_OR_RETURN(o.replay_endpoint, net::OffsetEndpointPort(events.replay_endpoint,
+                                                                     config.data_parallel_rank));
+  o.buffer_steps = events.buffer_steps;
+  o.hwm = events.hwm;
+  o.max_queue_size = events.max_queue_size;
+  o.topic = events.topic;
+  return std::optional<net::KvEventPublisherOptions>(std::move(o));
 }
 
 }  // namespace tandem::server

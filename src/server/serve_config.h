@@ -14,6 +14,7 @@
 #include "common/status.h"
 #include "engine/engine.h"
 #include "net/http_server.h"
+#include "net/kv_event_publisher.h"
 
 namespace tandem::server {
 
@@ -45,6 +46,7 @@ struct ServeConfig {
   int tensor_parallel_size = 1;
   bool enable_expert_parallel = false;
   std::string kv_transfer_config;  // JSON (docs/KV_TRANSFER.md; parsed by MakeEngineOptions)
+  std::string kv_events_config;    // JSON, vLLM's KVEventsConfig (MakeKvEventPublisherOptions)
   double kv_lease_cap_s = 480;     // env VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT
   std::string speculative_config;  // JSON (validated; used by speculative decoding)
   // JSON (vLLM-Ascend's --additional-config): recompute_scheduler_enable is honoured;
@@ -87,5 +89,12 @@ StatusOr<net::HttpServerOptions> MakeHttpOptions(const ServeConfig& config);
 // --host and no kv_ip): the caller fills it in.
 StatusOr<EngineOptions> MakeEngineOptions(const ServeConfig& config,
                                           const std::vector<int>& cpu_ids);
+
+// The KV event publisher's options from --kv-events-config (net/kv_events_config.h), with
+// the endpoints' ports offset by --data-parallel-rank as vLLM does; nullopt when no events
+// are published (no flag, enable_kv_cache_events false, or publisher "null").
+// InvalidArgument naming the problem for a bad config.
+StatusOr<std::optional<net::KvEventPublisherOptions>> MakeKvEventPublisherOptions(
+    const ServeConfig& config);
 
 }  // namespace tandem::server

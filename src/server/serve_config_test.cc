@@ -95,5 +95,32 @@ TEST(ServeConfig, AdditionalConfigRecomputeScheduler) {
   EXPECT_FALSE(MakeEngineOptions(c, {}).ok());
 }
 
+TEST(ServeConfigKvEvents, PublisherOptionsFollowVllm) {
+  ServeConfig c;
+  auto none = MakeKvEventPublisherOptions(c);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
+  c.kv_events_config = R"({"enable_kv_cache_events": false, "publisher": "zmq"})";
+  ASSERT_TRUE(MakeKvEventPublisherOptions(c).ok());
+  EXPECT_FALSE(MakeKvEventPublisherOptions(c)->has_value());
+  c.kv_events_config =
+      R"({"enable_kv_cache_events": true, "replay_endpoint": "tcp://*:6000", "topic": "t",
+          "hwm": 5, "max_queue_size": 6, "buffer_steps": 7})";
+  c.data_parallel_rank = 2;
+  auto o = MakeKvEventPublisherOptions(c);
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  ASSERT_TRUE(o->has_value());
+  EXPECT_EQ((*o)->endpoint, "tcp://*:5559");  // 5557 + rank 2, as vLLM
+  EXPECT_EQ((*o)->replay_endpoint, "tcp://*:6002");
+  EXPECT_EQ((*o)->topic, "t");
+  EXPECT_EQ((*o)->hwm, 5);
+  EXPECT_EQ((*o)->max_queue_size, 6);
+  EXPECT_EQ((*o)->buffer_steps, 7);
+  c.kv_events_config = R"({"enable_kv_cache_events": true, "publisher": "nats"})";
+  EXPECT_EQ(MakeKvEventPublisherOptions(c).status().code(), StatusCode::kInvalidArgument);
+  c.kv_events_config = R"({"enable_kv_cache_events": true, "endpoint": "ipc:///tmp/x"})";
+  EXPECT_EQ(MakeKvEventPublisherOptions(c).status().code(), StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace tandem::server
