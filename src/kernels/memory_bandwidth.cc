@@ -25,8 +25,10 @@ struct AlignedAllocator {
   AlignedAllocator() = default;
   template <typename U>
   AlignedAllocator(const AlignedAllocator<U>&) {}
-  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
-  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t{64}); }
+  T* allocate(size_t n) {
+    return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{64}));
+  }
+  void deallocate(T* p, size_t) { ::operator delete (p, std::align_val_t{64}); }
   friend bool operator==(const AlignedAllocator&, const AlignedAllocator&) { return true; }
 };
 
@@ -79,14 +81,16 @@ double MeasureReadBandwidthGbps(const MemoryBandwidthOptions& options) {
     for (int t = 0; t < threads; ++t) {
       workers.emplace_back([&, t] {
         // Slices start on 64-byte boundaries.
-        const size_t lo = n * t / threads / 8 * 8, hi = t + 1 == threads ? n : n * (t + 1) / threads / 8 * 8;
+        const size_t lo = n * t / threads / 8 * 8,
+                     hi = t + 1 == threads ? n : n * (t + 1) / threads / 8 * 8;
         sink.fetch_add(avx2 ? SumAvx2(buf.data(), lo, hi) : SumScalar(buf.data(), lo, hi),
                        std::memory_order_relaxed);
       });
     }
     for (auto& w : workers) w.join();
     // A clock tick too coarse for a tiny buffer must not give infinity: at least 1 ns.
-    const double seconds = std::max(std::chrono::duration<double>(Clock::now() - start).count(), 1e-9);
+    const double seconds =
+        std::max(std::chrono::duration<double>(Clock::now() - start).count(), 1e-9);
     best = std::max(best, static_cast<double>(n * sizeof(uint64_t)) / seconds / 1e9);
   }
   if (sink.load() == 42) std::fprintf(stderr, " ");  // keeps the sums alive

@@ -12,9 +12,9 @@
 namespace tandem {
 
 struct MemoryBandwidthOptions {
-  int threads = 1;                         // >= 1
+  int threads = 1;                          // >= 1
   size_t buffer_bytes = size_t{512} << 20;  // the buffer read per pass (>= 64 bytes)
-  int passes = 5;                          // >= 1; the best one is reported
+  int passes = 5;                           // >= 1; the best one is reported
 };
 
 // Read bandwidth in GB/s (1e9 bytes per second): positive and finite. Allocates and

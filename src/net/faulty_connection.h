@@ -14,15 +14,17 @@
 namespace tandem::net {
 
 struct FaultPlan {
-  bool fail_connect = false;              // for connectors that honour it (e.g. transfer::FaultInjectingTransport)
-  int64_t fail_after_recv_bytes = -1;     // >= 0: Recv fails once this many bytes came in
-  int64_t corrupt_recv_byte_at = -1;      // >= 0: flips the bits of that received byte
+  bool fail_connect =
+      false;  // for connectors that honour it (e.g. transfer::FaultInjectingTransport)
+  int64_t fail_after_recv_bytes = -1;  // >= 0: Recv fails once this many bytes came in
+  int64_t corrupt_recv_byte_at = -1;   // >= 0: flips the bits of that received byte
   std::chrono::milliseconds recv_delay{0};
 };
 
 class FaultyConnection final : public Connection {
  public:
-  FaultyConnection(std::unique_ptr<Connection> inner, FaultPlan plan) : inner_(std::move(inner)), plan_(plan) {}
+  FaultyConnection(std::unique_ptr<Connection> inner, FaultPlan plan)
+      : inner_(std::move(inner)), plan_(plan) {}
   using Connection::Send;
   Status Send(const void* const* data, const size_t* sizes, int count) override;
   Status Recv(void* data, size_t size) override;

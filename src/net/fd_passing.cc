@@ -12,7 +12,8 @@ namespace {
 
 Status ErrnoStatus(const std::string& what, int err) {
   std::string msg = what + ": " + std::strerror(err);
-  if (err == EAGAIN || err == EWOULDBLOCK || err == ETIMEDOUT) return DeadlineExceededError(msg + " (timed out)");
+  if (err == EAGAIN || err == EWOULDBLOCK || err == ETIMEDOUT)
+    return DeadlineExceededError(msg + " (timed out)");
   return UnavailableError(msg);
 }
 
@@ -57,7 +58,9 @@ StatusOr<size_t> RecvWithFd(int socket_fd, void* data, size_t size, UniqueFd* re
   // Descriptors are taken before looking at n: a message may carry one with no bytes
   // left to read, and one not taken here would leak.
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len < CMSG_LEN(sizeof(int))) continue;
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+        c->cmsg_len < CMSG_LEN(sizeof(int)))
+      continue;
     int passed = -1;
     std::memcpy(&passed, CMSG_DATA(c), sizeof(int));
     if (received != nullptr) {

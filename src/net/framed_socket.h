@@ -22,9 +22,10 @@ namespace tandem::net {
 // Sends `header` then the body `parts` (no concatenation: e.g. objects straight from
 // an arena). With pass_fd >= 0 the descriptor travels with the header's first byte
 // (Unix sockets only; header must not be empty).
-Status SendFrame(Connection& conn, std::span<const uint8_t> header, std::span<const std::string_view> parts,
+Status SendFrame(Connection& conn, std::span<const uint8_t> header,
+                 std::span<const std::string_view> parts, int pass_fd = -1);
+Status SendFrame(Connection& conn, std::span<const uint8_t> header, std::string_view body,
                  int pass_fd = -1);
-Status SendFrame(Connection& conn, std::span<const uint8_t> header, std::string_view body, int pass_fd = -1);
 
 // Validates a received header and returns the length of the body it announces.
 using FrameBodyLength = std::function<StatusOr<uint32_t>(std::span<const uint8_t> header)>;

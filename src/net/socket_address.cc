@@ -25,7 +25,8 @@ StatusOr<HostPort> ParseHostPort(std::string_view text) {
   HostPort hp{std::string(text.substr(0, colon)), static_cast<uint16_t>(port)};
   in_addr a{};
   if (inet_pton(AF_INET, hp.host.c_str(), &a) != 1) {
-    return InvalidArgumentError("address '" + std::string(text) + "': host must be an IPv4 address");
+    return InvalidArgumentError("address '" + std::string(text) +
+                                "': host must be an IPv4 address");
   }
   return hp;
 }

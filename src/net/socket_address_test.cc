@@ -18,7 +18,8 @@ TEST(SocketAddressTest, ParseHostPortTakesIpv4AndAPortOnly) {
   EXPECT_EQ(hp->host, "10.1.2.3");
   EXPECT_EQ(hp->port, 8100);
   EXPECT_EQ(hp->ToString(), "10.1.2.3:8100");
-  for (const char* bad : {"10.1.2.3", ":80", "10.1.2.3:0", "10.1.2.3:65536", "10.1.2.3:8x", "host:80", "::1:80"}) {
+  for (const char* bad :
+       {"10.1.2.3", ":80", "10.1.2.3:0", "10.1.2.3:65536", "10.1.2.3:8x", "host:80", "::1:80"}) {
     EXPECT_EQ(ParseHostPort(bad).status().code(), StatusCode::kInvalidArgument) << bad;
   }
 }

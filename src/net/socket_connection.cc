@@ -21,7 +21,8 @@ namespace {
 
 Status ErrnoStatus(const std::string& what, int err) {
   std::string msg = what + ": " + std::strerror(err);
-  if (err == EAGAIN || err == EWOULDBLOCK || err == ETIMEDOUT) return DeadlineExceededError(msg + " (timed out)");
+  if (err == EAGAIN || err == EWOULDBLOCK || err == ETIMEDOUT)
+    return DeadlineExceededError(msg + " (timed out)");
   return UnavailableError(msg);
 }
 
@@ -37,7 +38,8 @@ Status ConnectWithTimeout(int fd, const SocketAddress& address, std::chrono::mil
   const int flags = fcntl(fd, F_GETFL, 0);
   fcntl(fd, F_SETFL, flags | O_NONBLOCK);
   if (connect(fd, address.get(), address.length) != 0) {
-    if (errno != EINPROGRESS && errno != EAGAIN) return ErrnoStatus("connect " + address.description, errno);
+    if (errno != EINPROGRESS && errno != EAGAIN)
+      return ErrnoStatus("connect " + address.description, errno);
     pollfd p{fd, POLLOUT, 0};
     int r;
     do {
@@ -129,7 +131,8 @@ Status SocketConnection::SetIoTimeout(std::chrono::milliseconds timeout) {
 
 Status SocketConnection::SetSendTimeout(std::chrono::milliseconds timeout) {
   const timeval tv = ToTimeval(timeout);
-  if (setsockopt(fd_.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0) return ErrnoStatus("setsockopt", errno);
+  if (setsockopt(fd_.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0)
+    return ErrnoStatus("setsockopt", errno);
   return Status::Ok();
 }
 
@@ -157,7 +160,8 @@ StatusOr<std::unique_ptr<SocketConnection>> ConnectTcp(const std::string& host, 
   return std::make_unique<SocketConnection>(std::move(fd));
 }
 
-StatusOr<std::unique_ptr<SocketConnection>> ConnectUnix(const std::string& name, std::chrono::milliseconds timeout) {
+StatusOr<std::unique_ptr<SocketConnection>> ConnectUnix(const std::string& name,
+                                                        std::chrono::milliseconds timeout) {
   const SocketAddress address = SocketAddress::AbstractUnix(name);
   UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return ErrnoStatus("socket", errno);

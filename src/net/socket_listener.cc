@@ -42,28 +42,34 @@ StatusOr<UniqueFd> MakeWakeFd() {
 
 SocketListener::SocketListener(UniqueFd fd, UniqueFd wake, bool is_unix, uint16_t port,
                                const SocketListenerOptions& options)
-    : fd_(std::move(fd)), wake_(std::move(wake)), is_unix_(is_unix), port_(port), options_(options) {}
+    : fd_(std::move(fd)),
+      wake_(std::move(wake)),
+      is_unix_(is_unix),
+      port_(port),
+      options_(options) {}
 
 SocketListener::~SocketListener() = default;
 
-StatusOr<std::unique_ptr<SocketListener>> SocketListener::ListenTcp(const std::string& host, uint16_t port,
-                                                                  const SocketListenerOptions& options) {
+StatusOr<std::unique_ptr<SocketListener>> SocketListener::ListenTcp(
+    const std::string& host, uint16_t port, const SocketListenerOptions& options) {
   TANDEM_ASSIGN_OR_RETURN(SocketAddress address, SocketAddress::Ip(host, port));
-  TANDEM_ASSIGN_OR_RETURN(UniqueFd fd, BindAndListen(address, options.backlog, /*reuse_address=*/true));
+  TANDEM_ASSIGN_OR_RETURN(UniqueFd fd,
+                          BindAndListen(address, options.backlog, /*reuse_address=*/true));
   sockaddr_storage bound{};
   socklen_t bound_len = sizeof(bound);
   getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &bound_len);
-  const uint16_t bound_port = ntohs(address.family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                                               : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  const uint16_t bound_port =
+      ntohs(address.family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                       : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
   TANDEM_ASSIGN_OR_RETURN(UniqueFd wake, MakeWakeFd());
   return std::unique_ptr<SocketListener>(
       new SocketListener(std::move(fd), std::move(wake), /*is_unix=*/false, bound_port, options));
 }
 
-StatusOr<std::unique_ptr<SocketListener>> SocketListener::ListenUnix(const std::string& name,
-                                                                   const SocketListenerOptions& options) {
-  TANDEM_ASSIGN_OR_RETURN(UniqueFd fd,
-                          BindAndListen(SocketAddress::AbstractUnix(name), options.backlog, /*reuse_address=*/false));
+StatusOr<std::unique_ptr<SocketListener>> SocketListener::ListenUnix(
+    const std::string& name, const SocketListenerOptions& options) {
+  TANDEM_ASSIGN_OR_RETURN(UniqueFd fd, BindAndListen(SocketAddress::AbstractUnix(name),
+                                                     options.backlog, /*reuse_address=*/false));
   TANDEM_ASSIGN_OR_RETURN(UniqueFd wake, MakeWakeFd());
   return std::unique_ptr<SocketListener>(
       new SocketListener(std::move(fd), std::move(wake), /*is_unix=*/true, /*port=*/0, options));
@@ -93,7 +99,8 @@ StatusOr<UniqueFd> SocketListener::Accept(std::chrono::milliseconds timeout) {
     }
     // A connection reset before it was accepted (ECONNABORTED) or a signal: no
     // connection this time.
-    if (e == ECONNABORTED || e == EINTR || e == EAGAIN) return DeadlineExceededError("no connection");
+    if (e == ECONNABORTED || e == EINTR || e == EAGAIN)
+      return DeadlineExceededError("no connection");
     return UnavailableError(std::string("accept: ") + std::strerror(e));
   }
   if (is_unix_) {

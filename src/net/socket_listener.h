@@ -32,11 +32,11 @@ class SocketListener {
   // TCP on an IPv4 or IPv6 literal; port 0 picks a free port (see port()). SO_REUSEADDR.
   // Unavailable when the address cannot be bound (in use), InvalidArgument when it is
   // not an IP literal.
-  static StatusOr<std::unique_ptr<SocketListener>> ListenTcp(const std::string& host, uint16_t port,
-                                                            const SocketListenerOptions& options = {});
+  static StatusOr<std::unique_ptr<SocketListener>> ListenTcp(
+      const std::string& host, uint16_t port, const SocketListenerOptions& options = {});
   // The abstract Unix socket `name` (without the leading NUL).
-  static StatusOr<std::unique_ptr<SocketListener>> ListenUnix(const std::string& name,
-                                                             const SocketListenerOptions& options = {});
+  static StatusOr<std::unique_ptr<SocketListener>> ListenUnix(
+      const std::string& name, const SocketListenerOptions& options = {});
   ~SocketListener();
   SocketListener(const SocketListener&) = delete;
   SocketListener& operator=(const SocketListener&) = delete;
@@ -55,7 +55,8 @@ class SocketListener {
   bool is_unix() const { return is_unix_; }
 
  private:
-  SocketListener(UniqueFd fd, UniqueFd wake, bool is_unix, uint16_t port, const SocketListenerOptions& options);
+  SocketListener(UniqueFd fd, UniqueFd wake, bool is_unix, uint16_t port,
+                 const SocketListenerOptions& options);
 
   const UniqueFd fd_;
   const UniqueFd wake_;  // eventfd: readable once Shutdown() was called

@@ -20,8 +20,8 @@ std::string UniqueUnixName(const char* what) {
 }
 
 TEST(SocketListenerTest, TcpPortZeroPicksAPortThatAcceptsAndCarriesBytes) {
-  StatusOr<std::unique_ptr<SocketListener>> listener =
-      SocketListener::ListenTcp("127.0.0.1", 0, {.tcp_nodelay = true, .tcp_send_buffer_bytes = 1 << 20});
+  StatusOr<std::unique_ptr<SocketListener>> listener = SocketListener::ListenTcp(
+      "127.0.0.1", 0, {.tcp_nodelay = true, .tcp_send_buffer_bytes = 1 << 20});
   ASSERT_TRUE(listener.ok()) << listener.status().ToString();
   ASSERT_GT((*listener)->port(), 0);
   EXPECT_FALSE((*listener)->is_unix());
@@ -48,7 +48,8 @@ TEST(SocketListenerTest, AcceptTimesOutThenShutdownCancelsFromAnotherThread) {
     (*listener)->Shutdown();
   });
   const auto start = std::chrono::steady_clock::now();
-  EXPECT_EQ((*listener)->Accept().status().code(), StatusCode::kCancelled);  // no timeout: only Shutdown ends it
+  EXPECT_EQ((*listener)->Accept().status().code(),
+            StatusCode::kCancelled);  // no timeout: only Shutdown ends it
   stopper.join();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   // And every later call.
@@ -58,8 +59,10 @@ TEST(SocketListenerTest, AcceptTimesOutThenShutdownCancelsFromAnotherThread) {
 TEST(SocketListenerTest, AnAddressInUseOrNotAnIpLiteralIsRefused) {
   auto first = SocketListener::ListenTcp("127.0.0.1", 0);
   ASSERT_TRUE(first.ok());
-  EXPECT_EQ(SocketListener::ListenTcp("127.0.0.1", (*first)->port()).status().code(), StatusCode::kUnavailable);
-  EXPECT_EQ(SocketListener::ListenTcp("not-an-ip", 0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(SocketListener::ListenTcp("127.0.0.1", (*first)->port()).status().code(),
+            StatusCode::kUnavailable);
+  EXPECT_EQ(SocketListener::ListenTcp("not-an-ip", 0).status().code(),
+            StatusCode::kInvalidArgument);
 
   const std::string name = UniqueUnixName("dup");
   auto unix_first = SocketListener::ListenUnix(name);
@@ -67,7 +70,8 @@ TEST(SocketListenerTest, AnAddressInUseOrNotAnIpLiteralIsRefused) {
   StatusOr<std::unique_ptr<SocketListener>> again = SocketListener::ListenUnix(name);
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.status().code(), StatusCode::kUnavailable);
-  EXPECT_NE(again.status().message().find("unix:@" + name), std::string::npos) << again.status().message();
+  EXPECT_NE(again.status().message().find("unix:@" + name), std::string::npos)
+      << again.status().message();
 }
 
 TEST(SocketListenerTest, UnixListenerWithTheOwnerCheckServesThisUser) {
@@ -92,7 +96,8 @@ TEST(SocketListenerTest, ConnectFailuresHaveTheirCodes) {
   }
   EXPECT_EQ(ConnectTcp("127.0.0.1", port).status().code(), StatusCode::kUnavailable);
   EXPECT_EQ(ConnectTcp("no-such-host", 80).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(ConnectUnix(UniqueUnixName("nobody-listens"), milliseconds(500)).status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(ConnectUnix(UniqueUnixName("nobody-listens"), milliseconds(500)).status().code(),
+            StatusCode::kUnavailable);
 }
 
 }  // namespace

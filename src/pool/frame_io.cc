@@ -4,7 +4,9 @@
 
 namespace tandem::pool {
 
-std::string UnixSocketName(const std::string& worker_address) { return "tandem-pool/" + worker_address; }
+std::string UnixSocketName(const std::string& worker_address) {
+  return "tandem-pool/" + worker_address;
+}
 
 Status SendFrame(net::Connection& conn, FrameHeader header, std::string_view body, int pass_fd) {
   if (body.size() > kMaxBodyBytes) return InvalidArgumentError("frame body too large");
@@ -14,7 +16,8 @@ Status SendFrame(net::Connection& conn, FrameHeader header, std::string_view bod
   return net::SendFrame(conn, head, body, pass_fd);
 }
 
-Status SendFrameParts(net::Connection& conn, FrameHeader header, const std::vector<std::string_view>& parts) {
+Status SendFrameParts(net::Connection& conn, FrameHeader header,
+                      const std::vector<std::string_view>& parts) {
   if (parts.size() > 1024) return InvalidArgumentError("too many frame parts");
   uint64_t total = 0;
   for (std::string_view p : parts) total += p.size();
@@ -25,8 +28,8 @@ Status SendFrameParts(net::Connection& conn, FrameHeader header, const std::vect
   return net::SendFrame(conn, head, parts);
 }
 
-Status RecvFrame(net::Connection& conn, FrameHeader* header, std::string* body, UniqueFd* received_fd,
-                 uint32_t max_body) {
+Status RecvFrame(net::Connection& conn, FrameHeader* header, std::string* body,
+                 UniqueFd* received_fd, uint32_t max_body) {
   uint8_t head[kHeaderBytes];
   auto body_length = [header](std::span<const uint8_t> bytes) -> StatusOr<uint32_t> {
     TANDEM_RETURN_IF_ERROR(DecodeHeader(bytes.data(), header));

@@ -9,8 +9,7 @@ StatusOr<std::unique_ptr<net::SocketConnection>> PeerClient::Connect(const std::
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<net::SocketConnection> conn,
                           net::ConnectTcp(hp.host, hp.port, {.timeout = options_.connect_timeout}));
   TANDEM_RETURN_IF_ERROR(conn->SetIoTimeout(options_.io_timeout));
-  std::string hello =
-      EncodeHelloRequest({options_.auth_token, static_cast<uint8_t>(Role::kPeer)});
+  std::string hello = EncodeHelloRequest({options_.auth_token, static_cast<uint8_t>(Role::kPeer)});
   TANDEM_RETURN_IF_ERROR(SendFrame(*conn, {MsgType::kHello, 0, 0, 0}, hello));
   FrameHeader h;
   std::string body;

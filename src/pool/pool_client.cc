@@ -11,9 +11,9 @@
 #include <mutex>
 #include <thread>
 
-#include "pool/messages.h"
 #include "net/socket_connection.h"
 #include "pool/frame_io.h"
+#include "pool/messages.h"
 #include "pool/wire.h"
 
 namespace tandem::pool {
@@ -79,7 +79,8 @@ class Channel {
   Status Connect(const PoolClientOptions& o) {
     conn.reset();
     ++generation;
-    TANDEM_ASSIGN_OR_RETURN(conn, net::ConnectUnix(UnixSocketName(o.worker_address), o.connect_timeout));
+    TANDEM_ASSIGN_OR_RETURN(conn,
+                            net::ConnectUnix(UnixSocketName(o.worker_address), o.connect_timeout));
     TANDEM_RETURN_IF_ERROR(conn->SetIoTimeout(o.request_timeout));
     std::string hello = EncodeHelloRequest({o.auth_token, static_cast<uint8_t>(Role::kClient)});
     UniqueFd arena_fd;

@@ -48,7 +48,8 @@ WorkerMetrics::WorkerMetrics(MetricsRegistry* r)
       etcd_up(r->GetGauge("tandem_pool_etcd_up", "1 when the last etcd call succeeded")),
       ring_workers(r->GetGauge("tandem_pool_ring_workers", "Workers in the consistent-hash ring")),
       connections(r->GetGauge("tandem_pool_connections", "Open client and peer connections")),
-      pinned(r->GetGauge("tandem_pool_pinned_objects", "Objects pinned by a reader (never evicted meanwhile)")) {}
+      pinned(r->GetGauge("tandem_pool_pinned_objects",
+                         "Objects pinned by a reader (never evicted meanwhile)")) {}
 
 PoolWorker::PoolWorker(WorkerConfig config) : impl_(std::make_unique<Impl>(std::move(config))) {}
 PoolWorker::~PoolWorker() { Stop(); }
@@ -72,10 +73,12 @@ Status PoolWorker::Impl::Start() {
   TANDEM_LOG(INFO) << "arena: " << (arena_->size_bytes() >> 20) << " MiB"
                    << (arena_->huge_pages() ? " (huge pages)" : "");
 
-  TANDEM_ASSIGN_OR_RETURN(tcp_listener_, net::SocketListener::ListenTcp(addr.host, addr.port, {.backlog = 256}));
+  TANDEM_ASSIGN_OR_RETURN(tcp_listener_,
+                          net::SocketListener::ListenTcp(addr.host, addr.port, {.backlog = 256}));
   // The peer-credential check of this socket is made at HELLO (worker_session.cc), so
   // that a refused client is told why.
-  TANDEM_ASSIGN_OR_RETURN(unix_listener_, net::SocketListener::ListenUnix(UnixSocketName(self_), {.backlog = 256}));
+  TANDEM_ASSIGN_OR_RETURN(unix_listener_,
+                          net::SocketListener::ListenUnix(UnixSocketName(self_), {.backlog = 256}));
 
   if (config_.metrics_port != 0) {
     net::HttpServerOptions http;

@@ -17,15 +17,15 @@
 #include "common/metrics.h"
 #include "etcd/etcd_client.h"
 #include "net/http_server.h"
+#include "net/socket_connection.h"
+#include "net/socket_listener.h"
 #include "pool/directory.h"
+#include "pool/frame_io.h"
 #include "pool/membership.h"
 #include "pool/object_table.h"
 #include "pool/peer_client.h"
 #include "pool/pool_worker.h"
 #include "pool/shm_arena.h"
-#include "net/socket_connection.h"
-#include "net/socket_listener.h"
-#include "pool/frame_io.h"
 
 namespace tandem::pool {
 

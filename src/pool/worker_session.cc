@@ -358,7 +358,8 @@ StatusOr<std::string> PoolWorker::Impl::HandleRelease(Session& s, std::string_vi
   return std::string();
 }
 
-Status PoolWorker::Impl::ServeFetch(net::SocketConnection& conn, uint64_t request_id, std::string_view body) {
+Status PoolWorker::Impl::ServeFetch(net::SocketConnection& conn, uint64_t request_id,
+                                    std::string_view body) {
   std::vector<std::string> keys;
   TANDEM_RETURN_IF_ERROR(DecodeKeys(body, &keys, kMaxFetchKeys));
   // Layout per key: u8 found, then (found) u32 length + the bytes, viewed in the arena.

@@ -111,7 +111,8 @@ StatusOr<PullResult> TransferClient::PullShm(Connection& conn, const PullSpec& s
     if (h.type == FrameType::kBlocks) return DataLossError("kv transfer: unexpected BLOCKS frame");
     return h.payload_bytes;
   };
-  TANDEM_RETURN_IF_ERROR(net::RecvFrame(conn, raw, body_length, kMaxControlPayload, &payload, &arena_fd));
+  TANDEM_RETURN_IF_ERROR(
+      net::RecvFrame(conn, raw, body_length, kMaxControlPayload, &payload, &arena_fd));
   if (h.type == FrameType::kError) return DecodeError(net::AsBytes(payload));
   if (h.type != FrameType::kShmMap) return DataLossError("kv transfer: expected SHM_MAP");
   TANDEM_ASSIGN_OR_RETURN(ShmMap map, DecodeShmMap(net::AsBytes(payload)));
@@ -123,7 +124,8 @@ StatusOr<PullResult> TransferClient::PullShm(Connection& conn, const PullSpec& s
       return DataLossError("kv transfer: SHM_MAP does not cover the requested blocks");
     }
   }
-  TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<Mapping> mapping, MapArena(arena_fd.get(), map.arena_id, map.map_size));
+  TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<Mapping> mapping,
+                          MapArena(arena_fd.get(), map.arena_id, map.map_size));
   const uint8_t* base = mapping->base;
   for (size_t i = 0; i < spec.remote_block_ids.size(); ++i) {
     const uint64_t rb = static_cast<uint64_t>(spec.remote_block_ids[i]);

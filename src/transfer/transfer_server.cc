@@ -12,12 +12,13 @@ namespace {
 
 // Both listeners of a server: TCP (tuned for bulk sends), and the same-host Unix socket,
 // which hands out the whole KV arena's memfd and so serves only this user (or root).
-StatusOr<std::unique_ptr<net::SocketListener>> Listen(const TransferServerOptions& options, bool unix_socket,
-                                                     int port) {
+StatusOr<std::unique_ptr<net::SocketListener>> Listen(const TransferServerOptions& options,
+                                                      bool unix_socket, int port) {
   StatusOr<std::unique_ptr<net::SocketListener>> listener =
-      unix_socket ? net::SocketListener::ListenUnix(UnixSocketName(port), {.require_owner_peer = true})
-                  : net::SocketListener::ListenTcp(options.bind_host, static_cast<uint16_t>(port),
-                                                   {.tcp_nodelay = true, .tcp_send_buffer_bytes = 4 << 20});
+      unix_socket
+          ? net::SocketListener::ListenUnix(UnixSocketName(port), {.require_owner_peer = true})
+          : net::SocketListener::ListenTcp(options.bind_host, static_cast<uint16_t>(port),
+                                           {.tcp_nodelay = true, .tcp_send_buffer_bytes = 4 << 20});
   if (!listener.ok()) return listener.status().WithContext("kv transfer");
   return listener;
 }
@@ -34,7 +35,8 @@ Status TransferServer::Start() {
   if (options_.port < 0 || options_.port > 65535) {
     return InvalidArgumentError("kv transfer: bad port " + std::to_string(options_.port));
   }
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<net::SocketListener> tcp, Listen(options_, false, options_.port));
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<net::SocketListener> tcp,
+                          Listen(options_, false, options_.port));
   port_ = tcp->port();
   listeners_.push_back(std::move(tcp));
   if (options_.enable_unix_socket && memory_.fd >= 0) {
@@ -45,7 +47,8 @@ Status TransferServer::Start() {
       TANDEM_LOG(WARNING) << unix_listener.status().message() << "; same-host pulls will use TCP";
     }
   }
-  for (auto& listener : listeners_) acceptors_.emplace_back([this, l = listener.get()] { AcceptLoop(*l); });
+  for (auto& listener : listeners_)
+    acceptors_.emplace_back([this, l = listener.get()] { AcceptLoop(*l); });
   TANDEM_LOG(INFO) << "KV transfer server on " << options_.bind_host << ":" << port_
                    << (listeners_.size() > 1 ? " (and the same-host unix socket)" : "");
   return Status::Ok();
@@ -78,7 +81,8 @@ void TransferServer::AcceptLoop(net::SocketListener& listener) {
           // Abstract sockets have no file permissions; the memfd it hands out is the whole
           // KV arena, so only this user (or root) may have it (common/peer_credentials.h).
           stats_.errors.fetch_add(1);
-          TANDEM_LOG(WARNING) << "kv transfer: refusing a same-host peer: " << fd.status().message();
+          TANDEM_LOG(WARNING) << "kv transfer: refusing a same-host peer: "
+                              << fd.status().message();
           continue;
         default:
           TANDEM_LOG(WARNING) << "kv transfer: accept: " << fd.status().message();
@@ -128,7 +132,8 @@ void TransferServer::Serve(Connection& conn_ref, bool unix_socket) {
       if (!authenticated && (!token.ok() || !net::SecretEquals(*token, options_.auth_token))) {
         stats_.errors.fetch_add(1);
         TANDEM_LOG(WARNING) << "kv transfer: refusing a peer with a wrong auth token";
-        (void)SendControlFrame(*conn, FrameType::kError, EncodeError(UnauthenticatedError("wrong kv transfer auth token")));
+        (void)SendControlFrame(*conn, FrameType::kError,
+                               EncodeError(UnauthenticatedError("wrong kv transfer auth token")));
         break;
       }
       authenticated = true;
@@ -138,7 +143,8 @@ void TransferServer::Serve(Connection& conn_ref, bool unix_socket) {
     if (!authenticated) {
       stats_.errors.fetch_add(1);
       (void)SendControlFrame(*conn, FrameType::kError,
-                      EncodeError(UnauthenticatedError("this kv transfer server requires an auth token (HELLO)")));
+                             EncodeError(UnauthenticatedError(
+                                 "this kv transfer server requires an auth token (HELLO)")));
       break;
     }
     if (header.type == FrameType::kPull || header.type == FrameType::kShmPull) {
@@ -169,17 +175,18 @@ void TransferServer::Serve(Connection& conn_ref, bool unix_socket) {
       leases_->Release(*id);
       if (!SendControlFrame(*conn, FrameType::kAck, "").ok()) break;
     } else {
-      (void)SendControlFrame(*conn, FrameType::kError,
-                      EncodeError(InvalidArgumentError("unexpected frame type " +
-                                                       std::to_string(static_cast<int>(header.type)))));
+      (void)SendControlFrame(
+          *conn, FrameType::kError,
+          EncodeError(InvalidArgumentError("unexpected frame type " +
+                                           std::to_string(static_cast<int>(header.type)))));
       break;
     }
   }
   if (pinned) leases_->Unpin(pinned_id);
 }
 
-Status TransferServer::HandlePull(Connection& conn, const std::string& payload, bool shm, bool* pinned,
-                                  std::string* pinned_id) {
+Status TransferServer::HandlePull(Connection& conn, const std::string& payload, bool shm,
+                                  bool* pinned, std::string* pinned_id) {
   TANDEM_ASSIGN_OR_RETURN(PullRequest pull, DecodePull(net::AsBytes(payload)));
   if (pull.model_fingerprint != fingerprint_) {
     return FailedPreconditionError("model mismatch: the producer serves model " + fingerprint_ +

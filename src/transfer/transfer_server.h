@@ -61,7 +61,8 @@ class TransferServer {
 
  private:
   void AcceptLoop(net::SocketListener& listener);
-  Status HandlePull(Connection& conn, const std::string& payload, bool shm, bool* pinned, std::string* pinned_id);
+  Status HandlePull(Connection& conn, const std::string& payload, bool shm, bool* pinned,
+                    std::string* pinned_id);
 
   const TransferServerOptions options_;
   const KvMemory memory_;

@@ -14,7 +14,9 @@ StatusOr<std::unique_ptr<Connection>> SocketTransport::Connect(const Endpoint& e
       endpoint.unix_socket
           ? net::ConnectUnix(UnixSocketName(endpoint.port), options_.connect_timeout)
           : net::ConnectTcp(endpoint.host, static_cast<uint16_t>(endpoint.port),
-                            {.timeout = options_.connect_timeout, .tcp_nodelay = true, .receive_buffer_bytes = 4 << 20});
+                            {.timeout = options_.connect_timeout,
+                             .tcp_nodelay = true,
+                             .receive_buffer_bytes = 4 << 20});
   if (!conn.ok()) return conn.status().WithContext("kv transfer");
   TANDEM_RETURN_IF_ERROR((*conn)->SetIoTimeout(options_.io_timeout));
   return std::unique_ptr<Connection>(std::move(conn).value());
@@ -30,7 +32,8 @@ Status RecvControlFrame(Connection& conn, FrameHeader* header, std::string* payl
   uint8_t raw[kHeaderBytes];
   auto body_length = [header](std::span<const uint8_t> bytes) -> StatusOr<uint32_t> {
     TANDEM_ASSIGN_OR_RETURN(*header, DecodeHeader(bytes.data()));
-    if (header->type == FrameType::kBlocks) return DataLossError("kv transfer: unexpected BLOCKS frame");
+    if (header->type == FrameType::kBlocks)
+      return DataLossError("kv transfer: unexpected BLOCKS frame");
     return header->payload_bytes;
   };
   // DecodeHeader holds each type to its own bound; this one only backs it up.

@@ -27,7 +27,7 @@ using net::Connection;
 using net::FaultPlan;
 
 struct Endpoint {
-  std::string host;          // TCP: an IP address; Unix: ignored
+  std::string host;  // TCP: an IP address; Unix: ignored
   int port = 0;
   bool unix_socket = false;  // the abstract socket "@tandem-kv-<port>"
 };
