@@ -4,8 +4,9 @@
 #
 #   ./test.sh          release build: unit tests (ctest), integration tests (pytest),
 #                      an ASan+UBSan build of the core unit tests (common, kernels,
-#                      model, kv, engine, parsers), and each libFuzzer target for a
-#                      bounded time (TANDEM_FUZZ_SECONDS, default 20).
+#                      model, template, kv, socket, transfer, engine, parsers), and
+#                      each libFuzzer target for a bounded time (TANDEM_FUZZ_SECONDS,
+#                      default 20).
 #   ./test.sh --full   the same, with the networking and server unit tests also under
 #                      ASan+UBSan (Beast makes that build long on 2 cores) and the serve,
 #                      PD, proxy and bad-input integration tests against an ASan+UBSan
@@ -91,7 +92,7 @@ TANDEM_BIN=$ROOT/build/src/cli/tandem run_pytest pytest build/pytest.log tests
 
 if [ "$MODE" != "--quick" ]; then
   echo "== unit tests under ASan+UBSan (at ${SECONDS}s)"
-  ASAN_TARGETS=(common_test kernels_test model_test kv_test transfer_test engine_test parsers_test)
+  ASAN_TARGETS=(common_test kernels_test model_test template_test kv_test socket_test transfer_test engine_test parsers_test)
   [ "$MODE" = "--full" ] && ASAN_TARGETS+=(net_test server_test)
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_SANITIZE=ON >/dev/null &&
     cmake --build build-asan -j"$JOBS" --target "${ASAN_TARGETS[@]}" || record asan-build 0 1

@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/chat_template.h"
+#include "template/chat_template.h"
 
 namespace {
 

@@ -26,10 +26,10 @@
 #include "net/request_reader.h"
 #include "proxy/json_span.h"
 #include "proxy/pd_bodies.h"
-#include "server/builtin_chat_templates.h"
 #include "server/chat_prompt.h"
 #include "server/kv_transfer_params.h"
 #include "server/openai_request.h"
+#include "template/builtin_chat_templates.h"
 
 namespace {
 
@@ -70,7 +70,7 @@ struct Fixtures {
   std::unique_ptr<tandem::server::ChatPrompt> gemma = Prompt("gemma3");
 
   std::unique_ptr<tandem::server::ChatPrompt> Prompt(std::string_view arch) const {
-    auto builtin = tandem::server::BuiltinChatTemplateFor(arch);
+    auto builtin = tandem::BuiltinChatTemplateFor(arch);
     auto prompt = tandem::server::ChatPrompt::FromSource(std::string(builtin.source),
                                                          std::string(builtin.name), *tokenizer);
     if (!prompt.ok()) __builtin_trap();

@@ -1,4 +1,4 @@
-// libFuzzer target: the pool's wire format (pool/wire.h, pool/messages.h, pool/socket_io.h)
+// libFuzzer target: the pool's wire format (pool/wire.h, pool/messages.h, pool/frame_io.h)
 // as a worker and as a client see it. Workers take frames from any local process and from
 // peers; clients take answers from the worker: no bytes may crash, over-read, allocate
 // without bound or hang either side.
@@ -22,8 +22,9 @@
 #include <string_view>
 #include <vector>
 
+#include "net/socket_connection.h"
+#include "pool/frame_io.h"
 #include "pool/messages.h"
-#include "pool/socket_io.h"
 #include "pool/wire.h"
 
 namespace tandem::pool {
@@ -179,7 +180,7 @@ void FuzzFrameStream(std::string_view stream, size_t n) {
 void FuzzRecvFrame(std::string_view bytes, size_t n) {
   int fds[2];
   if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) return;
-  UniqueFd reader(fds[0]);
+  net::SocketConnection reader{UniqueFd(fds[0])};
   UniqueFd writer(fds[1]);
   // The whole input fits in the socket buffer (the fuzzer's -max_len is far smaller), so
   // writing before reading cannot block.
@@ -193,12 +194,12 @@ void FuzzRecvFrame(std::string_view bytes, size_t n) {
     written += static_cast<size_t>(w);
   }
   writer.Reset();  // EOF after the bytes
-  (void)SetIoTimeout(reader.get(), std::chrono::milliseconds(1000));
+  (void)reader.SetIoTimeout(std::chrono::milliseconds(1000));
   for (int frames = 0; frames < 64; ++frames) {
     FrameHeader header;
     std::string body;
     UniqueFd passed;
-    Status st = RecvFrame(reader.get(), &header, &body, &passed, kMaxRequestBytes);
+    Status st = RecvFrame(reader, &header, &body, &passed, kMaxRequestBytes);
     if (!st.ok()) {
       Check(st.code() == StatusCode::kInvalidArgument || st.code() == StatusCode::kUnavailable);
       break;

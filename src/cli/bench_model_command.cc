@@ -21,11 +21,8 @@
 //
 // Everything runs through the engine (scheduler, paged KV cache, sampler): the figures
 // are what a server gets, minus HTTP.
-#include <immintrin.h>
-
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -41,26 +38,12 @@
 #include "cli/common_flags.h"
 #include "common/logging.h"
 #include "engine/engine.h"
-#include "kernels/cpu_features.h"
+#include "kernels/memory_bandwidth.h"
 
 namespace tandem::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// 64-byte aligned storage for the bandwidth buffer (aligned 256-bit loads).
-template <typename T>
-struct AlignedAllocator {
-  using value_type = T;
-  AlignedAllocator() = default;
-  template <typename U>
-  AlignedAllocator(const AlignedAllocator<U>&) {}
-  T* allocate(size_t n) {
-    return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{64}));
-  }
-  void deallocate(T* p, size_t) { ::operator delete (p, std::align_val_t{64}); }
-  friend bool operator==(const AlignedAllocator&, const AlignedAllocator&) { return true; }
-};
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -103,65 +86,6 @@ int64_t PeakResidentBytes() {
   }
   std::fclose(f);
   return kb * 1024;
-}
-
-// Sums [lo, hi) with 256-bit loads (4 independent accumulators).
-__attribute__((target("avx2"))) uint64_t SumAvx2(const uint64_t* p, size_t lo, size_t hi) {
-  __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
-  size_t i = lo;
-  for (; i + 16 <= hi; i += 16) {
-    a = _mm256_add_epi64(a, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i)));
-    b = _mm256_add_epi64(b, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 4)));
-    c = _mm256_add_epi64(c, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 8)));
-    d = _mm256_add_epi64(d, _mm256_load_si256(reinterpret_cast<const __m256i*>(p + i + 12)));
-  }
-  alignas(32) uint64_t lanes[4];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes),
-                     _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d)));
-  uint64_t s = lanes[0] + lanes[1] + lanes[2] + lanes[3];
-  for (; i < hi; ++i) s += p[i];
-  return s;
-}
-
-uint64_t SumScalar(const uint64_t* p, size_t lo, size_t hi) {
-  uint64_t a = 0, b = 0, c = 0, d = 0;
-  size_t i = lo;
-  for (; i + 4 <= hi; i += 4) {
-    a += p[i];
-    b += p[i + 1];
-    c += p[i + 2];
-    d += p[i + 3];
-  }
-  for (; i < hi; ++i) a += p[i];
-  return a + b + c + d;
-}
-
-// Read bandwidth in GB/s: `threads` threads each summing their slice of a 512 MiB buffer
-// (slices start on 64-byte boundaries).
-double MeasureBandwidth(int threads) {
-  const bool avx2 = GetCpuFeatures().avx2;
-  const size_t n = (size_t{512} << 20) / sizeof(uint64_t);
-  std::vector<uint64_t, AlignedAllocator<uint64_t>> buf(n);
-  for (size_t i = 0; i < n; ++i) buf[i] = i;  // faulted in before timing
-  std::atomic<uint64_t> sink{0};
-  double best = 0;
-  for (int pass = 0; pass < 5; ++pass) {
-    std::vector<std::thread> workers;
-    const auto start = Clock::now();
-    for (int t = 0; t < threads; ++t) {
-      workers.emplace_back([&, t] {
-        const size_t lo = n * t / threads / 8 * 8,
-                     hi = t + 1 == threads ? n : n * (t + 1) / threads / 8 * 8;
-        sink.fetch_add(avx2 ? SumAvx2(buf.data(), lo, hi) : SumScalar(buf.data(), lo, hi),
-                       std::memory_order_relaxed);
-      });
-    }
-    for (auto& w : workers) w.join();
-    best = std::max(
-        best, static_cast<double>(n * sizeof(uint64_t)) / Seconds(Clock::now() - start) / 1e9);
-  }
-  if (sink.load() == 42) std::fprintf(stderr, " ");  // keeps the sums alive
-  return best;
 }
 
 // Runs `n` requests together and records when each produced its first and last token.
@@ -295,7 +219,7 @@ int RunBenchModel(const BenchModelFlags& f) {
     batched[b] = best;
   }
   (*engine)->Shutdown();
-  const double bandwidth = MeasureBandwidth(threads);
+  const double bandwidth = MeasureReadBandwidthGbps({.threads = threads});
   const int64_t bytes = WeightBytes(**model, /*active=*/true);
   const int64_t total_bytes = WeightBytes(**model, /*active=*/false);
   const int64_t file_bytes = static_cast<int64_t>((*model)->file().file_size());

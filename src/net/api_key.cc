@@ -4,15 +4,6 @@
 
 namespace tandem::net {
 
-bool SecretEquals(std::string_view given, std::string_view secret) {
-  if (given.size() != secret.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < secret.size(); ++i) {
-    diff |= static_cast<unsigned char>(given[i] ^ secret[i]);
-  }
-  return diff == 0;
-}
-
 bool HasApiKey(const HttpRequest& request, std::string_view key) {
   if (key.empty()) return true;
   const std::string_view auth = request.headers.Get("Authorization").value_or("");

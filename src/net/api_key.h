@@ -12,11 +12,9 @@
 #include <string_view>
 
 #include "net/http_request.h"
+#include "net/secret_equals.h"  // SecretEquals, which the key check uses
 
 namespace tandem::net {
-
-// Equal contents, compared without an early exit (the length is not hidden).
-bool SecretEquals(std::string_view given, std::string_view secret);
 
 // True when `key` is empty (no authentication) or `request` carries it as a Bearer token.
 bool HasApiKey(const HttpRequest& request, std::string_view key);

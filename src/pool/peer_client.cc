@@ -4,18 +4,18 @@
 
 namespace tandem::pool {
 
-StatusOr<UniqueFd> PeerClient::Connect(const std::string& peer) {
+StatusOr<std::unique_ptr<net::SocketConnection>> PeerClient::Connect(const std::string& peer) {
   TANDEM_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(peer));
-  TANDEM_ASSIGN_OR_RETURN(UniqueFd fd, ConnectTcp(hp, options_.connect_timeout));
-  TANDEM_RETURN_IF_ERROR(SetIoTimeout(fd.get(), options_.io_timeout));
-  std::string hello =
-      EncodeHelloRequest({options_.auth_token, static_cast<uint8_t>(Role::kPeer)});
-  TANDEM_RETURN_IF_ERROR(SendFrame(fd.get(), {MsgType::kHello, 0, 0, 0}, hello));
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<net::SocketConnection> conn,
+                          net::ConnectTcp(hp.host, hp.port, {.timeout = options_.connect_timeout}));
+  TANDEM_RETURN_IF_ERROR(conn->SetIoTimeout(options_.io_timeout));
+  std::string hello = EncodeHelloRequest({options_.auth_token, static_cast<uint8_t>(Role::kPeer)});
+  TANDEM_RETURN_IF_ERROR(SendFrame(*conn, {MsgType::kHello, 0, 0, 0}, hello));
   FrameHeader h;
   std::string body;
-  TANDEM_RETURN_IF_ERROR(RecvFrame(fd.get(), &h, &body));
+  TANDEM_RETURN_IF_ERROR(RecvFrame(*conn, &h, &body));
   TANDEM_RETURN_IF_ERROR(StatusFromResponse(h, body));
-  return fd;
+  return conn;
 }
 
 void PeerClient::Reset(const std::string& peer) {
@@ -25,7 +25,7 @@ void PeerClient::Reset(const std::string& peer) {
 }
 
 StatusOr<std::string> PeerClient::Call(const std::string& peer, MsgType type, std::string body) {
-  UniqueFd fd;
+  std::unique_ptr<net::SocketConnection> conn;
   uint64_t request_id;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -38,39 +38,39 @@ StatusOr<std::string> PeerClient::Call(const std::string& peer, MsgType type, st
     }
     auto& idle = idle_[peer];
     if (!idle.empty()) {
-      fd = std::move(idle.back());
+      conn = std::move(idle.back());
       idle.pop_back();
     }
     request_id = next_request_id_++;
   }
-  auto attempt = [&](UniqueFd& conn) -> StatusOr<std::string> {
-    TANDEM_RETURN_IF_ERROR(SendFrame(conn.get(), {type, 0, 0, request_id}, body));
+  auto attempt = [&](net::SocketConnection& c) -> StatusOr<std::string> {
+    TANDEM_RETURN_IF_ERROR(SendFrame(c, {type, 0, 0, request_id}, body));
     FrameHeader h;
     std::string reply;
-    TANDEM_RETURN_IF_ERROR(RecvFrame(conn.get(), &h, &reply));
+    TANDEM_RETURN_IF_ERROR(RecvFrame(c, &h, &reply));
     if (h.request_id != request_id || h.type != type) return DataLossError("mismatched response");
     TANDEM_RETURN_IF_ERROR(StatusFromResponse(h, reply));
     return reply;
   };
   StatusOr<std::string> result = UnavailableError("no connection");
-  if (fd.valid()) {
-    result = attempt(fd);
+  if (conn != nullptr) {
+    result = attempt(*conn);
     // A pooled connection may have been closed by the peer meanwhile: retry once fresh.
-    if (!result.ok() && result.status().code() == StatusCode::kUnavailable) fd.Reset();
+    if (!result.ok() && result.status().code() == StatusCode::kUnavailable) conn.reset();
   }
-  if (!fd.valid()) {
-    auto conn = Connect(peer);
-    if (conn.ok()) {
-      fd = std::move(conn).value();
-      result = attempt(fd);
+  if (conn == nullptr) {
+    auto fresh = Connect(peer);
+    if (fresh.ok()) {
+      conn = std::move(fresh).value();
+      result = attempt(*conn);
     } else {
-      result = conn.status();
+      result = fresh.status();
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (result.ok()) {
     auto& idle = idle_[peer];
-    if (idle.size() < options_.max_idle_per_peer) idle.push_back(std::move(fd));
+    if (idle.size() < options_.max_idle_per_peer) idle.push_back(std::move(conn));
   } else {
     StatusCode code = result.status().code();
     if (code == StatusCode::kUnavailable || code == StatusCode::kDeadlineExceeded ||

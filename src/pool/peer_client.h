@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -16,7 +17,8 @@
 #include <vector>
 
 #include "common/status.h"
-#include "pool/socket_io.h"
+#include "net/socket_connection.h"
+#include "pool/frame_io.h"
 #include "pool/wire.h"
 
 namespace tandem::pool {
@@ -55,11 +57,11 @@ class PeerClient {
  private:
   // Sends one request and returns the response body (status checked).
   StatusOr<std::string> Call(const std::string& peer, MsgType type, std::string body);
-  StatusOr<UniqueFd> Connect(const std::string& peer);
+  StatusOr<std::unique_ptr<net::SocketConnection>> Connect(const std::string& peer);
 
   PeerClientOptions options_;
   std::mutex mu_;
-  std::map<std::string, std::vector<UniqueFd>> idle_;
+  std::map<std::string, std::vector<std::unique_ptr<net::SocketConnection>>> idle_;
   std::map<std::string, std::chrono::steady_clock::time_point> down_until_;
   uint64_t next_request_id_ = 1;
 };

@@ -11,8 +11,9 @@
 #include <mutex>
 #include <thread>
 
+#include "net/socket_connection.h"
+#include "pool/frame_io.h"
 #include "pool/messages.h"
-#include "pool/socket_io.h"
 #include "pool/wire.h"
 
 namespace tandem::pool {
@@ -68,7 +69,7 @@ class MappingCache {
 class Channel {
  public:
   std::mutex mu;
-  UniqueFd fd;
+  std::unique_ptr<net::SocketConnection> conn;  // null: not connected
   std::shared_ptr<Mapping> mapping;
   uint64_t generation = 0;  // bumped on every (re)connect: pins of older ones are gone
   uint64_t next_id = 1;
@@ -76,30 +77,31 @@ class Channel {
   explicit Channel(std::shared_ptr<MappingCache> maps) : maps_(std::move(maps)) {}
 
   Status Connect(const PoolClientOptions& o) {
-    fd.Reset();
+    conn.reset();
     ++generation;
-    TANDEM_ASSIGN_OR_RETURN(fd, ConnectUnix(UnixSocketName(o.worker_address), o.connect_timeout));
-    TANDEM_RETURN_IF_ERROR(SetIoTimeout(fd.get(), o.request_timeout));
+    TANDEM_ASSIGN_OR_RETURN(conn,
+                            net::ConnectUnix(UnixSocketName(o.worker_address), o.connect_timeout));
+    TANDEM_RETURN_IF_ERROR(conn->SetIoTimeout(o.request_timeout));
     std::string hello = EncodeHelloRequest({o.auth_token, static_cast<uint8_t>(Role::kClient)});
     UniqueFd arena_fd;
     FrameHeader h;
     std::string body;
-    Status s = SendFrame(fd.get(), {MsgType::kHello, 0, 0, 0}, hello);
-    if (s.ok()) s = RecvFrame(fd.get(), &h, &body, &arena_fd);
+    Status s = SendFrame(*conn, {MsgType::kHello, 0, 0, 0}, hello);
+    if (s.ok()) s = RecvFrame(*conn, &h, &body, &arena_fd);
     if (s.ok()) s = StatusFromResponse(h, body);
     if (!s.ok()) {
-      fd.Reset();
+      conn.reset();
       return s.WithContext("pool worker " + o.worker_address);
     }
     HelloResponse answer;
     s = DecodeHelloResponse(body, &answer);
     if (!s.ok() || !arena_fd.valid() || answer.arena_bytes == 0) {
-      fd.Reset();
+      conn.reset();
       return DataLossError("pool worker " + o.worker_address + ": bad HELLO answer (no arena)");
     }
     auto m = maps_->Get(arena_fd.get(), answer.arena_bytes);
     if (!m.ok()) {
-      fd.Reset();
+      conn.reset();
       return m.status();
     }
     mapping = std::move(m).value();
@@ -108,15 +110,15 @@ class Channel {
 
   // One request/response. Any transport or framing failure closes the connection.
   StatusOr<std::string> Call(MsgType type, std::string_view body) {
-    if (!fd.valid()) return UnavailableError("not connected");
+    if (conn == nullptr) return UnavailableError("not connected");
     uint64_t id = next_id++;
     FrameHeader h;
     std::string reply;
-    Status s = SendFrame(fd.get(), {type, 0, 0, id}, body);
-    if (s.ok()) s = RecvFrame(fd.get(), &h, &reply);
+    Status s = SendFrame(*conn, {type, 0, 0, id}, body);
+    if (s.ok()) s = RecvFrame(*conn, &h, &reply);
     if (s.ok() && (h.request_id != id || h.type != type)) s = DataLossError("mismatched response");
     if (!s.ok()) {
-      fd.Reset();
+      conn.reset();
       return s;
     }
     TANDEM_RETURN_IF_ERROR(StatusFromResponse(h, reply));
@@ -205,7 +207,7 @@ void PinnedObjects::Release() {
   if (!channel_) return;
   std::lock_guard<std::mutex> lock(channel_->mu);
   // A reconnected channel means the old connection (and its pins) is gone already.
-  if (channel_->generation == channel_generation_ && channel_->fd.valid()) {
+  if (channel_->generation == channel_generation_ && channel_->conn != nullptr) {
     for (size_t i = 0; i < pinned_keys_.size(); i += kMaxKeysPerFrame) {
       std::string body =
           EncodeKeys(Slice(pinned_keys_, i, std::min(pinned_keys_.size(), i + kMaxKeysPerFrame)));
@@ -274,12 +276,12 @@ auto PoolClient::WithChannel(Fn&& fn) -> decltype(fn(std::declval<Channel&>())) 
     ~Unlock() { self->ReleaseChannel(c); }
   } unlock{this, c};
   bool fresh = false;
-  if (!c->fd.valid()) {
+  if (c->conn == nullptr) {
     TANDEM_RETURN_IF_ERROR(c->Connect(options_));
     fresh = true;
   }
   auto result = fn(*c);
-  if (!result.ok() && !fresh && !c->fd.valid()) {
+  if (!result.ok() && !fresh && c->conn == nullptr) {
     // The connection broke (the worker restarted?): once more on a fresh one.
     TANDEM_RETURN_IF_ERROR(c->Connect(options_));
     result = fn(*c);

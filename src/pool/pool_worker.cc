@@ -1,8 +1,5 @@
 #include "pool/pool_worker.h"
 
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -51,7 +48,8 @@ WorkerMetrics::WorkerMetrics(MetricsRegistry* r)
       etcd_up(r->GetGauge("tandem_pool_etcd_up", "1 when the last etcd call succeeded")),
       ring_workers(r->GetGauge("tandem_pool_ring_workers", "Workers in the consistent-hash ring")),
       connections(r->GetGauge("tandem_pool_connections", "Open client and peer connections")),
-      pinned(r->GetGauge("tandem_pool_pinned_objects", "Objects pinned by a reader (never evicted meanwhile)")) {}
+      pinned(r->GetGauge("tandem_pool_pinned_objects",
+                         "Objects pinned by a reader (never evicted meanwhile)")) {}
 
 PoolWorker::PoolWorker(WorkerConfig config) : impl_(std::make_unique<Impl>(std::move(config))) {}
 PoolWorker::~PoolWorker() { Stop(); }
@@ -75,8 +73,12 @@ Status PoolWorker::Impl::Start() {
   TANDEM_LOG(INFO) << "arena: " << (arena_->size_bytes() >> 20) << " MiB"
                    << (arena_->huge_pages() ? " (huge pages)" : "");
 
-  TANDEM_ASSIGN_OR_RETURN(tcp_listener_, ListenTcp(addr, 256));
-  TANDEM_ASSIGN_OR_RETURN(unix_listener_, ListenUnix(UnixSocketName(self_), 256));
+  TANDEM_ASSIGN_OR_RETURN(tcp_listener_,
+                          net::SocketListener::ListenTcp(addr.host, addr.port, {.backlog = 256}));
+  // The peer-credential check of this socket is made at HELLO (worker_session.cc), so
+  // that a refused client is told why.
+  TANDEM_ASSIGN_OR_RETURN(unix_listener_,
+                          net::SocketListener::ListenUnix(UnixSocketName(self_), {.backlog = 256}));
 
   if (config_.metrics_port != 0) {
     net::HttpServerOptions http;
@@ -115,13 +117,12 @@ Status PoolWorker::Impl::Start() {
     return s.WithContext("etcd " + config_.etcd_address);
   }
 
-  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   {
     std::lock_guard<std::mutex> lock(mu_);
     started_ = true;
   }
-  threads_.emplace_back([this] { AcceptLoop(tcp_listener_.get(), false); });
-  threads_.emplace_back([this] { AcceptLoop(unix_listener_.get(), true); });
+  threads_.emplace_back([this] { AcceptLoop(*tcp_listener_); });
+  threads_.emplace_back([this] { AcceptLoop(*unix_listener_); });
   threads_.emplace_back([this] { PublisherLoop(); });
   threads_.emplace_back([this] { LivenessLoop(); });
   WriteLiveness();
@@ -138,41 +139,41 @@ void PoolWorker::Impl::Stop() {
   }
   TANDEM_LOG(INFO) << "pool worker " << self_ << " stopping";
   cv_.notify_all();
-  uint64_t one = 1;
-  if (write(wake_fd_, &one, sizeof(one)) < 0) {
-  }
+  tcp_listener_->Shutdown();
+  unix_listener_->Shutdown();
   membership_->Stop(/*revoke=*/true);
   for (auto& t : threads_) t.join();
   threads_.clear();
   ReapConnections(/*all=*/true);
   if (metrics_server_) metrics_server_->Stop();
-  close(wake_fd_);
   TANDEM_LOG(INFO) << "pool worker " << self_ << " stopped";
 }
 
-void PoolWorker::Impl::AcceptLoop(int listen_fd, bool is_unix) {
+void PoolWorker::Impl::AcceptLoop(net::SocketListener& listener) {
+  const bool is_unix = listener.is_unix();
   while (true) {
-    pollfd fds[2] = {{listen_fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    int r = poll(fds, 2, 1000);
+    // Wakes at least once a second to reap finished connections.
+    StatusOr<UniqueFd> fd = listener.Accept(std::chrono::seconds(1));
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) return;
     }
     ReapConnections(false);
-    if (r <= 0 || !(fds[0].revents & POLLIN)) continue;
-    int fd = accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) continue;
+    if (!fd.ok()) {
+      if (fd.status().code() == StatusCode::kCancelled) return;
+      if (fd.status().code() == StatusCode::kResourceExhausted) usleep(10000);  // out of fds
+      continue;
+    }
     std::lock_guard<std::mutex> lock(conn_mu_);
     if (connections_.size() >= config_.max_connections) {
       TANDEM_LOG(WARNING) << "connection limit " << config_.max_connections << " reached; refusing";
-      close(fd);
-      continue;
+      continue;  // fd closes here
     }
     auto conn = std::make_unique<Connection>();
-    conn->fd.Reset(fd);
+    conn->conn = std::make_unique<net::SocketConnection>(std::move(fd).value());
     Connection* c = conn.get();
     c->thread = std::thread([this, c, is_unix] {
-      ServeConnection(c->fd.get(), is_unix);
+      ServeConnection(*c->conn, is_unix);
       c->done = true;
     });
     connections_.push_back(std::move(conn));
@@ -186,7 +187,7 @@ void PoolWorker::Impl::ReapConnections(bool all) {
     std::lock_guard<std::mutex> lock(conn_mu_);
     for (auto it = connections_.begin(); it != connections_.end();) {
       if (all || (*it)->done) {
-        if (all) shutdown((*it)->fd.get(), SHUT_RDWR);  // wakes a blocked recv
+        if (all) (*it)->conn->Shutdown();  // wakes a blocked recv
         finished.push_back(std::move(*it));
         it = connections_.erase(it);
       } else {

@@ -17,13 +17,15 @@
 #include "common/metrics.h"
 #include "etcd/etcd_client.h"
 #include "net/http_server.h"
+#include "net/socket_connection.h"
+#include "net/socket_listener.h"
 #include "pool/directory.h"
+#include "pool/frame_io.h"
 #include "pool/membership.h"
 #include "pool/object_table.h"
 #include "pool/peer_client.h"
 #include "pool/pool_worker.h"
 #include "pool/shm_arena.h"
-#include "pool/socket_io.h"
 
 namespace tandem::pool {
 
@@ -55,12 +57,12 @@ class PoolWorker::Impl {
 
   // --- used by sessions (worker_session.cc) ---
   // Serves one connection until it closes. `is_unix`: a local client endpoint.
-  void ServeConnection(int fd, bool is_unix);
+  void ServeConnection(net::SocketConnection& conn, bool is_unix);
   const WorkerConfig& config() const { return config_; }
 
  private:
   struct Connection {
-    UniqueFd fd;
+    std::unique_ptr<net::SocketConnection> conn;
     std::thread thread;
     std::atomic<bool> done{false};
   };
@@ -69,7 +71,7 @@ class PoolWorker::Impl {
     std::string key;
   };
 
-  void AcceptLoop(int listen_fd, bool is_unix);
+  void AcceptLoop(net::SocketListener& listener);
   void ReapConnections(bool all);
   void PublisherLoop();
   void LivenessLoop();
@@ -87,7 +89,7 @@ class PoolWorker::Impl {
   StatusOr<std::string> HandleGet(Session& s, std::string_view body);
   StatusOr<std::string> HandleRelease(Session& s, std::string_view body);
   // FETCH is answered here, straight from the arena (writev), not through Handle().
-  Status ServeFetch(int fd, uint64_t request_id, std::string_view body);
+  Status ServeFetch(net::SocketConnection& conn, uint64_t request_id, std::string_view body);
   StatusOr<std::string> HandleDirPut(std::string_view body, bool put);
   StatusOr<std::string> HandleDirLookup(std::string_view body);
   // For keys not held here: a live holder other than this worker, or "" (asks owners).
@@ -108,9 +110,8 @@ class PoolWorker::Impl {
   std::unique_ptr<WorkerMetrics> metrics_;
   std::unique_ptr<net::HttpServer> metrics_server_;
 
-  UniqueFd tcp_listener_;
-  UniqueFd unix_listener_;
-  int wake_fd_ = -1;  // eventfd that interrupts the accept loops
+  std::unique_ptr<net::SocketListener> tcp_listener_;
+  std::unique_ptr<net::SocketListener> unix_listener_;
   std::vector<std::thread> threads_;
 
   std::mutex conn_mu_;

@@ -1,37 +1,17 @@
 // One connection of the pool worker: the HELLO handshake, then request frames until the
 // connection closes. Also the request handlers (docs/POOL.md "Wire format").
-#include <sys/socket.h>
-
 #include <algorithm>
 #include <cstring>
 #include <map>
 
 #include "common/logging.h"
 #include "common/peer_credentials.h"
+#include "net/secret_equals.h"
 #include "pool/messages.h"
 #include "pool/worker_impl.h"
 
 namespace tandem::pool {
 namespace {
-
-// Constant-time comparison, so the token cannot be guessed byte by byte from timing.
-bool TokenEquals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;  // the length is not secret enough to hide
-  unsigned diff = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    diff |= static_cast<uint8_t>(a[i]) ^ static_cast<uint8_t>(b[i]);
-  return diff == 0;
-}
-
-// After an error answer: stop sending and discard what the peer still sends (briefly),
-// so closing does not reset the connection before the peer has read the answer.
-void DrainBeforeClose(int fd) {
-  shutdown(fd, SHUT_WR);
-  SetIoTimeout(fd, std::chrono::milliseconds(200)).ok();
-  char buf[4096];
-  for (int i = 0; i < 64 && recv(fd, buf, sizeof(buf), 0) > 0; ++i) {
-  }
-}
 
 constexpr auto kPeerIdleTimeout = std::chrono::minutes(5);
 constexpr auto kHelloTimeout = std::chrono::seconds(10);
@@ -47,29 +27,28 @@ struct PoolWorker::Impl::Session {
   std::unordered_set<std::string> unsealed;        // allocated here, not yet sealed
 };
 
-void PoolWorker::Impl::ServeConnection(int fd, bool is_unix) {
+void PoolWorker::Impl::ServeConnection(net::SocketConnection& conn, bool is_unix) {
   Session s;
   s.is_unix = is_unix;
   // Until HELLO, a short timeout: an unauthenticated connection must not hold one of
   // the max_connections slots (and a thread) for long.
-  SetIoTimeout(fd, kHelloTimeout).ok();
-  timeval tv{static_cast<time_t>(kWriteTimeout.count()), 0};
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  conn.SetIoTimeout(kHelloTimeout).ok();
+  conn.SetSendTimeout(kWriteTimeout).ok();
 
   FrameHeader h;
   std::string body;
-  Status st = RecvFrame(fd, &h, &body, nullptr, kMaxRequestBytes);
+  Status st = RecvFrame(conn, &h, &body, nullptr, kMaxRequestBytes);
   if (!st.ok()) {
     if (st.code() == StatusCode::kInvalidArgument) {  // not our protocol: say so, then close
-      SendFrame(fd, {MsgType::kHello, WireStatus(st), 0, 0}, st.message()).ok();
-      DrainBeforeClose(fd);
+      SendFrame(conn, {MsgType::kHello, WireStatus(st), 0, 0}, st.message()).ok();
+      conn.DrainBeforeClose();
     }
     return;
   }
   auto refuse = [&](const Status& err) {
     FrameHeader r{h.type, WireStatus(err), 0, h.request_id};
-    SendFrame(fd, r, err.message()).ok();
-    DrainBeforeClose(fd);
+    SendFrame(conn, r, err.message()).ok();
+    conn.DrainBeforeClose();
   };
   if (h.type != MsgType::kHello)
     return refuse(UnauthenticatedError("the first frame must be HELLO"));
@@ -77,14 +56,14 @@ void PoolWorker::Impl::ServeConnection(int fd, bool is_unix) {
     HelloRequest hello;
     Status parsed = DecodeHelloRequest(body, &hello);
     if (!parsed.ok()) return refuse(parsed);
-    if (!config_.auth_token.empty() && !TokenEquals(hello.auth_token, config_.auth_token)) {
+    if (!config_.auth_token.empty() && !net::SecretEquals(hello.auth_token, config_.auth_token)) {
       TANDEM_LOG(WARNING) << "connection refused: bad auth token";
       return refuse(UnauthenticatedError("bad auth token"));
     }
     // The answer carries the arena's memfd (every tenant's blocks), and abstract
     // sockets have no file permissions: only this user (or root) gets it.
     if (is_unix) {
-      if (Status peer = CheckUnixPeerIsOwner(fd); !peer.ok()) {
+      if (Status peer = CheckUnixPeerIsOwner(conn.fd()); !peer.ok()) {
         TANDEM_LOG(WARNING) << "connection refused: " << peer.message();
         return refuse(peer);
       }
@@ -97,30 +76,30 @@ void PoolWorker::Impl::ServeConnection(int fd, bool is_unix) {
     }
     std::string answer = EncodeHelloResponse({arena_->size_bytes(), self_});
     FrameHeader ok{MsgType::kHello, 0, 0, h.request_id};
-    if (!SendFrame(fd, ok, answer, is_unix ? arena_->fd() : -1).ok()) return;
+    if (!SendFrame(conn, ok, answer, is_unix ? arena_->fd() : -1).ok()) return;
   }
   // Peers reconnect on demand, so an idle TCP connection is closed after a while; local
   // clients may idle for as long as they like.
-  SetIoTimeout(fd, is_unix ? std::chrono::milliseconds(0) : kPeerIdleTimeout).ok();
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  conn.SetIoTimeout(is_unix ? std::chrono::milliseconds(0) : kPeerIdleTimeout).ok();
+  conn.SetSendTimeout(kWriteTimeout).ok();
 
   while (true) {
-    st = RecvFrame(fd, &h, &body, nullptr, kMaxRequestBytes);
+    st = RecvFrame(conn, &h, &body, nullptr, kMaxRequestBytes);
     if (!st.ok()) {
       if (st.code() == StatusCode::kInvalidArgument) {
         TANDEM_LOG(WARNING) << "closing connection: " << st.message();
         FrameHeader r{MsgType::kHello, WireStatus(st), 0, 0};
-        SendFrame(fd, r, st.message()).ok();
-        DrainBeforeClose(fd);
+        SendFrame(conn, r, st.message()).ok();
+        conn.DrainBeforeClose();
       }
       break;
     }
     if (h.type == MsgType::kFetch && s.role == Role::kPeer) {
       // Objects go from the arena straight to the socket (pinned meanwhile).
-      Status fetched = ServeFetch(fd, h.request_id, body);
+      Status fetched = ServeFetch(conn, h.request_id, body);
       if (fetched.code() == StatusCode::kInvalidArgument) {
-        SendFrame(fd, {h.type, WireStatus(fetched), 0, h.request_id}, fetched.message()).ok();
-        DrainBeforeClose(fd);
+        SendFrame(conn, {h.type, WireStatus(fetched), 0, h.request_id}, fetched.message()).ok();
+        conn.DrainBeforeClose();
         break;
       }
       if (!fetched.ok()) break;
@@ -133,13 +112,13 @@ void PoolWorker::Impl::ServeConnection(int fd, bool is_unix) {
     FrameHeader r{h.type, 0, 0, h.request_id};
     Status sent;
     if (reply.ok()) {
-      sent = SendFrame(fd, r, *reply);
+      sent = SendFrame(conn, r, *reply);
     } else {
       r.status = WireStatus(reply.status());
-      sent = SendFrame(fd, r, reply.status().message());
+      sent = SendFrame(conn, r, reply.status().message());
       // A request we could not parse leaves the stream in an unknown state: close.
       if (reply.status().code() == StatusCode::kInvalidArgument) {
-        DrainBeforeClose(fd);
+        conn.DrainBeforeClose();
         break;
       }
     }
@@ -379,7 +358,8 @@ StatusOr<std::string> PoolWorker::Impl::HandleRelease(Session& s, std::string_vi
   return std::string();
 }
 
-Status PoolWorker::Impl::ServeFetch(int fd, uint64_t request_id, std::string_view body) {
+Status PoolWorker::Impl::ServeFetch(net::SocketConnection& conn, uint64_t request_id,
+                                    std::string_view body) {
   std::vector<std::string> keys;
   TANDEM_RETURN_IF_ERROR(DecodeKeys(body, &keys, kMaxFetchKeys));
   // Layout per key: u8 found, then (found) u32 length + the bytes, viewed in the arena.
@@ -403,7 +383,7 @@ Status PoolWorker::Impl::ServeFetch(int fd, uint64_t request_id, std::string_vie
       total += 1;
     }
   }
-  Status sent = SendFrameParts(fd, {MsgType::kFetch, 0, 0, request_id}, parts);
+  Status sent = SendFrameParts(conn, {MsgType::kFetch, 0, 0, request_id}, parts);
   for (const std::string* key : pinned) table_->Unpin(*key);
   return sent;
 }

@@ -3,8 +3,8 @@
 #include "common/logging.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
-#include "server/builtin_chat_templates.h"
 #include "server/json_fields.h"
+#include "template/builtin_chat_templates.h"
 
 namespace tandem::server {
 namespace {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "model/chat_template.h"
+#include "template/chat_template.h"
 
 namespace tandem {
 class Model;

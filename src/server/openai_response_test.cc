@@ -4,8 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/chat_template.h"
-#include "server/builtin_chat_templates.h"
+#include "template/builtin_chat_templates.h"
+#include "template/chat_template.h"
 
 namespace tandem::server {
 namespace {

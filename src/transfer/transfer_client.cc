@@ -7,6 +7,8 @@
 #include <cstring>
 
 #include "common/logging.h"
+#include "net/framed_socket.h"
+#include "net/socket_address.h"
 #include "transfer/wire.h"
 
 namespace tandem::transfer {
@@ -29,28 +31,17 @@ void Populate(const void* p, size_t n, int advice) {
   (void)madvise(reinterpret_cast<void*>(start), end - start, advice);
 }
 
-Status SendFrame(Connection& conn, FrameType type, const std::string& payload) {
-  uint8_t header[kHeaderBytes];
-  EncodeHeader(type, static_cast<uint32_t>(payload.size()), header);
-  const void* parts[2] = {header, payload.data()};
-  const size_t sizes[2] = {kHeaderBytes, payload.size()};
-  return conn.Send(parts, sizes, payload.empty() ? 1 : 2);
-}
-
-Status ReadPayload(Connection& conn, const FrameHeader& h, std::vector<uint8_t>* payload) {
+Status ReadPayload(Connection& conn, const FrameHeader& h, std::string* payload) {
   payload->resize(h.payload_bytes);
   if (h.payload_bytes == 0) return Status::Ok();
   return conn.Recv(payload->data(), payload->size());
 }
 
 // Reads the next control frame; an ERROR frame becomes its Status.
-Status ExpectFrame(Connection& conn, FrameType want, std::vector<uint8_t>* payload) {
-  uint8_t raw[kHeaderBytes];
-  TANDEM_RETURN_IF_ERROR(conn.Recv(raw, kHeaderBytes));
-  TANDEM_ASSIGN_OR_RETURN(FrameHeader h, DecodeHeader(raw));
-  if (h.type == FrameType::kBlocks) return DataLossError("kv transfer: unexpected BLOCKS frame");
-  TANDEM_RETURN_IF_ERROR(ReadPayload(conn, h, payload));
-  if (h.type == FrameType::kError) return DecodeError(*payload);
+Status ExpectFrame(Connection& conn, FrameType want, std::string* payload) {
+  FrameHeader h;
+  TANDEM_RETURN_IF_ERROR(RecvControlFrame(conn, &h, payload));
+  if (h.type == FrameType::kError) return DecodeError(net::AsBytes(*payload));
   if (h.type != want) {
     return DataLossError("kv transfer: expected frame type " + std::to_string(static_cast<int>(want)) + ", got " +
                          std::to_string(static_cast<int>(h.type)));
@@ -59,8 +50,8 @@ Status ExpectFrame(Connection& conn, FrameType want, std::vector<uint8_t>* paylo
 }
 
 Status SendDone(Connection& conn, const std::string& id) {
-  TANDEM_RETURN_IF_ERROR(SendFrame(conn, FrameType::kDone, EncodeDone(id)));
-  std::vector<uint8_t> payload;
+  TANDEM_RETURN_IF_ERROR(SendControlFrame(conn, FrameType::kDone, EncodeDone(id)));
+  std::string payload;
   return ExpectFrame(conn, FrameType::kAck, &payload);
 }
 
@@ -77,8 +68,8 @@ TransferClient::TransferClient(Transport* transport, KvMemory dest, std::string 
 StatusOr<std::unique_ptr<Connection>> TransferClient::Open(const Endpoint& endpoint) {
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn, transport_->Connect(endpoint));
   if (!auth_token_.empty()) {
-    TANDEM_RETURN_IF_ERROR(SendFrame(*conn, FrameType::kHello, EncodeDone(auth_token_)));
-    std::vector<uint8_t> payload;
+    TANDEM_RETURN_IF_ERROR(SendControlFrame(*conn, FrameType::kHello, EncodeDone(auth_token_)));
+    std::string payload;
     TANDEM_RETURN_IF_ERROR(ExpectFrame(*conn, FrameType::kAck, &payload));
   }
   return conn;
@@ -95,7 +86,7 @@ StatusOr<PullResult> TransferClient::Pull(const PullSpec& spec, const std::atomi
   for (int32_t b : spec.local_block_ids) {
     if (b < 0 || b >= dest_.num_blocks) return InvalidArgumentError("kv transfer: local block out of range");
   }
-  if (enable_shm_ && IsLoopbackHost(spec.host)) {
+  if (enable_shm_ && net::IsLoopbackHost(spec.host)) {
     StatusOr<std::unique_ptr<Connection>> conn = Open({spec.host, spec.port, /*unix_socket=*/true});
     if (conn.ok()) {
       StatusOr<PullResult> r = PullShm(**conn, spec);
@@ -109,23 +100,22 @@ StatusOr<PullResult> TransferClient::Pull(const PullSpec& spec, const std::atomi
 StatusOr<PullResult> TransferClient::PullShm(Connection& conn, const PullSpec& spec) {
   PullRequest pull{spec.remote_request_id, fingerprint_, dest_.k_block_bytes, dest_.v_block_bytes,
                    spec.remote_block_ids};
-  TANDEM_RETURN_IF_ERROR(SendFrame(conn, FrameType::kShmPull, EncodePull(pull)));
+  TANDEM_RETURN_IF_ERROR(SendControlFrame(conn, FrameType::kShmPull, EncodePull(pull)));
+  // SHM_MAP comes with the producer arena's memfd.
   uint8_t raw[kHeaderBytes];
-  int fd = -1;
-  TANDEM_RETURN_IF_ERROR(conn.RecvWithFd(raw, kHeaderBytes, &fd));
-  struct FdCloser {
-    int fd;
-    ~FdCloser() {
-      if (fd >= 0) close(fd);
-    }
-  } closer{fd};
-  TANDEM_ASSIGN_OR_RETURN(FrameHeader h, DecodeHeader(raw));
-  std::vector<uint8_t> payload;
-  if (h.type == FrameType::kBlocks) return DataLossError("kv transfer: unexpected BLOCKS frame");
-  TANDEM_RETURN_IF_ERROR(ReadPayload(conn, h, &payload));
-  if (h.type == FrameType::kError) return DecodeError(payload);
+  FrameHeader h;
+  std::string payload;
+  net::UniqueFd arena_fd;
+  auto body_length = [&h](std::span<const uint8_t> bytes) -> StatusOr<uint32_t> {
+    TANDEM_ASSIGN_OR_RETURN(h, DecodeHeader(bytes.data()));
+    if (h.type == FrameType::kBlocks) return DataLossError("kv transfer: unexpected BLOCKS frame");
+    return h.payload_bytes;
+  };
+  TANDEM_RETURN_IF_ERROR(
+      net::RecvFrame(conn, raw, body_length, kMaxControlPayload, &payload, &arena_fd));
+  if (h.type == FrameType::kError) return DecodeError(net::AsBytes(payload));
   if (h.type != FrameType::kShmMap) return DataLossError("kv transfer: expected SHM_MAP");
-  TANDEM_ASSIGN_OR_RETURN(ShmMap map, DecodeShmMap(payload));
+  TANDEM_ASSIGN_OR_RETURN(ShmMap map, DecodeShmMap(net::AsBytes(payload)));
   const uint64_t k = dest_.k_block_bytes;
   const uint64_t v = dest_.v_block_bytes;
   for (int32_t b : spec.remote_block_ids) {
@@ -134,7 +124,8 @@ StatusOr<PullResult> TransferClient::PullShm(Connection& conn, const PullSpec& s
       return DataLossError("kv transfer: SHM_MAP does not cover the requested blocks");
     }
   }
-  TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<Mapping> mapping, MapArena(fd, map.arena_id, map.map_size));
+  TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<Mapping> mapping,
+                          MapArena(arena_fd.get(), map.arena_id, map.map_size));
   const uint8_t* base = mapping->base;
   for (size_t i = 0; i < spec.remote_block_ids.size(); ++i) {
     const uint64_t rb = static_cast<uint64_t>(spec.remote_block_ids[i]);
@@ -176,12 +167,12 @@ StatusOr<PullResult> TransferClient::PullTcp(const PullSpec& spec, const std::at
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Connection> conn, Open({spec.host, spec.port, false}));
   PullRequest pull{spec.remote_request_id, fingerprint_, dest_.k_block_bytes, dest_.v_block_bytes,
                    spec.remote_block_ids};
-  TANDEM_RETURN_IF_ERROR(SendFrame(*conn, FrameType::kPull, EncodePull(pull)));
+  TANDEM_RETURN_IF_ERROR(SendControlFrame(*conn, FrameType::kPull, EncodePull(pull)));
   const auto n = static_cast<uint32_t>(spec.remote_block_ids.size());
   const uint64_t block_bytes = dest_.k_block_bytes + dest_.v_block_bytes;
   std::vector<bool> got(n, false);
   uint32_t received = 0;
-  std::vector<uint8_t> payload;
+  std::string payload;
   while (true) {
     if (cancel != nullptr && cancel->load()) return CancelledError("kv transfer: the pull was cancelled");
     uint8_t raw[kHeaderBytes];
@@ -204,7 +195,7 @@ StatusOr<PullResult> TransferClient::PullTcp(const PullSpec& spec, const std::at
       continue;
     }
     TANDEM_RETURN_IF_ERROR(ReadPayload(*conn, h, &payload));
-    if (h.type == FrameType::kError) return DecodeError(payload);
+    if (h.type == FrameType::kError) return DecodeError(net::AsBytes(payload));
     if (h.type != FrameType::kPullEnd) return DataLossError("kv transfer: unexpected frame during a pull");
     break;
   }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "net/socket_listener.h"
 #include "transfer/kv_memory.h"
 #include "transfer/lease_table.h"
 #include "transfer/transport.h"
@@ -59,8 +60,8 @@ class TransferServer {
   void Serve(Connection& conn, bool unix_socket);
 
  private:
-  void AcceptLoop(int listen_fd, bool unix_socket);
-  Status HandlePull(Connection& conn, const std::vector<uint8_t>& payload, bool shm, bool* pinned,
+  void AcceptLoop(net::SocketListener& listener);
+  Status HandlePull(Connection& conn, const std::string& payload, bool shm, bool* pinned,
                     std::string* pinned_id);
 
   const TransferServerOptions options_;
@@ -69,7 +70,7 @@ class TransferServer {
   const std::string fingerprint_;
   TransferServerStats stats_;
   int port_ = 0;
-  std::vector<int> listen_fds_;
+  std::vector<std::unique_ptr<net::SocketListener>> listeners_;
   std::vector<std::thread> acceptors_;
   std::atomic<bool> stopping_{false};
 

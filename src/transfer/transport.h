@@ -1,6 +1,7 @@
-// Transport: the byte streams the KV transfer runs on — TCP, and a same-host Unix socket
-// that can also pass a file descriptor — behind one interface, plus a fault-injecting
-// decorator for tests.
+// Transport: how the KV transfer reaches a producer — TCP, or the same-host abstract
+// Unix socket "@tandem-kv-<port>" that can also pass the arena's memfd — behind one
+// interface, plus a fault-injecting decorator for tests. The byte streams themselves
+// are the framed-socket layer's (net/socket_connection.h).
 //
 // Connections are blocking with per-operation timeouts (the transfer runs on its own
 // threads); every call returns a Status, DeadlineExceeded on a timeout.
@@ -13,36 +14,27 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
+#include "net/faulty_connection.h"
+#include "net/socket_connection.h"
+#include "transfer/wire.h"
 
 namespace tandem::transfer {
 
+using net::Connection;
+using net::FaultPlan;
+
 struct Endpoint {
-  std::string host;          // TCP: an IP address; Unix: ignored
+  std::string host;  // TCP: an IP address; Unix: ignored
   int port = 0;
   bool unix_socket = false;  // the abstract socket "@tandem-kv-<port>"
 };
 
-// The abstract Unix socket name of the transfer server on `port` (leading NUL).
+// The abstract Unix socket name of the transfer server on `port`, without the leading
+// NUL ("tandem-kv-8100").
 std::string UnixSocketName(int port);
-// True for 127.0.0.0/8, ::1 and "localhost".
-bool IsLoopbackHost(const std::string& host);
-
-class Connection {
- public:
-  virtual ~Connection() = default;
-  // Sends all bytes of the buffers, in order (one system call where possible).
-  virtual Status Send(const void* const* data, const size_t* sizes, int count) = 0;
-  Status Send(const void* data, size_t size) { return Send(&data, &size, 1); }
-  // Receives exactly `size` bytes.
-  virtual Status Recv(void* data, size_t size) = 0;
-  // Unix sockets only: sends `data` with `fd` attached / receives it (*fd = -1 if none).
-  virtual Status SendWithFd(const void* data, size_t size, int fd) = 0;
-  virtual Status RecvWithFd(void* data, size_t size, int* fd) = 0;
-  // Unblocks any call in progress; later calls fail.
-  virtual void Shutdown() = 0;
-};
 
 class Transport {
  public:
@@ -55,9 +47,6 @@ struct SocketOptions {
   std::chrono::milliseconds io_timeout{10000};
 };
 
-// A Connection over a connected socket fd (takes ownership).
-std::unique_ptr<Connection> MakeSocketConnection(int fd, const SocketOptions& options);
-
 // Real sockets: TCP (TCP_NODELAY, large buffers) and abstract Unix sockets.
 class SocketTransport final : public Transport {
  public:
@@ -68,15 +57,16 @@ class SocketTransport final : public Transport {
   SocketOptions options_;
 };
 
-// Test decorator: fails connects, or breaks / corrupts the stream after a number of
-// received bytes, or delays each receive.
-struct FaultPlan {
-  bool fail_connect = false;
-  int64_t fail_after_recv_bytes = -1;     // >= 0: Recv fails once this many bytes came in
-  int64_t corrupt_recv_byte_at = -1;      // >= 0: flips the bits of that received byte
-  std::chrono::milliseconds recv_delay{0};
-};
+// One control frame (docs/KV_TRANSFER.md) over the framed-socket layer: the header and
+// the payload in one write / a frame whose header checks out (DecodeHeader: magic,
+// version, type, length bound). A BLOCKS frame is DataLoss here: it is only expected
+// inside a pull, whose reader takes it apart itself.
+Status SendControlFrame(Connection& conn, FrameType type, std::string_view payload);
+Status RecvControlFrame(Connection& conn, FrameHeader* header, std::string* payload);
 
+// Test decorator: fails connects (plan.fail_connect), or wraps each connection in a
+// net::FaultyConnection that breaks / corrupts the stream after a number of received
+// bytes, or delays each receive.
 class FaultInjectingTransport final : public Transport {
  public:
   FaultInjectingTransport(Transport* inner, FaultPlan plan) : inner_(inner), plan_(plan) {}

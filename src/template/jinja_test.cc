@@ -8,8 +8,8 @@
 #include <sstream>
 #include <string>
 
-#include "model/jinja_interpreter.h"
-#include "model/jinja_value.h"
+#include "template/jinja_interpreter.h"
+#include "template/jinja_value.h"
 #include "model/test_paths.h"
 
 namespace tandem::jinja {

@@ -2,7 +2,7 @@
 // range, dict, namespace, raise_exception, strftime_now.
 #include <ctime>
 
-#include "model/jinja_builtins.h"
+#include "template/jinja_builtins.h"
 
 namespace tandem::jinja {
 namespace {

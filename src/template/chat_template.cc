@@ -1,6 +1,6 @@
-#include "model/chat_template.h"
+#include "template/chat_template.h"
 
-#include "model/jinja_interpreter.h"
+#include "template/jinja_interpreter.h"
 
 namespace tandem {
 namespace {

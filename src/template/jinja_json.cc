@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "model/jinja_value.h"
+#include "template/jinja_value.h"
 
 namespace tandem::jinja {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <string_view>
 
-namespace tandem::server {
+namespace tandem {
 
 struct BuiltinChatTemplate {
   std::string_view name;    // "gemma" or "chatml", for the start-up log
@@ -17,4 +17,4 @@ struct BuiltinChatTemplate {
 // The fallback template for `arch` (general.architecture).
 BuiltinChatTemplate BuiltinChatTemplateFor(std::string_view arch);
 
-}  // namespace tandem::server
+}  // namespace tandem

@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "model/jinja_builtins.h"
+#include "template/jinja_builtins.h"
 
 namespace tandem::jinja {
 namespace {

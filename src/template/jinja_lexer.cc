@@ -1,9 +1,9 @@
-#include "model/jinja_lexer.h"
+#include "template/jinja_lexer.h"
 
 #include <cerrno>
 #include <cstdlib>
 
-#include "model/jinja_value.h"
+#include "template/jinja_value.h"
 
 namespace tandem::jinja {
 namespace {

@@ -2,7 +2,7 @@
 #include <cmath>
 #include <limits>
 
-#include "model/jinja_builtins.h"
+#include "template/jinja_builtins.h"
 
 namespace tandem::jinja {
 namespace {

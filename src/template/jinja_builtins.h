@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "model/jinja_value.h"
+#include "template/jinja_value.h"
 
 namespace tandem::jinja {
 

@@ -1,8 +1,8 @@
-#include "model/jinja_parser.h"
+#include "template/jinja_parser.h"
 
 #include <initializer_list>
 
-#include "model/jinja_lexer.h"
+#include "template/jinja_lexer.h"
 
 namespace tandem::jinja {
 namespace {

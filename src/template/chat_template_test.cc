@@ -1,7 +1,7 @@
 // Golden renders of real chat templates (tests/data/chat_template_golden/*.json, produced by
 // tools/make_template_golden.py with Python jinja2 configured as Hugging Face does), plus the
 // ChatTemplate input preprocessing.
-#include "model/chat_template.h"
+#include "template/chat_template.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <sstream>
 #include <string>
 
-#include "model/jinja_value.h"
+#include "template/jinja_value.h"
 #include "model/test_paths.h"
 
 namespace tandem {

@@ -22,9 +22,9 @@
 #include <string_view>
 
 #include "common/status.h"
-#include "model/jinja_ast.h"
-#include "model/jinja_builtins.h"
-#include "model/jinja_value.h"
+#include "template/jinja_ast.h"
+#include "template/jinja_builtins.h"
+#include "template/jinja_value.h"
 
 namespace tandem::jinja {
 

@@ -31,7 +31,7 @@
 #include <string>
 
 #include "common/status.h"
-#include "model/jinja_builtins.h"
+#include "template/jinja_builtins.h"
 
 namespace tandem {
 

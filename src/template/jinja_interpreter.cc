@@ -1,8 +1,8 @@
-#include "model/jinja_interpreter.h"
+#include "template/jinja_interpreter.h"
 
 #include <map>
 
-#include "model/jinja_parser.h"
+#include "template/jinja_parser.h"
 
 namespace tandem::jinja {
 namespace {

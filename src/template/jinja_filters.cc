@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "model/jinja_builtins.h"
+#include "template/jinja_builtins.h"
 
 namespace tandem::jinja {
 namespace {

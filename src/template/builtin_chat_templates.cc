@@ -1,6 +1,6 @@
-#include "server/builtin_chat_templates.h"
+#include "template/builtin_chat_templates.h"
 
-namespace tandem::server {
+namespace tandem {
 namespace {
 
 // The Gemma 3 turn format (<start_of_turn>user ... <end_of_turn>, the assistant role
@@ -69,4 +69,4 @@ BuiltinChatTemplate BuiltinChatTemplateFor(std::string_view arch) {
   return {"chatml", kChatMlTemplate};
 }
 
-}  // namespace tandem::server
+}  // namespace tandem
