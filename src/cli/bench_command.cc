@@ -201,7 +201,7 @@ void RegisterBench(CLI::App& app, RunFn* run) {
                   "/v1/completions (default) or /v1/chat/completions (multi-turn's default)");
   cmd->add_option("--model", f.model, "model name (default: the first of /v1/models)");
   cmd->add_option("--api-key", f.api_key, "bearer token (default: $OPENAI_API_KEY)");
-  cmd->add_option("--workload,--dataset-name", f.workload, "random, shared-prefix, multi-turn")
+  cmd->add_option("--workload,--dataset-name", f.workload, "random, shared-prefix, multi-turn, quote")
       ->capture_default_str();
   cmd->add_option("--num-prompts", f.w.num_prompts, "requests in total")
       ->check(CLI::PositiveNumber)

@@ -219,6 +219,8 @@ class EngineImpl final : public Engine {
   void Step() {
     ProposeDrafts();
     SchedulerOutput plan = scheduler_.Schedule();
+    const auto step_start = std::chrono::steady_clock::now();
+    step_tokens_ = 0;
     metrics_.OnPreemptions(plan.num_preempted);
     for (Request* r : plan.handed_back) {
       TANDEM_LOG(INFO) << "request " << r->id << " preempted: handing it back to be recomputed elsewhere";
@@ -236,6 +238,7 @@ class EngineImpl final : public Engine {
     spec_inputs.reserve(plan.scheduled.size());
     std::vector<ForwardSequence> batch;
     std::vector<int> first_row(plan.scheduled.size(), -1);  // the request's first logits row
+    bool prompt_step = false;  // prompt tokens in the batch (not a pure decode step)
     int rows = 0;
     for (size_t i = 0; i < plan.scheduled.size(); ++i) {
       const ScheduledRequest& s = plan.scheduled[i];
@@ -259,17 +262,20 @@ class EngineImpl final : public Engine {
         rows += seq.all_logits ? seq.n_tokens : 1;
       }
       batch.push_back(seq);
-      metrics_.OnTokensComputed(r->num_computed_tokens < r->prompt_len
+      const int prompt_tokens = r->num_computed_tokens < r->prompt_len
                                     ? std::min(s.num_new_tokens, r->prompt_len - r->num_computed_tokens)
-                                    : 0);
+                                    : 0;
+      if (prompt_tokens > 0) prompt_step = true;
+      metrics_.OnTokensComputed(prompt_tokens);
     }
     forward_.Run(batch, &logits_);
-    std::vector<DrawInput> sampling;  // the draws of requests without drafts, in parallel
+    std::vector<DrawInput> sampling;   // the draws of requests without drafts, in parallel
+    std::vector<DrawInput> verifying;  // requests with drafts (their first row)
     for (size_t i = 0; i < plan.scheduled.size(); ++i) {
       Request* r = plan.scheduled[i].request;
-      if (first_row[i] >= 0 && r->spec_tokens.empty()) {
-        sampling.push_back({r, logits_.data() + static_cast<int64_t>(first_row[i]) * n_vocab});
-      }
+      if (first_row[i] < 0) continue;
+      (r->spec_tokens.empty() ? sampling : verifying)
+          .push_back({r, logits_.data() + static_cast<int64_t>(first_row[i]) * n_vocab});
     }
     std::vector<StepDraw> draws = DrawTokens(sampling, model_.tokenizer(), n_vocab, pool_.get());
     for (const ScheduledRequest& s : plan.scheduled) {
@@ -286,11 +292,11 @@ class EngineImpl final : public Engine {
         EmitToken(d.r, d.token, d.r->params.logprobs >= 0 ? &d.lp : nullptr);
       }
     }
-    for (size_t i = 0; i < plan.scheduled.size(); ++i) {
-      Request* r = plan.scheduled[i].request;
-      if (first_row[i] >= 0 && !r->spec_tokens.empty()) {
-        VerifyDrafts(r, logits_.data() + static_cast<int64_t>(first_row[i]) * n_vocab);
-      }
+    // (Requests the loop above finished are gone: only `verifying` is touched from here.)
+    for (const DrawInput& v : verifying) VerifyDrafts(v.r, v.logits);
+    if (proposer_ && !prompt_step) {
+      spec_controller_.OnDecodeStep(
+          !verifying.empty(), step_tokens_, std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count());
     }
   }
 
@@ -331,7 +337,7 @@ class EngineImpl final : public Engine {
 
   // Drafts for the running requests that decode their next token this step.
   void ProposeDrafts() {
-    if (!proposer_) return;
+    if (!proposer_ || !spec_controller_.ShouldDraft()) return;
     const int k = options_.speculative.num_speculative_tokens;
     for (Request* r : scheduler_.running()) {
       const int n_tokens = static_cast<int>(r->tokens.size());
@@ -344,6 +350,7 @@ class EngineImpl final : public Engine {
   }
 
   void EmitToken(Request* r, int32_t token, const TokenLogprob* lp) {
+    ++step_tokens_;
     metrics_.OnToken(r);
     if (std::optional<std::string> finish = output_.AppendToken(*r, token, lp)) return Finish(r, *finish);
     RequestOutput out = output_.TakeOutput(*r, "");
@@ -448,6 +455,8 @@ class EngineImpl final : public Engine {
   std::unique_ptr<KvConnector> connector_;
   std::unique_ptr<NgramProposer> proposer_;           // --speculative-config ngram (else null)
   std::unique_ptr<SpecDecodeMetrics> spec_metrics_;   // with proposer_
+  SpecController spec_controller_;
+  int step_tokens_ = 0;                               // tokens emitted in the current step
 
   std::mutex mu_;
   std::condition_variable cv_;

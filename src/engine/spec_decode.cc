@@ -97,6 +97,26 @@ std::vector<int32_t> NgramProposer::Propose(std::span<const int32_t> tokens, int
   return {};
 }
 
+bool SpecController::ShouldDraft() const {
+  // While on: the last kProbeSteps of each period go without drafts (refreshing the
+  // baseline); while off: the last kProbeSteps of the period draft (refreshing the rest).
+  const bool probe = phase_ >= kOffSteps - kProbeSteps;
+  return on_ != probe;
+}
+
+void SpecController::OnDecodeStep(bool drafted, int tokens, double seconds) {
+  if (tokens > 0) {
+    constexpr double kWeight = 0.2;
+    double& avg = drafted ? with_ : without_;
+    const double per_token = seconds / tokens;
+    avg = avg == 0 ? per_token : (1 - kWeight) * avg + kWeight * per_token;
+  }
+  if (++phase_ < kOffSteps) return;
+  phase_ = 0;
+  // Both measured: draft while it is at least as fast per token.
+  if (with_ > 0 && without_ > 0) on_ = with_ <= without_;
+}
+
 bool SpecAdaptivity::ShouldPropose() {
   if (cool_off_ > 0) {
     --cool_off_;

@@ -61,4 +61,28 @@ class SpecAdaptivity {
   int cool_off_ = 0;
 };
 
+// Engine-wide: whether drafting pays on this machine for this workload. Verifying k
+// drafts costs more than one token (on a CPU the LM head of a large vocabulary is
+// compute-bound), so acceptance alone does not say. Compares the seconds per emitted
+// token of recent decode-only steps with drafts and without (moving averages); while
+// drafting is the slower, it is off, with a probe of kProbeSteps drafting steps every
+// kOffSteps. Every kOffSteps drafting steps, kProbeSteps go without, so both averages
+// stay current.
+class SpecController {
+ public:
+  static constexpr int kOffSteps = 64;
+  static constexpr int kProbeSteps = 4;
+
+  bool ShouldDraft() const;
+  // One decode-only step (no prompt tokens): whether it verified drafts, the tokens it
+  // emitted and its duration.
+  void OnDecodeStep(bool drafted, int tokens, double seconds);
+
+ private:
+  double with_ = 0;     // seconds per token, steps with drafts (0 = none yet)
+  double without_ = 0;  // seconds per token, steps without drafts
+  int phase_ = 0;       // steps into the current on/off period
+  bool on_ = true;
+};
+
 }  // namespace tandem

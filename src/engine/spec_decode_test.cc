@@ -82,6 +82,26 @@ TEST(SpecAdaptivityTest, CoolsOffWhenDraftsAreRejected) {
   EXPECT_TRUE(a.ShouldPropose());
 }
 
+TEST(SpecControllerTest, DraftsOnlyWhileTheyPay) {
+  SpecController c;
+  auto period = [&](double with_s, double without_s) {
+    int drafting = 0;
+    for (int i = 0; i < SpecController::kOffSteps; ++i) {
+      const bool d = c.ShouldDraft();
+      drafting += d;
+      c.OnDecodeStep(d, d ? 3 : 1, d ? 3 * with_s : without_s);
+    }
+    return drafting;
+  };
+  // On at first, with a few baseline steps at the end of the period.
+  EXPECT_EQ(period(0.02, 0.01), SpecController::kOffSteps - SpecController::kProbeSteps);
+  // Drafting cost 0.02 s per token against 0.01: off, probing a few steps per period.
+  EXPECT_EQ(period(0.02, 0.01), SpecController::kProbeSteps);
+  // Drafts get cheaper than plain steps: back on.
+  EXPECT_EQ(period(0.001, 0.01), SpecController::kProbeSteps);
+  EXPECT_EQ(period(0.001, 0.01), SpecController::kOffSteps - SpecController::kProbeSteps);
+}
+
 // Prompts that repeat themselves, so prompt lookup finds drafts (and the random-weight
 // fixtures' greedy outputs tend to loop, which it finds too).
 std::vector<std::vector<int32_t>> RepetitivePrompts() {
@@ -137,12 +157,14 @@ TEST_P(SpecEngineTest, OutputsEqualDecodingWithoutDrafts) {
   plain_options.threads = 1;
   for (float temperature : {0.0f, 0.9f}) {
     Harness plain(*model, plain_options);
-    for (size_t i = 0; i < prompts.size(); ++i) plain.Submit("r" + std::to_string(i), prompts[i], Params(40, temperature, 7 + i));
+    // Different lengths, so requests finish in steps where others verify drafts.
+    auto len = [](size_t i) { return 40 - 5 * static_cast<int>(i); };
+    for (size_t i = 0; i < prompts.size(); ++i) plain.Submit("r" + std::to_string(i), prompts[i], Params(len(i), temperature, 7 + i));
     auto want = plain.Wait();
     for (int k : {1, 4}) {
       Harness batched(*model, SpecOptions(k));
       for (size_t i = 0; i < prompts.size(); ++i) {
-        batched.Submit("r" + std::to_string(i), prompts[i], Params(40, temperature, 7 + i));
+        batched.Submit("r" + std::to_string(i), prompts[i], Params(len(i), temperature, 7 + i));
       }
       auto got = batched.Wait();
       for (size_t i = 0; i < prompts.size(); ++i) {

@@ -65,8 +65,9 @@ StatusOr<WorkloadKind> ParseWorkloadKind(const std::string& name) {
   if (name == "random") return WorkloadKind::kRandom;
   if (name == "shared-prefix") return WorkloadKind::kSharedPrefix;
   if (name == "multi-turn") return WorkloadKind::kMultiTurn;
+  if (name == "quote") return WorkloadKind::kQuote;
   return InvalidArgumentError("unknown workload '" + name +
-                              "' (random, shared-prefix, multi-turn)");
+                              "' (random, shared-prefix, multi-turn, quote)");
 }
 
 const char* WorkloadKindName(WorkloadKind kind) {
@@ -77,6 +78,8 @@ const char* WorkloadKindName(WorkloadKind kind) {
       return "shared-prefix";
     case WorkloadKind::kMultiTurn:
       return "multi-turn";
+    case WorkloadKind::kQuote:
+      return "quote";
   }
   return "?";
 }
@@ -109,6 +112,14 @@ StatusOr<std::vector<BenchSession>> BuildWorkload(const WorkloadOptions& o) {
   switch (o.kind) {
     case WorkloadKind::kRandom:
       for (int i = 0; i < o.num_prompts; ++i) sessions.push_back({-1, "", {turn()}});
+      break;
+    case WorkloadKind::kQuote:
+      for (int i = 0; i < o.num_prompts; ++i) {
+        BenchTurn t = turn();
+        t.user_text = "Repeat the following passage exactly, word for word.\n\nPassage: " + t.user_text +
+                      "\n\nThe passage, repeated exactly: ";
+        sessions.push_back({-1, "", {t}});
+      }
       break;
     case WorkloadKind::kSharedPrefix: {
       std::vector<std::string> prefixes;

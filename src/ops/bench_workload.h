@@ -9,6 +9,9 @@
 //                  conversation so far (an optional system prompt of prefix_len tokens,
 //                  earlier user turns and the model's replies) plus a new user message of
 //                  input_len tokens. A session's next turn starts when its reply is done.
+//   quote          independent prompts that ask for a passage of random words (input_len
+//                  tokens) to be repeated word for word: answers that quote their prompt,
+//                  where speculative decoding by prompt lookup pays.
 //
 // Lengths are in tokens of the served model: text is made of common English words and
 // `tokens_per_word` (measured with the server's /tokenize when available, else 1.0)
@@ -25,9 +28,9 @@
 
 namespace tandem::ops {
 
-enum class WorkloadKind { kRandom, kSharedPrefix, kMultiTurn };
+enum class WorkloadKind { kRandom, kSharedPrefix, kMultiTurn, kQuote };
 
-// "random", "shared-prefix", "multi-turn"; InvalidArgument otherwise.
+// "random", "shared-prefix", "multi-turn", "quote"; InvalidArgument otherwise.
 StatusOr<WorkloadKind> ParseWorkloadKind(const std::string& name);
 const char* WorkloadKindName(WorkloadKind kind);
 

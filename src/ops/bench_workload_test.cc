@@ -118,6 +118,8 @@ TEST(BenchWorkload, RejectsBadOptions) {
   EXPECT_FALSE(BuildWorkload(o).ok());
   EXPECT_FALSE(ParseWorkloadKind("sharegpt").ok());
   EXPECT_EQ(ParseWorkloadKind("multi-turn").value(), WorkloadKind::kMultiTurn);
+  EXPECT_EQ(ParseWorkloadKind("quote").value(), WorkloadKind::kQuote);
+  EXPECT_STREQ(WorkloadKindName(WorkloadKind::kQuote), "quote");
 }
 
 TEST(BenchWorkload, PoissonArrivalsHaveTheRequestedMeanRate) {
@@ -139,4 +141,21 @@ TEST(BenchWorkload, PoissonArrivalsHaveTheRequestedMeanRate) {
 }
 
 }  // namespace
+TEST(BenchWorkloadTest, QuotePromptsAskToRepeatTheirOwnPassage) {
+  WorkloadOptions o;
+  o.kind = WorkloadKind::kQuote;
+  o.num_prompts = 3;
+  o.input_len = 40;
+  auto w = BuildWorkload(o);
+  ASSERT_TRUE(w.ok());
+  ASSERT_EQ(w->size(), 3u);
+  for (const BenchSession& s : *w) {
+    ASSERT_EQ(s.turns.size(), 1u);
+    const std::string& text = s.turns[0].user_text;
+    EXPECT_EQ(text.rfind("Repeat the following passage exactly", 0), 0u) << text;
+    EXPECT_NE(text.find("The passage, repeated exactly: "), std::string::npos);
+  }
+  EXPECT_NE((*w)[0].turns[0].user_text, (*w)[1].turns[0].user_text);
+}
+
 }  // namespace tandem::ops
