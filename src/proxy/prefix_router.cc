@@ -97,8 +97,13 @@ StatusOr<std::unique_ptr<PrefixRouter>> PrefixRouter::Create(const ProxyOptions&
 
 PrefixRouter::~PrefixRouter() { Stop(); }
 
-void PrefixRouter::Start() { subscriber_->Start(); }
-void PrefixRouter::Stop() { subscriber_->Stop(); }
+void PrefixRouter::Start() {
+  if (subscriber_) subscriber_->Start();
+}
+
+void PrefixRouter::Stop() {
+  if (subscriber_) subscriber_->Stop();  // null when Create failed
+}
 
 void PrefixRouter::Score(Role role, const Json& body, bool chat, const std::string& authorization,
                          std::function<void(PrefixScore)> done) {
@@ -134,8 +139,17 @@ void PrefixRouter::Score(Role role, const Json& body, bool chat, const std::stri
   if (!authorization.empty()) request.headers.Set("Authorization", authorization);
   auto shared_done = std::make_shared<std::function<void(PrefixScore)>>(std::move(done));
   auto shared_score = std::make_shared<PrefixScore>(std::move(score));
-  auto started = io_->Fetch(std::move(request), [this, shared_done,
-                                                 shared_score](StatusOr<net::HttpResponse> r) {
+  BackendPtr tokenizer_backend;
+  for (const BackendPtr& b : registry_->InState(Backend::State::kUp)) {
+    if (b->role() == role && b->address() == tokenizer->address) tokenizer_backend = b;
+  }
+  auto started = io_->Fetch(std::move(request), [this, shared_done, shared_score,
+                                                 tokenizer_backend](StatusOr<net::HttpResponse> r) {
+    // A call that failed in transport marks the instance down, as any other call does
+    // (its events, if any, are then dropped too).
+    if (!r.ok() && r.status().code() != StatusCode::kCancelled && tokenizer_backend) {
+      registry_->MarkDown(tokenizer_backend);
+    }
     std::vector<int32_t> tokens;
     bool ok = r.ok() && r->status == 200;
     if (ok) {

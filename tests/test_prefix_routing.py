@@ -1,0 +1,198 @@
+"""Integration tests for cache-aware routing in `tandem proxy` (--worker-urls,
+--routing-policy prefix_aware, --kv-events-endpoints): two real `tandem serve` workers
+behind the proxy. The KV events come from a Python publisher (pyzmq + msgpack, vLLM's
+encoding) that plays each worker's publisher, so the test decides what the proxy
+believes each worker holds and checks where requests go; the workers' own counters say
+which one served."""
+import re
+import subprocess
+import time
+
+import msgpack
+import pytest
+import requests
+import zmq
+
+from tandem_procs import HttpProcess, Server, free_port
+
+MODEL_NAME = "fixture"
+BLOCK = 16
+PROMPT = ("Once upon a time in a small village by the sea there lived an old fisherman who "
+          "told long stories about the storms he had seen and the fish he had caught. ") * 3
+
+
+class Publisher:
+    """A KV-event publisher with vLLM's wire format: [topic, seq (8 bytes BE), payload]."""
+
+    def __init__(self, ctx, topic=b"kv-events"):
+        self.sock = ctx.socket(zmq.PUB)
+        self.port = free_port()
+        self.sock.bind(f"tcp://127.0.0.1:{self.port}")
+        self.endpoint = f"tcp://127.0.0.1:{self.port}"
+        self.topic = topic
+        self.seq = 0
+
+    def send(self, events, seq=None):
+        self.seq = self.seq if seq is None else seq
+        payload = msgpack.packb([time.time(), events, None], use_bin_type=True)
+        self.sock.send_multipart([self.topic, self.seq.to_bytes(8, "big"), payload])
+        self.seq += 1
+
+
+def stored_events(tokens):
+    """BlockStored for every whole block of `tokens`, chained (made-up 16-byte hashes)."""
+    n = len(tokens) // BLOCK
+    hashes = [bytes([i + 1]) * 16 for i in range(n)]
+    return [["BlockStored", hashes, None, tokens[:n * BLOCK], BLOCK, None, "GPU"]], hashes
+
+
+class Proxy(HttpProcess):
+    def __init__(self, tandem_bin, workers, endpoints, tmp_path, extra=()):
+        self._args = ["--worker-urls", *[w.url for w in workers], "--kv-events-endpoints",
+                      *endpoints, "--kv-events-topic", "kv-events",
+                      "--health-check-interval", "0.2", *extra]
+        super().__init__([tandem_bin, "proxy"], tmp_path, "proxy", timeout=30)
+
+    def command(self, cmd):
+        return [*cmd, *self._args]
+
+    def value(self, name, **labels):
+        """Sum of the series of `name` whose labels include `labels`."""
+        text = requests.get(self.url + "/metrics", timeout=10).text
+        total = 0.0
+        for m in re.finditer(r"^" + re.escape(name) + r"(?:\{([^}]*)\})? (\S+)$", text, re.M):
+            have = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1) or ""))
+            if all(have.get(k) == v for k, v in labels.items()):
+                total += float(m.group(2))
+        return total
+
+
+def served(server):
+    text = requests.get(server.url + "/metrics", timeout=10).text
+    return sum(float(v) for v in re.findall(r"^vllm:request_success_total\{[^}]*\} (\S+)$", text, re.M))
+
+
+def wait_for(cond, timeout=10.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return cond()
+
+
+@pytest.fixture
+def workers(tandem_bin, fixture_dir, tmp_path):
+    args = ["--served-model-name", MODEL_NAME, "--enable-prompt-tokens-details",
+            "--max-model-len", "512"]
+    a = Server(tandem_bin, fixture_dir / "llama.gguf", args, tmp_path, name="worker-a")
+    b = Server(tandem_bin, fixture_dir / "llama.gguf", args, tmp_path, name="worker-b")
+    yield a, b
+    a.stop()
+    b.stop()
+
+
+def complete(proxy, prompt, max_tokens=2):
+    r = requests.post(proxy.url + "/v1/completions", timeout=60,
+                      json={"model": MODEL_NAME, "prompt": prompt, "max_tokens": max_tokens,
+                            "temperature": 0})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_requests_follow_the_instance_that_holds_their_prefix(tandem_bin, workers, tmp_path):
+    a, b = workers
+    ctx = zmq.Context()
+    pub_a, pub_b = Publisher(ctx), Publisher(ctx)
+    proxy = Proxy(tandem_bin, [a, b], [pub_a.endpoint, pub_b.endpoint], tmp_path,
+                  extra=["--routing-policy", "prefix_aware"])
+    try:
+        tokens = requests.post(a.url + "/tokenize", json={"prompt": PROMPT}, timeout=10).json()["tokens"]
+        assert len(tokens) >= 2 * BLOCK
+        events, hashes = stored_events(tokens)
+        # PUB drops messages until the subscriber has joined: repeat until indexed.
+        assert wait_for(lambda: pub_b.send(events, seq=0) or
+                        proxy.value("tandem_proxy_prefix_index_blocks") == len(hashes))
+        before_a, before_b = served(a), served(b)
+        for i in range(4):  # least_load would alternate; the prefix holder takes them all
+            complete(proxy, PROMPT + f" Question {i}?")
+        assert served(b) - before_b == 4 and served(a) == before_a
+        assert proxy.value("tandem_proxy_routing_decisions_total", policy="prefix_aware",
+                           reason="prefix_hit") == 4
+        predicted = proxy.value("tandem_proxy_prefix_predicted_cached_tokens_total")
+        assert predicted == 4 * len(hashes) * BLOCK
+        assert proxy.value("tandem_proxy_prefix_prompt_tokens_total") >= predicted
+
+        # BlockRemoved of the first block: nothing matches any more; routed by load.
+        pub_b.send([["BlockRemoved", hashes[:1], "GPU"]])
+        assert wait_for(lambda: proxy.value("tandem_proxy_prefix_index_blocks") == len(hashes) - 1)
+        complete(proxy, PROMPT)
+        assert proxy.value("tandem_proxy_routing_decisions_total", reason="no_prefix") == 1
+
+        # The prefix now on A (the same hashes: A holds all blocks, B all but the first);
+        # then a sequence gap on A drops A's entries.
+        pub_a.send(events, seq=0)
+        assert wait_for(lambda: proxy.value("tandem_proxy_prefix_index_blocks") == len(hashes))
+        before_a = served(a)
+        complete(proxy, PROMPT + " Again?")
+        assert served(a) - before_a == 1
+        pub_a.send([["AllBlocksCleared"]], seq=5)  # seq 1..4 lost
+        assert wait_for(lambda: proxy.value("tandem_proxy_kv_event_index_drops_total",
+                                            instance=f"127.0.0.1:{a.port}") == 1)
+        assert wait_for(lambda: proxy.value("tandem_proxy_prefix_index_blocks") == len(hashes) - 1)
+        # AllBlocksCleared on B empties the index.
+        pub_b.send([["AllBlocksCleared"]])
+        assert wait_for(lambda: proxy.value("tandem_proxy_prefix_index_blocks") == 0)
+    finally:
+        assert proxy.stop() == 0
+        ctx.destroy(linger=0)
+
+
+def test_silent_or_down_instances_leave_the_index(tandem_bin, workers, tmp_path):
+    a, b = workers
+    ctx = zmq.Context()
+    pub_a, pub_b = Publisher(ctx), Publisher(ctx)
+    proxy = Proxy(tandem_bin, [a, b], [pub_a.endpoint, pub_b.endpoint], tmp_path,
+                  extra=["--routing-policy", "prefix_aware", "--kv-events-timeout", "0.5"])
+    try:
+        tokens = requests.post(a.url + "/tokenize", json={"prompt": PROMPT}, timeout=10).json()["tokens"]
+        events, hashes = stored_events(tokens[:2 * BLOCK])  # two blocks: the rest must be computed
+        assert wait_for(lambda: pub_b.send(events, seq=0) or
+                        proxy.value("tandem_proxy_prefix_index_blocks") == len(hashes))
+        complete(proxy, PROMPT)  # goes to B, which must now announce blocks; it stays silent
+        assert proxy.value("tandem_proxy_routing_decisions_total", reason="prefix_hit") == 1
+        assert wait_for(lambda: proxy.value("tandem_proxy_prefix_index_blocks") == 0, timeout=5)
+        assert proxy.value("tandem_proxy_kv_event_index_drops_total",
+                           instance=f"127.0.0.1:{b.port}") == 1
+        complete(proxy, PROMPT)
+        assert proxy.value("tandem_proxy_routing_decisions_total", reason="no_prefix") == 1
+
+        # A process that goes down takes its entries with it.
+        assert wait_for(lambda: pub_a.send(events, seq=0) or
+                        proxy.value("tandem_proxy_prefix_index_blocks") == len(hashes))
+        a.proc.kill()
+        a.proc.wait()
+        requests.post(proxy.url + "/v1/completions", timeout=60,
+                      json={"model": MODEL_NAME, "prompt": PROMPT, "max_tokens": 1})
+        assert wait_for(lambda: proxy.value("tandem_proxy_prefix_index_blocks") == 0, timeout=5)
+    finally:
+        assert proxy.stop() == 0
+        ctx.destroy(linger=0)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--worker-urls", "http://127.0.0.1:1", "--routing-policy", "prefix_aware"],
+     "prefix_aware needs --kv-events-endpoints"),
+    (["--worker-urls", "http://127.0.0.1:1", "--kv-events-endpoints", "tcp://a:1", "tcp://b:2"],
+     "want one per worker"),
+    (["--worker-urls", "http://127.0.0.1:1", "--kv-events-endpoints", "nonsense"],
+     "kv events endpoint 'nonsense'"),
+    (["--worker-urls", "https://127.0.0.1:1"], "https is not supported"),
+    (["--worker-urls", "http://127.0.0.1:1", "--prefiller-ports", "8100"], "cannot be combined"),
+    (["--routing-policy", "cache_aware"], "cache_aware"),
+])
+def test_bad_routing_flags_exit_2(tandem_bin, flags, message):
+    r = subprocess.run([tandem_bin, "proxy", "--port", str(free_port()), *flags],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert message in r.stderr, r.stderr
