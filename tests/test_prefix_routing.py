@@ -4,6 +4,7 @@ behind the proxy. The KV events come from a Python publisher (pyzmq + msgpack, v
 encoding) that plays each worker's publisher, so the test decides what the proxy
 believes each worker holds and checks where requests go; the workers' own counters say
 which one served."""
+import json
 import re
 import subprocess
 import time
@@ -196,3 +197,45 @@ def test_bad_routing_flags_exit_2(tandem_bin, flags, message):
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 2, (r.returncode, r.stderr)
     assert message in r.stderr, r.stderr
+
+
+def test_follow_up_turn_goes_to_the_engine_holding_its_prefix(tandem_bin, fixture_dir, tmp_path):
+    """Real engines publishing their own KV events (--kv-events-config): the second turn
+    of a conversation goes where the first was computed (least_load would alternate), and
+    that engine reports the predicted prefix as cached."""
+    servers, endpoints = [], []
+    try:
+        for name in ("engine-a", "engine-b"):
+            events = free_port()
+            config = {"enable_kv_cache_events": True, "publisher": "zmq",
+                      "endpoint": f"tcp://*:{events}", "topic": "kv-events"}
+            servers.append(Server(tandem_bin, fixture_dir / "llama.gguf",
+                                  ["--served-model-name", MODEL_NAME, "--enable-prompt-tokens-details",
+                                   "--max-model-len", "512", "--kv-events-config",
+                                   json.dumps(config)], tmp_path, name=name))
+            endpoints.append(f"tcp://127.0.0.1:{events}")
+        proxy = Proxy(tandem_bin, servers, endpoints, tmp_path, extra=["--routing-policy", "prefix_aware"])
+        try:
+            time.sleep(0.5)  # the SUB sockets join the publishers
+            for turn_one in (PROMPT, "A different story: " + PROMPT):
+                before = [served(s) for s in servers]
+                first = complete(proxy, turn_one, max_tokens=4)
+                after = [served(s) for s in servers]
+                home = [i for i in range(2) if after[i] > before[i]]
+                assert len(home) == 1
+                blocks = proxy.value("tandem_proxy_prefix_index_blocks")
+                assert wait_for(lambda: proxy.value("tandem_proxy_prefix_index_blocks") > blocks)
+                follow_up = turn_one + first["choices"][0]["text"] + " And then what happened?"
+                hits = proxy.value("tandem_proxy_routing_decisions_total", reason="prefix_hit")
+                second = complete(proxy, follow_up, max_tokens=4)
+                assert served(servers[home[0]]) == after[home[0]] + 1
+                assert proxy.value("tandem_proxy_routing_decisions_total", reason="prefix_hit") == hits + 1
+                assert second["usage"]["prompt_tokens_details"]["cached_tokens"] >= 16
+            predicted = proxy.value("tandem_proxy_prefix_predicted_cached_tokens_total")
+            reported = proxy.value("tandem_proxy_prefix_reported_cached_tokens_total")
+            assert predicted > 0 and reported > 0
+        finally:
+            assert proxy.stop() == 0
+    finally:
+        for s in servers:
+            s.stop()
