@@ -80,6 +80,12 @@ def metric_sums(url, name):
     return out
 
 
+def metric_value(url, name):
+    """The value of the label-less series `name` (0 when absent)."""
+    m = re.search(r"^" + re.escape(name) + r" (\S+)$", http(url + "/metrics").decode(), re.M)
+    return float(m.group(1)) if m else 0.0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.join(ROOT, "models", "default.gguf"))
@@ -129,19 +135,25 @@ def main():
                          "--result-file", result]
                 subprocess.run(bench, check=True, stdout=subprocess.DEVNULL,
                                stderr=open(os.path.join(tmp, f"bench-{policy}-{rep}.log"), "wb"))
-                decisions = metric_sums(f"http://127.0.0.1:{port}", "tandem_proxy_routing_decisions_total")
+                purl = f"http://127.0.0.1:{port}"
+                decisions = metric_sums(purl, "tandem_proxy_routing_decisions_total")
+                predicted = metric_value(purl, "tandem_proxy_prefix_predicted_cached_tokens_total")
+                reported = metric_value(purl, "tandem_proxy_prefix_reported_cached_tokens_total")
                 proxy.stop()
                 r = json.load(open(result))
                 rows.append({"policy": policy, "rep": rep, "ttft_p50": r["median_ttft_ms"],
                              "ttft_p90": r["p90_ttft_ms"], "tput": r["output_throughput"],
                              "hit": r["prefix_hit_rate"] or 0.0, "failed": r["failed"],
-                             "decisions": {k: int(v) for k, v in decisions.items() if v}})
+                             "decisions": {k: int(v) for k, v in decisions.items() if v},
+                             "predicted": int(predicted), "reported": int(reported)})
                 print(f"# {policy} rep {rep}: {rows[-1]}", flush=True)
-        print("\n| policy | rep | TTFT p50 (ms) | TTFT p90 (ms) | output tok/s | prefix hit rate | failed | routing decisions |")
-        print("|---|---|---|---|---|---|---|---|")
+        print("\n| policy | rep | TTFT p50 (ms) | TTFT p90 (ms) | output tok/s | prefix hit rate | failed "
+              "| routing decisions | predicted / reported cached tokens |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for r in rows:
             print(f"| {r['policy']} | {r['rep']} | {r['ttft_p50']:.0f} | {r['ttft_p90']:.0f} | {r['tput']:.2f} | "
-                  f"{100 * r['hit']:.1f}% | {r['failed']} | {r['decisions']} |")
+                  f"{100 * r['hit']:.1f}% | {r['failed']} | {r['decisions']} | "
+                  f"{r['predicted']} / {r['reported']} |")
         print("\n| policy | TTFT p50 (ms) | TTFT p90 (ms) | output tok/s | prefix hit rate |")
         print("|---|---|---|---|---|")
         for policy in POLICIES:
