@@ -180,10 +180,11 @@ void RegisterProxy(CLI::App& app, RunFn* run) {
       *bytes = static_cast<size_t>(*size);
     }
     if (!f.worker_urls.empty()) {
-      for (const char* flag : {"--prefiller-hosts", "--prefiller-ports", "--decoder-hosts",
-                               "--decoder-ports"}) {
+      for (const char* flag :
+           {"--prefiller-hosts", "--prefiller-ports", "--decoder-hosts", "--decoder-ports"}) {
         if (cmd_->count(flag) > 0) {
-          throw CLI::ValidationError("--worker-urls", std::string("cannot be combined with ") + flag);
+          throw CLI::ValidationError("--worker-urls",
+                                     std::string("cannot be combined with ") + flag);
         }
       }
       for (const std::string& url : f.worker_urls) {

@@ -46,33 +46,94 @@ Status MsgpackReader::Header(Type* type, size_t* header, uint64_t* length) const
     *length = b & 0x1f;
   } else {
     switch (b) {
-      case 0xc0: *type = Type::kNil; break;
-      case 0xc2: case 0xc3: *type = Type::kBool; break;
-      case 0xc4: return sized(Type::kBin, 1, 0);
-      case 0xc5: return sized(Type::kBin, 2, 0);
-      case 0xc6: return sized(Type::kBin, 4, 0);
-      case 0xc7: return sized(Type::kExt, 1, 1);
-      case 0xc8: return sized(Type::kExt, 2, 1);
-      case 0xc9: return sized(Type::kExt, 4, 1);
-      case 0xca: *type = Type::kFloat; *header = 5; break;
-      case 0xcb: *type = Type::kFloat; *header = 9; break;
-      case 0xcc: case 0xd0: *type = Type::kInt; *header = 2; break;
-      case 0xcd: case 0xd1: *type = Type::kInt; *header = 3; break;
-      case 0xce: case 0xd2: *type = Type::kInt; *header = 5; break;
-      case 0xcf: case 0xd3: *type = Type::kInt; *header = 9; break;
-      case 0xd4: *type = Type::kExt; *header = 1; *length = 2; break;
-      case 0xd5: *type = Type::kExt; *header = 1; *length = 3; break;
-      case 0xd6: *type = Type::kExt; *header = 1; *length = 5; break;
-      case 0xd7: *type = Type::kExt; *header = 1; *length = 9; break;
-      case 0xd8: *type = Type::kExt; *header = 1; *length = 17; break;
-      case 0xd9: return sized(Type::kStr, 1, 0);
-      case 0xda: return sized(Type::kStr, 2, 0);
-      case 0xdb: return sized(Type::kStr, 4, 0);
-      case 0xdc: return sized(Type::kArray, 2, 0);
-      case 0xdd: return sized(Type::kArray, 4, 0);
-      case 0xde: return sized(Type::kMap, 2, 0);
-      case 0xdf: return sized(Type::kMap, 4, 0);
-      default: return Error("reserved type byte 0xc1");
+      case 0xc0:
+        *type = Type::kNil;
+        break;
+      case 0xc2:
+      case 0xc3:
+        *type = Type::kBool;
+        break;
+      case 0xc4:
+        return sized(Type::kBin, 1, 0);
+      case 0xc5:
+        return sized(Type::kBin, 2, 0);
+      case 0xc6:
+        return sized(Type::kBin, 4, 0);
+      case 0xc7:
+        return sized(Type::kExt, 1, 1);
+      case 0xc8:
+        return sized(Type::kExt, 2, 1);
+      case 0xc9:
+        return sized(Type::kExt, 4, 1);
+      case 0xca:
+        *type = Type::kFloat;
+        *header = 5;
+        break;
+      case 0xcb:
+        *type = Type::kFloat;
+        *header = 9;
+        break;
+      case 0xcc:
+      case 0xd0:
+        *type = Type::kInt;
+        *header = 2;
+        break;
+      case 0xcd:
+      case 0xd1:
+        *type = Type::kInt;
+        *header = 3;
+        break;
+      case 0xce:
+      case 0xd2:
+        *type = Type::kInt;
+        *header = 5;
+        break;
+      case 0xcf:
+      case 0xd3:
+        *type = Type::kInt;
+        *header = 9;
+        break;
+      case 0xd4:
+        *type = Type::kExt;
+        *header = 1;
+        *length = 2;
+        break;
+      case 0xd5:
+        *type = Type::kExt;
+        *header = 1;
+        *length = 3;
+        break;
+      case 0xd6:
+        *type = Type::kExt;
+        *header = 1;
+        *length = 5;
+        break;
+      case 0xd7:
+        *type = Type::kExt;
+        *header = 1;
+        *length = 9;
+        break;
+      case 0xd8:
+        *type = Type::kExt;
+        *header = 1;
+        *length = 17;
+        break;
+      case 0xd9:
+        return sized(Type::kStr, 1, 0);
+      case 0xda:
+        return sized(Type::kStr, 2, 0);
+      case 0xdb:
+        return sized(Type::kStr, 4, 0);
+      case 0xdc:
+        return sized(Type::kArray, 2, 0);
+      case 0xdd:
+        return sized(Type::kArray, 4, 0);
+      case 0xde:
+        return sized(Type::kMap, 2, 0);
+      case 0xdf:
+        return sized(Type::kMap, 4, 0);
+      default:
+        return Error("reserved type byte 0xc1");
     }
   }
   if (data_.size() - pos_ < *header) return Error("truncated value");
@@ -121,17 +182,29 @@ StatusOr<int64_t> MsgpackReader::ReadInt() {
     uint64_t raw = 0;
     BigEndian(pos_ + 1, static_cast<int>(header - 1), &raw);  // Header checked the size
     switch (b) {
-      case 0xcc: case 0xcd: case 0xce: value = static_cast<int64_t>(raw); break;
+      case 0xcc:
+      case 0xcd:
+      case 0xce:
+        value = static_cast<int64_t>(raw);
+        break;
       case 0xcf:
         if (raw > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
           return OutOfRangeError("msgpack: uint64 " + std::to_string(raw) + " exceeds int64");
         }
         value = static_cast<int64_t>(raw);
         break;
-      case 0xd0: value = static_cast<int8_t>(raw); break;
-      case 0xd1: value = static_cast<int16_t>(raw); break;
-      case 0xd2: value = static_cast<int32_t>(raw); break;
-      default: value = static_cast<int64_t>(raw); break;  // 0xd3: two's complement
+      case 0xd0:
+        value = static_cast<int8_t>(raw);
+        break;
+      case 0xd1:
+        value = static_cast<int16_t>(raw);
+        break;
+      case 0xd2:
+        value = static_cast<int32_t>(raw);
+        break;
+      default:
+        value = static_cast<int64_t>(raw);
+        break;  // 0xd3: two's complement
     }
   }
   pos_ += header;

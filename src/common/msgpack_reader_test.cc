@@ -21,10 +21,9 @@ TEST(MsgpackReaderTest, EveryIntegerEncoding) {
       "\x00\x00\xcf\x00\x00\x00\x01\x00\x00\x00\x00\xcf\x7f\xff\xff\xff\xff\xff\xff\xff\xd0\x80"
       "\xd1\xff\x7f\xd1\x80\x00\xd2\xff\xff\x7f\xff\xd3\xff\xff\xff\xff\x7f\xff\xff\xff\xd3\x80"
       "\x00\x00\x00\x00\x00\x00\x00"s;
-  const std::vector<int64_t> want = {0,      127,    -1,         -32,       -33,
-                                     128,    255,    256,        65535,     65536,
-                                     1LL << 32,      INT64_MAX,  -128,      -129,
-                                     -32768, -32769, -2147483649LL, INT64_MIN};
+  const std::vector<int64_t> want = {0,    127,  -1,     -32,    -33,           128,
+                                     255,  256,  65535,  65536,  1LL << 32,     INT64_MAX,
+                                     -128, -129, -32768, -32769, -2147483649LL, INT64_MIN};
   MsgpackReader r(bytes);
   ASSERT_EQ(*r.ReadArrayHeader(), want.size());
   for (int64_t w : want) {
@@ -120,9 +119,10 @@ TEST(MsgpackReaderTest, Uint64AboveInt64IsOutOfRange) {
 TEST(MsgpackReaderTest, MalformedInputIsAnErrorNotACrash) {
   const std::vector<std::string> bad = {
       ""s,
-      "\xc1"s,                  // reserved
-      "\xd9"s,                  // str8 without its length
-      "\xd9\x05" "abc"s,        // str8 shorter than declared
+      "\xc1"s,  // reserved
+      "\xd9"s,  // str8 without its length
+      "\xd9\x05"
+      "abc"s,                   // str8 shorter than declared
       "\xc4\x10\x00\x01"s,      // bin8 shorter than declared
       "\xcb\x3f\xf8"s,          // truncated float64
       "\xcd\x01"s,              // truncated uint16
@@ -139,8 +139,8 @@ TEST(MsgpackReaderTest, MalformedInputIsAnErrorNotACrash) {
     EXPECT_FALSE(r2.ReadStr().ok());
   }
   // Every prefix of a valid batch fails cleanly when skipped.
-  const std::string whole = "\x93\xcb\x41\xd9\xd2\xde\xd0\x20\x00\x00\x91\x91\xb0"s +
-                            "AllBlocksCleared" + "\xc0"s;
+  const std::string whole =
+      "\x93\xcb\x41\xd9\xd2\xde\xd0\x20\x00\x00\x91\x91\xb0"s + "AllBlocksCleared" + "\xc0"s;
   ASSERT_TRUE(MsgpackReader(whole).Skip().ok());
   for (size_t n = 0; n < whole.size(); ++n) {
     MsgpackReader r(std::string_view(whole).substr(0, n));

@@ -30,7 +30,7 @@ TEST(BenchStats, SummarizeInMilliseconds) {
   EXPECT_NEAR(s.mean_ms, 200, 1e-9);
   EXPECT_NEAR(s.median_ms, 200, 1e-9);
   EXPECT_NEAR(s.std_ms, 81.6496580927726, 1e-9);  // population std
-  EXPECT_NEAR(s.p90_ms, 280, 1e-9);  // numpy.percentile([0.1, 0.2, 0.3], 90) * 1000
+  EXPECT_NEAR(s.p90_ms, 280, 1e-9);               // numpy.percentile([0.1, 0.2, 0.3], 90) * 1000
   EXPECT_NEAR(s.p99_ms, 298, 1e-9);
   LatencySummary empty = Summarize({});
   EXPECT_EQ(empty.mean_ms, 0);

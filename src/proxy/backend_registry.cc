@@ -9,9 +9,12 @@ namespace tandem::proxy {
 
 std::string_view RoleName(Role role) {
   switch (role) {
-    case Role::kPrefill: return "prefill";
-    case Role::kDecode: return "decode";
-    case Role::kWorker: return "worker";
+    case Role::kPrefill:
+      return "prefill";
+    case Role::kDecode:
+      return "decode";
+    case Role::kWorker:
+      return "worker";
   }
   return "?";
 }
@@ -116,7 +119,8 @@ BackendRegistry::Routed BackendRegistry::PickRouted(
     std::vector<RouteCandidate> scored;
     for (const BackendPtr& b : candidates) {
       RouteCandidate c{b->load_, b->in_flight_, b->last_pick_, 0};
-      if (policy == RoutingPolicy::kPrefixAware && cached_tokens) c.cached_tokens = cached_tokens(*b);
+      if (policy == RoutingPolicy::kPrefixAware && cached_tokens)
+        c.cached_tokens = cached_tokens(*b);
       scored.push_back(c);
     }
     RouteChoice choice{LeastLoaded(scored), RouteReason::kLeastLoad};

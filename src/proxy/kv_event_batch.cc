@@ -45,7 +45,8 @@ StatusOr<std::optional<KvEvent>> ReadEvent(MsgpackReader& r, uint32_t fields) {
   uint32_t used = 1;
   KvEvent event;
   if (tag == "BlockStored") {
-    if (fields < 5) return InvalidArgumentError("BlockStored with " + std::to_string(fields) + " fields");
+    if (fields < 5)
+      return InvalidArgumentError("BlockStored with " + std::to_string(fields) + " fields");
     event.kind = KvEvent::Kind::kBlockStored;
     TANDEM_ASSIGN_OR_RETURN(event.block_hashes, ReadHashes(r));
     if (r.NextIsNil()) {

@@ -35,11 +35,11 @@ using KvBlockHash = std::string;
 struct KvEvent {
   enum class Kind { kBlockStored, kBlockRemoved, kAllBlocksCleared };
   Kind kind = Kind::kBlockStored;
-  std::vector<KvBlockHash> block_hashes;       // stored / removed
+  std::vector<KvBlockHash> block_hashes;         // stored / removed
   std::optional<KvBlockHash> parent_block_hash;  // stored: nil for a prompt's first block
-  std::vector<int32_t> token_ids;              // stored
-  int64_t block_size = 0;                      // stored, tokens per block
-  bool has_lora = false;                       // stored: lora_id was not nil
+  std::vector<int32_t> token_ids;                // stored
+  int64_t block_size = 0;                        // stored, tokens per block
+  bool has_lora = false;                         // stored: lora_id was not nil
 };
 
 struct KvEventBatch {

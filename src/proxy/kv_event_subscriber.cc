@@ -1,8 +1,7 @@
 #include "proxy/kv_event_subscriber.h"
 
-#include <zmq.hpp>
-
 #include <optional>
+#include <zmq.hpp>
 
 #include "common/logging.h"
 
@@ -69,9 +68,9 @@ struct KvEventSubscriber::Impl {
     const auto* p = static_cast<const uint8_t*>(frames[1].data());
     for (int i = 0; i < 8; ++i) seq = (seq << 8) | p[i];
     if (s.last_seq && seq != *s.last_seq + 1) {
-      Drop(s, seq > *s.last_seq ? "sequence gap " + std::to_string(*s.last_seq) + " -> " +
-                                      std::to_string(seq)
-                                : "sequence went back (publisher restarted)");
+      Drop(s, seq > *s.last_seq
+                  ? "sequence gap " + std::to_string(*s.last_seq) + " -> " + std::to_string(seq)
+                  : "sequence went back (publisher restarted)");
     }
     s.last_seq = seq;
     StatusOr<KvEventBatch> batch = DecodeKvEventBatch(
@@ -146,13 +145,13 @@ StatusOr<std::unique_ptr<KvEventSubscriber>> KvEventSubscriber::Create(
       s.socket->set(zmq::sockopt::subscribe, config.topic);
       s.socket->connect(config.endpoint);
     } catch (const zmq::error_t& e) {
-      return InvalidArgumentError("kv events endpoint '" + config.endpoint + "' of " +
-                                  config.name + ": " + e.what());
+      return InvalidArgumentError("kv events endpoint '" + config.endpoint + "' of " + config.name +
+                                  ": " + e.what());
     }
     if (metrics != nullptr) {
       MetricLabels labels{{"instance", config.name}};
-      s.events = metrics->GetCounter("tandem_proxy_kv_event_batches",
-                                     "KV-event messages received", labels);
+      s.events = metrics->GetCounter("tandem_proxy_kv_event_batches", "KV-event messages received",
+                                     labels);
       s.drops = metrics->GetCounter(
           "tandem_proxy_kv_event_index_drops",
           "Times an instance's prefix-index entries were dropped (gap, restart, down, silence)",

@@ -37,10 +37,10 @@
 namespace tandem::proxy {
 
 struct KvEventSource {
-  int instance = 0;       // the PrefixIndex instance id
-  std::string name;       // for logs and metrics (the instance's host:port)
-  std::string endpoint;   // ZMQ endpoint to connect, e.g. tcp://127.0.0.1:5557
-  std::string topic;      // subscription prefix ("" = all)
+  int instance = 0;      // the PrefixIndex instance id
+  std::string name;      // for logs and metrics (the instance's host:port)
+  std::string endpoint;  // ZMQ endpoint to connect, e.g. tcp://127.0.0.1:5557
+  std::string topic;     // subscription prefix ("" = all)
 };
 
 struct KvEventSubscriberOptions {

@@ -3,13 +3,12 @@
 
 #include <gtest/gtest.h>
 
-#include <zmq.hpp>
-
 #include <atomic>
 #include <chrono>
 #include <functional>
 #include <string>
 #include <thread>
+#include <zmq.hpp>
 
 namespace tandem::proxy {
 namespace {
@@ -74,7 +73,8 @@ class SubscriberTest : public ::testing::Test {
   }
 
   double TotalDrops() {
-    return metrics_.GetCounter("tandem_proxy_kv_event_index_drops", "", {{"instance", "a"}})->value();
+    return metrics_.GetCounter("tandem_proxy_kv_event_index_drops", "", {{"instance", "a"}})
+        ->value();
   }
   double Drops() { return TotalDrops() - base_drops_; }
   double base_drops_ = 0;

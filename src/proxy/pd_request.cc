@@ -46,11 +46,12 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
     if (ctx_->router != nullptr && ctx_->options->routing_policy == RoutingPolicy::kPrefixAware) {
       // Outside the lock: the callback may run inline.
       auto self = shared_from_this();
-      ctx_->router->Score(RoutedRole(), p_.body, chat_, p_.authorization, [self](PrefixScore score) {
-        std::lock_guard<std::mutex> lock(self->mu_);
-        self->score_ = std::move(score);
-        self->StartRoutedLocked();
-      });
+      ctx_->router->Score(RoutedRole(), p_.body, chat_, p_.authorization,
+                          [self](PrefixScore score) {
+                            std::lock_guard<std::mutex> lock(self->mu_);
+                            self->score_ = std::move(score);
+                            self->StartRoutedLocked();
+                          });
       return;
     }
     std::lock_guard<std::mutex> lock(mu_);
@@ -70,8 +71,8 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
     const ProxyOptions& o = *ctx_->options;
     std::function<int64_t(const Backend&)> cached;
     if (score_.scored) cached = [this](const Backend& b) { return score_.CachedOn(b); };
-    BackendRegistry::Routed routed =
-        ctx_->registry->PickRouted(role, load, tried, o.routing_policy, o.prefix_load_threshold, cached);
+    BackendRegistry::Routed routed = ctx_->registry->PickRouted(role, load, tried, o.routing_policy,
+                                                                o.prefix_load_threshold, cached);
     if (!routed.backend) return nullptr;
     ctx_->metrics->RouteDecided(routed.reason);
     if (score_.scored && segment_ == 0) {
@@ -197,8 +198,8 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
     if (!decoder_) {
       SendAbortLocked();
       if (overload_status_ != 0) return FailLocked(overload_status_, overload_error_);
-      return FailLocked(503, worker_mode_ ? "no worker instance available"
-                                          : "no decode instance available");
+      return FailLocked(
+          503, worker_mode_ ? "no worker instance available" : "no decode instance available");
     }
     decode_held_ = true;
     d_tried_.push_back(decoder_);

@@ -26,11 +26,15 @@ void PrefixIndex::Apply(int instance, const KvEventBatch& batch) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const KvEvent& event : batch.events) {
     switch (event.kind) {
-      case KvEvent::Kind::kBlockStored: StoreLocked(instance, event); break;
+      case KvEvent::Kind::kBlockStored:
+        StoreLocked(instance, event);
+        break;
       case KvEvent::Kind::kBlockRemoved:
         for (const KvBlockHash& h : event.block_hashes) RemoveLocked(instance, h);
         break;
-      case KvEvent::Kind::kAllBlocksCleared: DropLocked(instance); break;
+      case KvEvent::Kind::kAllBlocksCleared:
+        DropLocked(instance);
+        break;
     }
   }
 }
@@ -85,7 +89,8 @@ void PrefixIndex::RemoveLocked(int instance, const KvBlockHash& hash) {
   if (it == blocks_.end()) return;
   std::vector<int>& holders = it->second.holders;
   holders.erase(std::remove(holders.begin(), holders.end(), instance), holders.end());
-  if (auto inst = instances_.find(instance); inst != instances_.end()) inst->second.blocks.erase(hash);
+  if (auto inst = instances_.find(instance); inst != instances_.end())
+    inst->second.blocks.erase(hash);
   if (!holders.empty()) return;
   auto edge = edges_.find(it->second.edge);
   if (edge != edges_.end()) {
@@ -113,11 +118,11 @@ std::vector<PrefixIndex::Match> PrefixIndex::MatchPrefix(std::span<const int32_t
   }
   std::vector<Match> out;
   for (const auto& [block_size, members] : by_block_size) {
-    std::vector<int> alive = members;             // held every block so far
+    std::vector<int> alive = members;                     // held every block so far
     std::vector<KvBlockHash> frontier = {KvBlockHash()};  // hashes matched at the last depth
     for (size_t depth = 0; (depth + 1) * block_size <= tokens.size(); ++depth) {
-      const uint64_t digest = TokenBlockDigest(
-          tokens.subspan(depth * block_size, static_cast<size_t>(block_size)));
+      const uint64_t digest =
+          TokenBlockDigest(tokens.subspan(depth * block_size, static_cast<size_t>(block_size)));
       std::vector<KvBlockHash> next;
       std::vector<int> held;
       for (const KvBlockHash& parent : frontier) {

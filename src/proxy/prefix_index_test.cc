@@ -76,7 +76,7 @@ TEST(PrefixIndexTest, BlockRemovedEvicts) {
   index.Apply(1, Stored({H('a'), H('b')}, std::nullopt, {1, 2, 3, 4}));
   index.Apply(0, Removed({H('b')}));
   EXPECT_EQ((MatchMap(index, {1, 2, 3, 4})), (std::map<int, int64_t>{{0, 2}, {1, 4}}));
-  EXPECT_EQ(index.num_blocks(), 2u);  // instance 1 still holds b
+  EXPECT_EQ(index.num_blocks(), 2u);          // instance 1 still holds b
   index.Apply(1, Removed({H('b'), H('z')}));  // an unknown hash is ignored
   EXPECT_EQ(index.num_blocks(), 1u);
   EXPECT_EQ(index.num_blocks(0), 1u);

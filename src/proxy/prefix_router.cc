@@ -63,9 +63,9 @@ int64_t PrefixScore::CachedOn(const Backend& backend) const {
 }
 
 StatusOr<std::unique_ptr<PrefixRouter>> PrefixRouter::Create(const ProxyOptions& options,
-                                                              BackendRegistry* registry,
-                                                              BackendIo* io,
-                                                              MetricsRegistry* metrics) {
+                                                             BackendRegistry* registry,
+                                                             BackendIo* io,
+                                                             MetricsRegistry* metrics) {
   std::unique_ptr<PrefixRouter> router(new PrefixRouter(registry, io));
   const std::vector<BackendAddress>& instances = RoutedInstances(options);
   const Role role = options.workers.empty() ? Role::kPrefill : Role::kWorker;

@@ -31,8 +31,8 @@ ProxyMetrics::ProxyMetrics(MetricsRegistry* registry, RoutingPolicy policy) {
   reported_cached_ = registry->GetCounter(
       "tandem_proxy_prefix_reported_cached_tokens",
       "prefix_aware: cached_tokens the chosen instance reported for the same requests");
-  scored_prompt_tokens_ = registry->GetCounter(
-      "tandem_proxy_prefix_prompt_tokens", "prefix_aware: prompt tokens of those requests");
+  scored_prompt_tokens_ = registry->GetCounter("tandem_proxy_prefix_prompt_tokens",
+                                               "prefix_aware: prompt tokens of those requests");
 }
 
 void ProxyMetrics::PrefixOutcome(int64_t predicted_cached, int64_t reported_cached,
