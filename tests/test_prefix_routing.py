@@ -48,9 +48,10 @@ def stored_events(tokens):
 
 
 class Proxy(HttpProcess):
-    def __init__(self, tandem_bin, workers, endpoints, tmp_path, extra=()):
-        self._args = ["--worker-urls", *[w.url for w in workers], "--kv-events-endpoints",
-                      *endpoints, "--kv-events-topic", "kv-events",
+    def __init__(self, tandem_bin, workers, endpoints, tmp_path, extra=(), instances=None):
+        """`workers` behind --worker-urls, or `instances` (PD flags) when given."""
+        routed = instances if instances is not None else ["--worker-urls", *[w.url for w in workers]]
+        self._args = [*routed, "--kv-events-endpoints", *endpoints, "--kv-events-topic", "kv-events",
                       "--health-check-interval", "0.2", *extra]
         super().__init__([tandem_bin, "proxy"], tmp_path, "proxy", timeout=30)
 
@@ -239,3 +240,51 @@ def test_follow_up_turn_goes_to_the_engine_holding_its_prefix(tandem_bin, fixtur
     finally:
         for s in servers:
             s.stop()
+
+
+def test_pd_prefill_goes_to_the_prefiller_holding_the_prefix(tandem_bin, fixture_dir, tmp_path):
+    """PD mode: the policy picks the prefiller (from the prefillers' own KV events); the
+    decoder is still least-load. The follow-up's prefill runs where its prefix is."""
+    def kv_config(role, engine_id):
+        return json.dumps({"kv_connector": "MooncakeConnectorV1", "kv_role": role,
+                           "kv_port": str(free_port()), "engine_id": engine_id})
+
+    common = ["--served-model-name", MODEL_NAME, "--enable-prompt-tokens-details", "--max-model-len", "512"]
+    prefillers, endpoints, decoder = [], [], None
+    try:
+        for name in ("p-a", "p-b"):
+            events = free_port()
+            config = {"enable_kv_cache_events": True, "publisher": "zmq",
+                      "endpoint": f"tcp://*:{events}", "topic": "kv-events"}
+            prefillers.append(Server(tandem_bin, fixture_dir / "llama.gguf",
+                                     [*common, "--kv-transfer-config", kv_config("kv_producer", name),
+                                      "--kv-events-config", json.dumps(config)], tmp_path, name=name))
+            endpoints.append(f"tcp://127.0.0.1:{events}")
+        decoder = Server(tandem_bin, fixture_dir / "llama.gguf",
+                         [*common, "--kv-transfer-config", kv_config("kv_consumer", "d")], tmp_path, name="d")
+        pd_flags = ["--prefiller-hosts", "127.0.0.1", "127.0.0.1",
+                    "--prefiller-ports", *[str(p.port) for p in prefillers],
+                    "--decoder-hosts", "127.0.0.1", "--decoder-ports", str(decoder.port)]
+        proxy = Proxy(tandem_bin, [], endpoints, tmp_path, instances=pd_flags,
+                      extra=["--routing-policy", "prefix_aware"])
+        try:
+            time.sleep(0.5)  # the SUB sockets join the publishers
+            before = [served(p) for p in prefillers]
+            first = complete(proxy, PROMPT, max_tokens=4)
+            after = [served(p) for p in prefillers]
+            home = [i for i in range(2) if after[i] > before[i]]
+            assert len(home) == 1
+            assert wait_for(lambda: proxy.value("tandem_proxy_prefix_index_blocks") > 0)
+            follow_up = PROMPT + first["choices"][0]["text"] + " And then what happened?"
+            second = complete(proxy, follow_up, max_tokens=4)
+            assert served(prefillers[home[0]]) == after[home[0]] + 1
+            assert served(prefillers[1 - home[0]]) == after[1 - home[0]]
+            assert proxy.value("tandem_proxy_routing_decisions_total", reason="prefix_hit") == 1
+            # The prefiller's cached_tokens (what the proxy reports in PD mode).
+            assert second["usage"]["prompt_tokens_details"]["cached_tokens"] >= 16
+            assert proxy.value("tandem_proxy_prefix_reported_cached_tokens_total") >= 16
+        finally:
+            assert proxy.stop() == 0
+    finally:
+        for p in [*prefillers, *([decoder] if decoder else [])]:
+            p.stop()
