@@ -108,6 +108,11 @@ void RegisterProxy(CLI::App& app, RunFn* run) {
                   "--worker-urls, in the same order, e.g. tcp://127.0.0.1:5557; '' for one "
                   "without")
       ->expected(1, -1);
+  cmd->add_option("--kv-events-replay-endpoints", o.kv_events_replay_endpoints,
+                  "the publishers' replay (ROUTER) endpoints, aligned with --kv-events-endpoints "
+                  "('' for one without): missed batches are fetched there before an instance's "
+                  "index entries are dropped")
+      ->expected(1, -1);
   cmd->add_option("--kv-events-topic", o.kv_events_topic,
                   "topic prefix to subscribe to ('' = all)");
   cmd->add_option("--prefix-load-threshold", o.prefix_load_threshold,

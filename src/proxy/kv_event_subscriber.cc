@@ -1,5 +1,6 @@
 #include "proxy/kv_event_subscriber.h"
 
+#include <algorithm>
 #include <optional>
 #include <zmq.hpp>
 
@@ -16,6 +17,7 @@ struct KvEventSubscriber::Impl {
   struct Source {
     KvEventSource config;
     std::unique_ptr<zmq::socket_t> socket;
+    std::unique_ptr<zmq::socket_t> replay;  // DEALER to the publisher's ROUTER, or null
     std::optional<uint64_t> last_seq;
     bool up = true;
     // Guarded by Impl::mu: when work that must produce events was first sent since
@@ -30,6 +32,7 @@ struct KvEventSubscriber::Impl {
   PrefixIndex* index = nullptr;
   Gauge* index_blocks = nullptr;
   Counter* malformed = nullptr;
+  Counter* replayed = nullptr;
   zmq::context_t context{1};
   std::vector<Source> sources;
   std::mutex mu;  // guards expect_since / last_event
@@ -67,7 +70,9 @@ struct KvEventSubscriber::Impl {
     uint64_t seq = 0;
     const auto* p = static_cast<const uint8_t*>(frames[1].data());
     for (int i = 0; i < 8; ++i) seq = (seq << 8) | p[i];
-    if (s.last_seq && seq != *s.last_seq + 1) {
+    if (s.last_seq && seq > *s.last_seq + 1 && s.replay && Replay(s, *s.last_seq + 1, seq)) {
+      // The missing batches were replayed and applied; this one follows them.
+    } else if (s.last_seq && seq != *s.last_seq + 1) {
       Drop(s, seq > *s.last_seq
                   ? "sequence gap " + std::to_string(*s.last_seq) + " -> " + std::to_string(seq)
                   : "sequence went back (publisher restarted)");
@@ -80,6 +85,58 @@ struct KvEventSubscriber::Impl {
       return Drop(s, "undecodable batch: " + batch.status().message());
     }
     index->Apply(s.config.instance, *batch);
+  }
+
+  // Asks the publisher's replay socket for batches [from, until) and applies them when
+  // all arrive, in order, within kReplayTimeout; false (nothing applied) otherwise.
+  // Protocol (vLLM's): send ["", from as 8 bytes big-endian]; answers are
+  // ["", seq, payload] per buffered batch from `from` on, then ["", ff x 8, ""].
+  bool Replay(Source& s, uint64_t from, uint64_t until) {
+    constexpr auto kReplayTimeout = std::chrono::milliseconds(1000);
+    zmq::socket_t& r = *s.replay;
+    zmq::message_t stale;  // answers to an earlier replay that timed out
+    while (r.recv(stale, zmq::recv_flags::dontwait)) {
+    }
+    std::string start(8, '\0');
+    for (int i = 0; i < 8; ++i) start[7 - i] = static_cast<char>((from >> (8 * i)) & 0xff);
+    if (!r.send(zmq::message_t(), zmq::send_flags::sndmore | zmq::send_flags::dontwait) ||
+        !r.send(zmq::buffer(start), zmq::send_flags::dontwait)) {
+      return false;
+    }
+    std::vector<KvEventBatch> batches;
+    const auto deadline = Clock::now() + kReplayTimeout;
+    while (Clock::now() < deadline) {
+      zmq::pollitem_t item{r.handle(), 0, ZMQ_POLLIN, 0};
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (zmq::poll(&item, 1, std::max(left, std::chrono::milliseconds(1))) == 0) break;
+      std::vector<zmq::message_t> frames;
+      while (true) {
+        zmq::message_t frame;
+        if (!r.recv(frame, zmq::recv_flags::dontwait)) break;
+        const bool more = frame.more();
+        frames.push_back(std::move(frame));
+        if (!more) break;
+      }
+      if (frames.size() != 3 || frames[1].size() != 8) return false;
+      uint64_t seq = 0;
+      const auto* p = static_cast<const uint8_t*>(frames[1].data());
+      for (int i = 0; i < 8; ++i) seq = (seq << 8) | p[i];
+      if (seq == ~uint64_t{0}) break;  // the end marker (-1)
+      if (seq < from + batches.size() || seq >= until) continue;
+      if (seq != from + batches.size()) return false;  // the buffer no longer holds them
+      StatusOr<KvEventBatch> batch = DecodeKvEventBatch(
+          std::string_view(static_cast<const char*>(frames[2].data()), frames[2].size()));
+      if (!batch.ok()) return false;
+      batches.push_back(std::move(*batch));
+      if (from + batches.size() == until) break;
+    }
+    if (from + batches.size() != until) return false;
+    for (const KvEventBatch& b : batches) index->Apply(s.config.instance, b);
+    TANDEM_LOG(INFO) << "kv events of " << s.config.name << ": replayed " << batches.size()
+                     << " missed batches";
+    if (replayed != nullptr) replayed->Add(static_cast<double>(batches.size()));
+    return true;
   }
 
   void CheckLiveness() {
@@ -135,6 +192,8 @@ StatusOr<std::unique_ptr<KvEventSubscriber>> KvEventSubscriber::Create(
                                            "Distinct KV blocks in the proxy's prefix index");
     impl->malformed = metrics->GetCounter("tandem_proxy_kv_events_malformed",
                                           "KV-event messages that could not be decoded");
+    impl->replayed = metrics->GetCounter("tandem_proxy_kv_event_batches_replayed",
+                                         "Missed KV-event batches recovered from replay sockets");
   }
   for (const KvEventSource& config : options.sources) {
     Impl::Source s;
@@ -144,9 +203,16 @@ StatusOr<std::unique_ptr<KvEventSubscriber>> KvEventSubscriber::Create(
       s.socket->set(zmq::sockopt::linger, 0);
       s.socket->set(zmq::sockopt::subscribe, config.topic);
       s.socket->connect(config.endpoint);
+      if (!config.replay_endpoint.empty()) {
+        s.replay = std::make_unique<zmq::socket_t>(impl->context, zmq::socket_type::dealer);
+        s.replay->set(zmq::sockopt::linger, 0);
+        s.replay->connect(config.replay_endpoint);
+      }
     } catch (const zmq::error_t& e) {
-      return InvalidArgumentError("kv events endpoint '" + config.endpoint + "' of " + config.name +
-                                  ": " + e.what());
+      const std::string replay =
+          config.replay_endpoint.empty() ? "" : " (replay '" + config.replay_endpoint + "')";
+      return InvalidArgumentError("kv events endpoint '" + config.endpoint + "'" + replay + " of " +
+                                  config.name + ": " + e.what());
     }
     if (metrics != nullptr) {
       MetricLabels labels{{"instance", config.name}};
@@ -177,6 +243,7 @@ void KvEventSubscriber::Stop() {
   if (impl_->thread.joinable()) impl_->thread.join();
   for (Impl::Source& s : impl_->sources) {
     if (s.socket) s.socket->close();
+    if (s.replay) s.replay->close();
   }
 }
 

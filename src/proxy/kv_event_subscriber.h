@@ -2,12 +2,15 @@
 // socket each, on one thread) and keeps a PrefixIndex true to them.
 //
 // Each source is an instance's publisher endpoint (`tandem serve --kv-events-config`'s
-// or vLLM's), e.g. tcp://127.0.0.1:5557, and a topic filter ("" = every topic).
+// or vLLM's), e.g. tcp://127.0.0.1:5557, a topic filter ("" = every topic) and
+// optionally its replay endpoint (the publisher's ROUTER socket).
 // Messages are [topic, seq (8 bytes big-endian), payload] (see kv_event_batch.h).
 // The index never keeps data the subscriber cannot vouch for. It drops an instance's
 // entries (PrefixIndex::DropInstance) when
-//   * a sequence number is skipped (PUB dropped messages: removals may be lost) or goes
-//     back (the publisher restarted, with an empty cache);
+//   * a sequence number is skipped (PUB dropped messages: removals may be lost) and the
+//     missed batches cannot be replayed (no replay endpoint, or it does not answer them
+//     all within a second; this thread waits for it), or the number goes back (the
+//     publisher restarted, with an empty cache);
 //   * a message cannot be decoded;
 //   * `is_up(instance)` turns false (the proxy marked the instance down: its process
 //     may be gone, and its cache with it);
@@ -15,8 +18,7 @@
 //     arrived for `silence_timeout` since (its publisher is stuck or its events are
 //     lost).
 // After a drop the index fills again from the events that follow; everything it holds
-// was announced after the drop, so a stale entry is never used for routing. (vLLM's
-// replay socket could refill it sooner; this subscriber does not use it.)
+// was announced after the drop, so a stale entry is never used for routing.
 //
 // Thread safety: Start/Stop from one controlling thread; ExpectEvents from any thread.
 #pragma once
@@ -37,10 +39,11 @@
 namespace tandem::proxy {
 
 struct KvEventSource {
-  int instance = 0;      // the PrefixIndex instance id
-  std::string name;      // for logs and metrics (the instance's host:port)
-  std::string endpoint;  // ZMQ endpoint to connect, e.g. tcp://127.0.0.1:5557
-  std::string topic;     // subscription prefix ("" = all)
+  int instance = 0;             // the PrefixIndex instance id
+  std::string name;             // for logs and metrics (the instance's host:port)
+  std::string endpoint;         // ZMQ endpoint to connect, e.g. tcp://127.0.0.1:5557
+  std::string topic;            // subscription prefix ("" = all)
+  std::string replay_endpoint;  // the publisher's replay (ROUTER) endpoint; "" = none
 };
 
 struct KvEventSubscriberOptions {

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <string>
 #include <thread>
 #include <zmq.hpp>
@@ -41,9 +42,10 @@ class SubscriberTest : public ::testing::Test {
     endpoint_ = pub_.get(zmq::sockopt::last_endpoint);
   }
 
-  std::unique_ptr<KvEventSubscriber> Subscribe(std::chrono::milliseconds silence = 30s) {
+  std::unique_ptr<KvEventSubscriber> Subscribe(std::chrono::milliseconds silence = 30s,
+                                               std::string replay_endpoint = "") {
     KvEventSubscriberOptions options;
-    options.sources.push_back({0, "a", endpoint_, "kv"});
+    options.sources.push_back({0, "a", endpoint_, "kv", replay_endpoint});
     options.silence_timeout = silence;
     options.poll_interval = 20ms;
     options.is_up = [this](int) { return up_.load(); };
@@ -141,10 +143,92 @@ TEST_F(SubscriberTest, DownInstanceIsDropped) {
   EXPECT_EQ(Drops(), 1);
 }
 
+// A publisher's replay socket (ROUTER), answering from `buffer` (seq -> payload) as
+// vLLM's publisher does, on its own thread.
+class ReplayServer {
+ public:
+  ReplayServer(zmq::context_t& ctx, std::map<uint64_t, std::string> buffer)
+      : router_(ctx, zmq::socket_type::router), buffer_(std::move(buffer)) {
+    router_.set(zmq::sockopt::linger, 0);
+    router_.bind("tcp://127.0.0.1:*");
+    endpoint_ = router_.get(zmq::sockopt::last_endpoint);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~ReplayServer() {
+    stop_ = true;
+    thread_.join();
+  }
+  const std::string& endpoint() const { return endpoint_; }
+  int requests() const { return requests_; }
+
+ private:
+  static std::string Seq(uint64_t seq) {
+    std::string out(8, '\0');
+    for (int i = 7; i >= 0; --i, seq >>= 8) out[i] = static_cast<char>(seq & 0xff);
+    return out;
+  }
+  void Serve() {
+    while (!stop_) {
+      zmq::pollitem_t item{router_.handle(), 0, ZMQ_POLLIN, 0};
+      if (zmq::poll(&item, 1, std::chrono::milliseconds(20)) == 0) continue;
+      std::vector<zmq::message_t> frames;
+      do {
+        frames.emplace_back();
+        (void)router_.recv(frames.back());
+      } while (frames.back().more());
+      ASSERT_EQ(frames.size(), 3u);  // identity, "", start_seq
+      ++requests_;
+      uint64_t start = 0;
+      for (int i = 0; i < 8; ++i)
+        start = (start << 8) | static_cast<uint8_t>(frames[2].data<char>()[i]);
+      const std::string id = frames[0].to_string();
+      for (auto it = buffer_.lower_bound(start); it != buffer_.end(); ++it) {
+        router_.send(zmq::buffer(id), zmq::send_flags::sndmore);
+        router_.send(zmq::message_t(), zmq::send_flags::sndmore);
+        router_.send(zmq::buffer(Seq(it->first)), zmq::send_flags::sndmore);
+        router_.send(zmq::buffer(it->second), zmq::send_flags::none);
+      }
+      router_.send(zmq::buffer(id), zmq::send_flags::sndmore);
+      router_.send(zmq::message_t(), zmq::send_flags::sndmore);
+      router_.send(zmq::buffer(std::string(8, '\xff')), zmq::send_flags::sndmore);
+      router_.send(zmq::message_t(), zmq::send_flags::none);
+    }
+  }
+
+  zmq::socket_t router_;
+  std::map<uint64_t, std::string> buffer_;
+  std::string endpoint_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> requests_{0};
+  std::thread thread_;
+};
+
+TEST_F(SubscriberTest, GapIsFilledFromTheReplaySocket) {
+  // The publisher still buffers seq 1 and 2.
+  ReplayServer replay(ctx_, {{1, StoredBatch('b')}, {2, StoredBatch('c')}});
+  auto sub = Subscribe(30s, replay.endpoint());
+  Join();
+  Publish(2, StoredBatch('c'));                                    // seq 1 was lost on PUB
+  ASSERT_TRUE(WaitFor([&] { return index_.num_blocks() == 3; }));  // a, b (replayed), c
+  EXPECT_EQ(Drops(), 0);
+  EXPECT_EQ(replay.requests(), 1);
+  EXPECT_EQ(metrics_.GetCounter("tandem_proxy_kv_event_batches_replayed", "")->value(), 1);
+}
+
+TEST_F(SubscriberTest, GapTheReplayBufferNoLongerHoldsDrops) {
+  ReplayServer replay(ctx_, {{5, StoredBatch('e')}});  // seq 1-4 aged out
+  auto sub = Subscribe(30s, replay.endpoint());
+  Join();
+  Publish(5, StoredBatch('e'));
+  ASSERT_TRUE(WaitFor([&] { return Drops() == 1; }));
+  EXPECT_EQ(index_.num_blocks(), 1u);  // only what came after the gap
+  EXPECT_EQ(replay.requests(), 1);
+}
+
 TEST(KvEventSubscriberCreateTest, MalformedEndpointIsInvalidArgument) {
   PrefixIndex index;
   KvEventSubscriberOptions options;
-  options.sources.push_back({0, "a", "nonsense", ""});
+  options.sources.push_back({0, "a", "nonsense", "", ""});
   auto sub = KvEventSubscriber::Create(std::move(options), &index, nullptr);
   EXPECT_EQ(sub.status().code(), StatusCode::kInvalidArgument);
 }

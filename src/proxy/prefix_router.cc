@@ -78,7 +78,11 @@ StatusOr<std::unique_ptr<PrefixRouter>> PrefixRouter::Create(const ProxyOptions&
     const std::string key = instances[i].Key();
     router->instance_ids_[key] = id;
     keys[id] = key;
-    sub.sources.push_back({id, key, options.kv_events_endpoints[i], options.kv_events_topic});
+    const std::string replay = i < options.kv_events_replay_endpoints.size()
+                                   ? options.kv_events_replay_endpoints[i]
+                                   : std::string();
+    sub.sources.push_back(
+        {id, key, options.kv_events_endpoints[i], options.kv_events_topic, replay});
   }
   sub.is_up = [registry, role, keys](int id) {
     auto key = keys.find(id);

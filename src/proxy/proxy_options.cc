@@ -52,6 +52,11 @@ Status ValidateProxyOptions(const ProxyOptions& o) {
         " entries; want one per " + (o.workers.empty() ? "prefiller" : "worker") + " (" +
         std::to_string(routed) + ")");
   }
+  if (!o.kv_events_replay_endpoints.empty() &&
+      o.kv_events_replay_endpoints.size() != o.kv_events_endpoints.size()) {
+    return InvalidArgumentError(
+        "--kv-events-replay-endpoints needs one entry per --kv-events-endpoints entry");
+  }
   if (o.routing_policy == RoutingPolicy::kPrefixAware &&
       std::all_of(o.kv_events_endpoints.begin(), o.kv_events_endpoints.end(),
                   [](const std::string& e) { return e.empty(); })) {

@@ -30,6 +30,9 @@ struct ProxyOptions {
   // KV-event publisher per routed instance, aligned with `prefillers` (PD) or `workers`
   // ("" = that instance publishes none); empty = none at all. prefix_aware needs them.
   std::vector<std::string> kv_events_endpoints;
+  // Their replay (ROUTER) endpoints, aligned the same way ("" = none); empty = none.
+  // Missed batches are asked for there before an instance's entries are dropped.
+  std::vector<std::string> kv_events_replay_endpoints;
   std::string kv_events_topic;  // subscription prefix ("" = every topic)
   // prefix_aware: requests in flight the prefix holder may have beyond the least busy
   // instance before the request goes by load instead.
