@@ -223,11 +223,11 @@ def test_follow_up_turn_goes_to_the_engine_holding_its_prefix(tandem_bin, fixtur
             time.sleep(0.5)  # the SUB sockets join the publishers
             for turn_one in (PROMPT, "A different story: " + PROMPT):
                 before = [served(s) for s in servers]
+                blocks = proxy.value("tandem_proxy_prefix_index_blocks")  # before any new event
                 first = complete(proxy, turn_one, max_tokens=4)
                 after = [served(s) for s in servers]
                 home = [i for i in range(2) if after[i] > before[i]]
                 assert len(home) == 1
-                blocks = proxy.value("tandem_proxy_prefix_index_blocks")
                 assert wait_for(lambda: proxy.value("tandem_proxy_prefix_index_blocks") > blocks)
                 follow_up = turn_one + first["choices"][0]["text"] + " And then what happened?"
                 hits = proxy.value("tandem_proxy_routing_decisions_total", reason="prefix_hit")
