@@ -69,6 +69,15 @@ class Proxy(HttpProcess):
         return total
 
 
+def join(pub, events, proxy, blocks):
+    """Publishes `events` as seq 0 until the proxy has indexed `blocks` blocks (PUB drops
+    messages until the subscriber has joined), then lets the repeats drain: each repeat
+    that arrives reads as a restart (the sequence went back) and counts as a drop."""
+    assert wait_for(lambda: pub.send(events, seq=0) or
+                    proxy.value("tandem_proxy_prefix_index_blocks") == blocks)
+    time.sleep(0.3)
+
+
 def served(server):
     text = requests.get(server.url + "/metrics", timeout=10).text
     return sum(float(v) for v in re.findall(r"^vllm:request_success_total\{[^}]*\} (\S+)$", text, re.M))
@@ -112,9 +121,7 @@ def test_requests_follow_the_instance_that_holds_their_prefix(tandem_bin, worker
         tokens = requests.post(a.url + "/tokenize", json={"prompt": PROMPT}, timeout=10).json()["tokens"]
         assert len(tokens) >= 2 * BLOCK
         events, hashes = stored_events(tokens)
-        # PUB drops messages until the subscriber has joined: repeat until indexed.
-        assert wait_for(lambda: pub_b.send(events, seq=0) or
-                        proxy.value("tandem_proxy_prefix_index_blocks") == len(hashes))
+        join(pub_b, events, proxy, len(hashes))
         before_a, before_b = served(a), served(b)
         for i in range(4):  # least_load would alternate; the prefix holder takes them all
             complete(proxy, PROMPT + f" Question {i}?")
@@ -159,19 +166,18 @@ def test_silent_or_down_instances_leave_the_index(tandem_bin, workers, tmp_path)
     try:
         tokens = requests.post(a.url + "/tokenize", json={"prompt": PROMPT}, timeout=10).json()["tokens"]
         events, hashes = stored_events(tokens[:2 * BLOCK])  # two blocks: the rest must be computed
-        assert wait_for(lambda: pub_b.send(events, seq=0) or
-                        proxy.value("tandem_proxy_prefix_index_blocks") == len(hashes))
+        join(pub_b, events, proxy, len(hashes))
+        drops = proxy.value("tandem_proxy_kv_event_index_drops_total", instance=f"127.0.0.1:{b.port}")
         complete(proxy, PROMPT)  # goes to B, which must now announce blocks; it stays silent
         assert proxy.value("tandem_proxy_routing_decisions_total", reason="prefix_hit") == 1
         assert wait_for(lambda: proxy.value("tandem_proxy_prefix_index_blocks") == 0, timeout=5)
         assert proxy.value("tandem_proxy_kv_event_index_drops_total",
-                           instance=f"127.0.0.1:{b.port}") == 1
+                           instance=f"127.0.0.1:{b.port}") == drops + 1
         complete(proxy, PROMPT)
         assert proxy.value("tandem_proxy_routing_decisions_total", reason="no_prefix") == 1
 
         # A process that goes down takes its entries with it.
-        assert wait_for(lambda: pub_a.send(events, seq=0) or
-                        proxy.value("tandem_proxy_prefix_index_blocks") == len(hashes))
+        join(pub_a, events, proxy, len(hashes))
         a.proc.kill()
         a.proc.wait()
         requests.post(proxy.url + "/v1/completions", timeout=60,
