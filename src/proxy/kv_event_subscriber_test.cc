@@ -119,9 +119,9 @@ TEST_F(SubscriberTest, MalformedMessageDropsTheInstance) {
 }
 
 TEST_F(SubscriberTest, SilenceAfterExpectedWorkDropsTheInstance) {
-  auto sub = Subscribe(/*silence=*/150ms);
+  auto sub = Subscribe(/*silence=*/500ms);
   Join();
-  std::this_thread::sleep_for(300ms);
+  std::this_thread::sleep_for(1000ms);
   EXPECT_EQ(index_.num_blocks(), 1u);  // idle and silent: nothing expected, kept
   sub->ExpectEvents(0);
   ASSERT_TRUE(WaitFor([&] { return index_.num_blocks() == 0; }));
@@ -131,7 +131,7 @@ TEST_F(SubscriberTest, SilenceAfterExpectedWorkDropsTheInstance) {
   ASSERT_TRUE(WaitFor([&] { return index_.num_blocks() == 1; }));
   sub->ExpectEvents(0);
   Publish(2, StoredBatch('f'));
-  std::this_thread::sleep_for(400ms);
+  std::this_thread::sleep_for(1200ms);
   EXPECT_EQ(index_.num_blocks(), 2u);
 }
 
