@@ -150,8 +150,10 @@ void PrefixRouter::Score(Role role, const Json& body, bool chat, const std::stri
   auto started = io_->Fetch(std::move(request), [this, shared_done, shared_score,
                                                  tokenizer_backend](StatusOr<net::HttpResponse> r) {
     // A call that failed in transport marks the instance down, as any other call does
-    // (its events, if any, are then dropped too).
-    if (!r.ok() && r.status().code() != StatusCode::kCancelled && tokenizer_backend) {
+    // (its events, if any, are then dropped too). A slow answer does not: a busy engine
+    // may take over kTokenizeTimeout and is still up.
+    if (!r.ok() && r.status().code() != StatusCode::kCancelled &&
+        r.status().code() != StatusCode::kDeadlineExceeded && tokenizer_backend) {
       registry_->MarkDown(tokenizer_backend);
     }
     std::vector<int32_t> tokens;

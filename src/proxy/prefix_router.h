@@ -10,8 +10,8 @@
 // Then PrefixIndex::MatchPrefix gives each instance's cached prefix.
 // Not scored (routed by load, reason not_scored): requests with a cache_salt (the
 // engines hash them apart from the unsalted chain), multi-prompt completions, and any
-// request whose /tokenize call fails or takes over 2 s (a transport failure marks the
-// instance down, as a failed completion call does). With an empty index there is
+// request whose /tokenize call fails or takes over 2 s (a connection failure marks the
+// instance down, as a failed completion call does; a slow answer does not). With an empty index there is
 // nothing to match and the request is scored as "nothing cached" without a call.
 //
 // Thread safety: all methods are thread-safe; Score's callback runs on an I/O thread
