@@ -45,6 +45,7 @@ struct BenchFlags {
   std::string result_file;
   bool disable_progress = false;
   double request_timeout_s = 600;
+  double think_time_s = 0;
 };
 
 std::string DateStamp() {
@@ -93,6 +94,7 @@ int RunBenchServe(BenchFlags f) {
   o.ignore_eos = f.ignore_eos;
   o.seed = f.w.seed;
   o.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.request_timeout_s * 1000));
+  o.think_time_s = f.think_time_s;
 
   ops::WorkloadOptions w = f.w;
   w.kind = *kind;
@@ -217,6 +219,10 @@ void RegisterBench(CLI::App& app, RunFn* run) {
   cmd->add_option("--prefix-len,--shared-prefix-len", f.prefix_len,
                   "tokens of the shared system prompt (default 512 for shared-prefix, else 0)");
   cmd->add_option("--num-prefixes", f.w.num_prefixes, "shared-prefix groups")
+      ->capture_default_str();
+  cmd->add_option("--think-time", f.think_time_s,
+                  "multi-turn: seconds between a reply and the session's next turn")
+      ->check(CLI::Range(0.0, 3600.0))
       ->capture_default_str();
   cmd->add_option("--num-turns", f.w.num_turns, "user turns per multi-turn session")
       ->capture_default_str();

@@ -32,6 +32,10 @@ struct ProxyFlags {
   std::string max_header_bytes = "64KiB";
   double health_check_interval_s = 1.0;
   double backend_idle_timeout_s = 600;
+  std::vector<std::string> worker_urls;
+  std::string routing_policy = "least_load";
+  std::vector<std::string> kv_events_endpoints;
+  double kv_events_timeout_s = 30;
   int workers = 1;
   std::string log_level = "INFO";
 };
@@ -88,6 +92,39 @@ void RegisterProxy(CLI::App& app, RunFn* run) {
       ->expected(1, -1)
       ->check(CLI::Range(1, 65535))
       ->capture_default_str();
+  cmd->add_option("--worker-urls", f.worker_urls,
+                  "instances that do both phases (vllm-router's flag), e.g. http://host:8001: "
+                  "requests go unchanged to one of them, without PD (replaces the prefiller "
+                  "and decoder flags)")
+      ->expected(1, -1);
+  cmd->add_option("--routing-policy", f.routing_policy,
+                  "how the prefiller (PD) or worker is picked: round_robin, least_load or "
+                  "prefix_aware (the longest cached prefix, from the KV events, unless that "
+                  "instance is too busy)")
+      ->check(CLI::IsMember({"round_robin", "least_load", "prefix_aware"}))
+      ->capture_default_str();
+  cmd->add_option("--kv-events-endpoints", f.kv_events_endpoints,
+                  "the KV-event publisher (ZMQ) of each prefiller, or of each worker with "
+                  "--worker-urls, in the same order, e.g. tcp://127.0.0.1:5557; '' for one "
+                  "without")
+      ->expected(1, -1);
+  cmd->add_option("--kv-events-replay-endpoints", o.kv_events_replay_endpoints,
+                  "the publishers' replay (ROUTER) endpoints, aligned with --kv-events-endpoints "
+                  "('' for one without): missed batches are fetched there before an instance's "
+                  "index entries are dropped")
+      ->expected(1, -1);
+  cmd->add_option("--kv-events-topic", o.kv_events_topic,
+                  "topic prefix to subscribe to ('' = all)");
+  cmd->add_option("--prefix-load-threshold", o.prefix_load_threshold,
+                  "prefix_aware: requests the prefix holder may have in flight beyond the least "
+                  "busy instance before the request is routed by load")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))
+      ->capture_default_str();
+  cmd->add_option("--kv-events-timeout", f.kv_events_timeout_s,
+                  "seconds an instance may stay silent after it was sent work that stores "
+                  "blocks before its prefix-index entries are dropped")
+      ->check(CLI::Range(0.1, 86400.0))
+      ->capture_default_str();
   cmd->add_option("--max-retries", o.max_retries, "attempts per phase on transport errors / 5xx")
       ->check(CLI::Range(0, 1000))
       ->capture_default_str();
@@ -134,7 +171,7 @@ void RegisterProxy(CLI::App& app, RunFn* run) {
   cmd->add_option("--max-connections", o.max_connections, "open client connections; more get 503")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
-  cmd->callback([flags, run] {
+  cmd->callback([flags, run, cmd_ = cmd] {
     ProxyFlags& f = *flags;
     auto prefillers = proxy::PairAddresses("prefiller", f.prefiller_hosts, f.prefiller_ports);
     if (!prefillers.ok()) throw CLI::ValidationError("proxy", prefillers.status().message());
@@ -147,8 +184,30 @@ void RegisterProxy(CLI::App& app, RunFn* run) {
       if (!size.ok()) throw CLI::ValidationError(flag, size.status().message());
       *bytes = static_cast<size_t>(*size);
     }
-    f.options.prefillers = std::move(*prefillers);
-    f.options.decoders = std::move(*decoders);
+    if (!f.worker_urls.empty()) {
+      for (const char* flag :
+           {"--prefiller-hosts", "--prefiller-ports", "--decoder-hosts", "--decoder-ports"}) {
+        if (cmd_->count(flag) > 0) {
+          throw CLI::ValidationError("--worker-urls",
+                                     std::string("cannot be combined with ") + flag);
+        }
+      }
+      for (const std::string& url : f.worker_urls) {
+        StatusOr<proxy::BackendAddress> address = proxy::ParseWorkerUrl(url);
+        if (!address.ok()) throw CLI::ValidationError("--worker-urls", address.status().message());
+        f.options.workers.push_back(std::move(*address));
+      }
+    } else {
+      f.options.prefillers = std::move(*prefillers);
+      f.options.decoders = std::move(*decoders);
+    }
+    f.options.routing_policy = *proxy::ParseRoutingPolicy(f.routing_policy);
+    f.options.kv_events_endpoints = f.kv_events_endpoints;
+    f.options.kv_events_silence_timeout =
+        std::chrono::milliseconds(std::llround(f.kv_events_timeout_s * 1000));
+    if (Status s = proxy::ValidateProxyOptions(f.options); !s.ok()) {
+      throw CLI::ValidationError("proxy", s.message());
+    }
     f.options.health_check_interval = std::chrono::milliseconds(
         std::max<int64_t>(10, std::llround(f.health_check_interval_s * 1000)));
     f.options.backend_idle_timeout = std::chrono::milliseconds(std::llround(f.backend_idle_timeout_s * 1000));

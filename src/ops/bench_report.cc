@@ -34,6 +34,7 @@ std::string Section(const char* title, const char* name, const LatencySummary& s
   const std::string n(name);
   out += Line(("Mean " + n + " (ms):").c_str(), s.mean_ms, 2);
   out += Line(("Median " + n + " (ms):").c_str(), s.median_ms, 2);
+  out += Line(("P90 " + n + " (ms):").c_str(), s.p90_ms, 2);
   out += Line(("P99 " + n + " (ms):").c_str(), s.p99_ms, 2);
   return out;
 }
@@ -52,6 +53,7 @@ void AddSummary(json& j, const char* name, const LatencySummary& s) {
   j["mean_" + n + "_ms"] = s.mean_ms;
   j["median_" + n + "_ms"] = s.median_ms;
   j["std_" + n + "_ms"] = s.std_ms;
+  j["p90_" + n + "_ms"] = s.p90_ms;
   j["p99_" + n + "_ms"] = s.p99_ms;
 }
 
@@ -73,6 +75,8 @@ std::string FormatBenchReport(const BenchReport& r) {
   out += Line("Benchmark duration (s):", m.duration_s, 2);
   out += Line("Total input tokens:", std::to_string(m.total_input_tokens));
   out += Line("Total generated tokens:", std::to_string(m.total_output_tokens));
+  out += Line("Cached prompt tokens:", std::to_string(m.total_cached_tokens));
+  out += Line("Prefix hit rate (%):", Rate(m.prefix_hit_rate));
   out += Line("Request throughput (req/s):", m.request_throughput, 2);
   if (m.request_goodput) out += Line("Request goodput (req/s):", *m.request_goodput, 2);
   out += Line("Output token throughput (tok/s):", m.output_throughput, 2);
@@ -117,6 +121,8 @@ std::string BenchReportJson(const BenchReport& r) {
   j["failed"] = m.failed;
   j["total_input_tokens"] = m.total_input_tokens;
   j["total_output_tokens"] = m.total_output_tokens;
+  j["total_cached_tokens"] = m.total_cached_tokens;
+  j["prefix_hit_rate"] = RateJson(m.prefix_hit_rate);
   j["request_throughput"] = m.request_throughput;
   j["request_goodput"] = m.request_goodput ? json(*m.request_goodput) : json(nullptr);
   json slos = json::object();

@@ -226,7 +226,7 @@ class Runner {
     if (ok && r.turn + 1 < session.turns.size()) {
       history_[r.session].push_back(session.turns[r.turn].user_text);
       history_[r.session].push_back(result.generated_text);
-      ready_.push({SecondsBetween(start_, now), r.session, r.turn + 1});
+      ready_.push({SecondsBetween(start_, now) + options_.think_time_s, r.session, r.turn + 1});
     } else if (!ok) {
       // The rest of the conversation cannot be sent without this reply.
       for (size_t t = r.turn + 1; t < session.turns.size(); ++t) {

@@ -42,6 +42,9 @@ struct BenchRunOptions {
   bool ignore_eos = false;
   uint64_t seed = 0;
   std::chrono::milliseconds request_timeout{600'000};
+  // Multi-turn: seconds a session waits after a reply before its next turn (the user
+  // reading and typing).
+  double think_time_s = 0;
   // Called on the Run() thread whenever a request finishes (done, total); may be empty.
   std::function<void(int done, int total)> on_progress;
 };

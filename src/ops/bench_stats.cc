@@ -35,6 +35,7 @@ LatencySummary Summarize(std::vector<double> values_s) {
   s.mean_ms = mean * 1000;
   s.median_ms = Percentile(values_s, 50) * 1000;
   s.std_ms = std::sqrt(square_sum / n) * 1000;
+  s.p90_ms = Percentile(values_s, 90) * 1000;
   s.p99_ms = Percentile(values_s, 99) * 1000;
   return s;
 }
@@ -88,11 +89,15 @@ BenchMetrics ComputeBenchMetrics(const std::vector<RequestResult>& results, doub
     ++m.completed;
     m.total_input_tokens += r.prompt_tokens;
     m.total_output_tokens += r.output_tokens;
+    m.total_cached_tokens += r.cached_tokens;
     ttfts.push_back(r.ttft_s);
     e2els.push_back(r.latency_s);
     if (auto tpot = Tpot(r)) tpots.push_back(*tpot);
     itls.insert(itls.end(), r.itl_s.begin(), r.itl_s.end());
     if (MeetsSlos(r, slos)) ++good;
+  }
+  if (m.total_input_tokens > 0) {
+    m.prefix_hit_rate = static_cast<double>(m.total_cached_tokens) / m.total_input_tokens;
   }
   m.request_throughput = m.completed / duration_s;
   if (slos.any()) m.request_goodput = good / duration_s;

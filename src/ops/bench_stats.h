@@ -42,6 +42,7 @@ struct LatencySummary {  // milliseconds
   double mean_ms = 0;
   double median_ms = 0;
   double std_ms = 0;
+  double p90_ms = 0;
   double p99_ms = 0;
 };
 
@@ -68,6 +69,10 @@ struct BenchMetrics {
   double duration_s = 0;
   long total_input_tokens = 0;
   long total_output_tokens = 0;
+  long total_cached_tokens = 0;  // usage.prompt_tokens_details.cached_tokens, summed
+  // total_cached_tokens / total_input_tokens: the share of prompt tokens the engines
+  // found in their prefix caches (nullopt without input tokens).
+  std::optional<double> prefix_hit_rate;
   double request_throughput = 0;          // completed requests / s
   std::optional<double> request_goodput;  // requests meeting the SLOs / s (with SLOs only)
   double output_throughput = 0;           // output tokens / s

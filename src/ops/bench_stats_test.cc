@@ -30,6 +30,7 @@ TEST(BenchStats, SummarizeInMilliseconds) {
   EXPECT_NEAR(s.mean_ms, 200, 1e-9);
   EXPECT_NEAR(s.median_ms, 200, 1e-9);
   EXPECT_NEAR(s.std_ms, 81.6496580927726, 1e-9);  // population std
+  EXPECT_NEAR(s.p90_ms, 280, 1e-9);               // numpy.percentile([0.1, 0.2, 0.3], 90) * 1000
   EXPECT_NEAR(s.p99_ms, 298, 1e-9);
   LatencySummary empty = Summarize({});
   EXPECT_EQ(empty.mean_ms, 0);
@@ -72,6 +73,21 @@ TEST(BenchStats, MetricsFollowVllmDefinitions) {
   EXPECT_NEAR(m.tpot.mean_ms, 100, 1e-9);
   EXPECT_NEAR(m.itl.median_ms, 100, 1e-9);
   EXPECT_NEAR(m.e2el.mean_ms, 700, 1e-9);
+}
+
+TEST(BenchStats, PrefixHitRateIsCachedOverPromptTokens) {
+  std::vector<RequestResult> results = {Done(0.1, 0.2, 2, 100), Done(0.1, 0.2, 2, 300)};
+  results[0].cached_tokens = 0;    // the first turn: cold
+  results[1].cached_tokens = 240;  // a follow-up on the instance holding its history
+  RequestResult failed;            // failed requests count for nothing
+  failed.prompt_tokens = 50;
+  failed.cached_tokens = 50;
+  results.push_back(failed);
+  BenchMetrics m = ComputeBenchMetrics(results, 1.0, {});
+  EXPECT_EQ(m.total_cached_tokens, 240);
+  ASSERT_TRUE(m.prefix_hit_rate);
+  EXPECT_DOUBLE_EQ(*m.prefix_hit_rate, 0.6);
+  EXPECT_FALSE(ComputeBenchMetrics({}, 1.0, {}).prefix_hit_rate);
 }
 
 TEST(BenchStats, GoodputCountsRequestsMeetingEverySlo) {

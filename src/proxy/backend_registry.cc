@@ -7,7 +7,17 @@
 
 namespace tandem::proxy {
 
-std::string_view RoleName(Role role) { return role == Role::kPrefill ? "prefill" : "decode"; }
+std::string_view RoleName(Role role) {
+  switch (role) {
+    case Role::kPrefill:
+      return "prefill";
+    case Role::kDecode:
+      return "decode";
+    case Role::kWorker:
+      return "worker";
+  }
+  return "?";
+}
 
 std::string BackendAddress::Key() const {
   const bool v6 = host.find(':') != std::string::npos;
@@ -74,6 +84,59 @@ BackendRegistry::RemoveResult BackendRegistry::Remove(Role role, const BackendAd
 
 BackendPtr BackendRegistry::Pick(Role role, int64_t load, const std::vector<BackendPtr>& tried) {
   std::lock_guard<std::mutex> lock(mu_);
+  BackendPtr best = ChooseLocked(role, tried);
+  if (best) ChargeLocked(*best, load);
+  return best;
+}
+
+BackendRegistry::Routed BackendRegistry::PickRouted(
+    Role role, int64_t load, const std::vector<BackendPtr>& tried, RoutingPolicy policy,
+    int64_t load_threshold, const std::function<int64_t(const Backend&)>& cached_tokens) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Routed out;
+  std::vector<BackendPtr> candidates;  // up, untried, in registration order
+  for (const BackendPtr& b : backends_[static_cast<int>(role)]) {
+    if (b->draining_ || b->state_ != Backend::State::kUp) continue;
+    if (std::find(tried.begin(), tried.end(), b) != tried.end()) continue;
+    candidates.push_back(b);
+  }
+  if (candidates.empty()) {
+    out.backend = ChooseLocked(role, tried);
+    out.reason = RouteReason::kFallback;
+  } else if (policy == RoutingPolicy::kRoundRobin) {
+    // The first candidate registered after the last pick, wrapping around.
+    uint64_t& last = round_robin_last_[static_cast<int>(role)];
+    out.backend = candidates.front();
+    for (const BackendPtr& b : candidates) {
+      if (b->ordinal_ + 1 > last) {
+        out.backend = b;
+        break;
+      }
+    }
+    last = out.backend->ordinal_ + 1;
+    out.reason = RouteReason::kRoundRobin;
+  } else {
+    std::vector<RouteCandidate> scored;
+    for (const BackendPtr& b : candidates) {
+      RouteCandidate c{b->load_, b->in_flight_, b->last_pick_, 0};
+      if (policy == RoutingPolicy::kPrefixAware && cached_tokens)
+        c.cached_tokens = cached_tokens(*b);
+      scored.push_back(c);
+    }
+    RouteChoice choice{LeastLoaded(scored), RouteReason::kLeastLoad};
+    if (policy == RoutingPolicy::kPrefixAware) {
+      choice = cached_tokens ? ChoosePrefixAware(scored, load_threshold)
+                             : RouteChoice{choice.index, RouteReason::kNotScored};
+    }
+    out.backend = candidates[choice.index];
+    out.reason = choice.reason;
+    out.cached_tokens = scored[choice.index].cached_tokens;
+  }
+  if (out.backend) ChargeLocked(*out.backend, load);
+  return out;
+}
+
+BackendPtr BackendRegistry::ChooseLocked(Role role, const std::vector<BackendPtr>& tried) const {
   auto was_tried = [&](const BackendPtr& b) {
     return std::find(tried.begin(), tried.end(), b) != tried.end();
   };
@@ -101,12 +164,14 @@ BackendPtr BackendRegistry::Pick(Role role, int64_t load, const std::vector<Back
     }
     if (b->last_pick_ < best->last_pick_) best = b;
   }
-  if (!best) return nullptr;
-  best->load_ += load;
-  best->in_flight_ += 1;
-  best->last_pick_ = ++pick_seq_;
-  if (best->in_flight_gauge_ != nullptr) best->in_flight_gauge_->Set(best->in_flight_);
   return best;
+}
+
+void BackendRegistry::ChargeLocked(Backend& backend, int64_t load) {
+  backend.load_ += load;
+  backend.in_flight_ += 1;
+  backend.last_pick_ = ++pick_seq_;
+  if (backend.in_flight_gauge_ != nullptr) backend.in_flight_gauge_->Set(backend.in_flight_);
 }
 
 void BackendRegistry::Release(const BackendPtr& backend, int64_t load) {

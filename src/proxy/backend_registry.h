@@ -3,7 +3,7 @@
 //
 // Each instance is a Backend with a role, an address, and counters guarded by the
 // registry: `load` (in-flight prefill tokens for a prefiller, in-flight decode tokens
-// for a decoder, both estimated by the caller) and `in_flight` (requests). States:
+// for a decoder or a worker, all estimated by the caller) and `in_flight` (requests). States:
 //   kUp       routable;
 //   kDown     a call to it failed; routed to only when no instance of its role is up,
 //             probed (GET /health) by HealthProber until it answers, then kUp again;
@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -27,12 +28,16 @@
 
 #include "common/metrics.h"
 #include "common/status.h"
+#include "proxy/routing_policy.h"
 
 namespace tandem::proxy {
 
-enum class Role { kPrefill = 0, kDecode = 1 };
+// A worker (--worker-urls) does both phases of a request: the proxy forwards the
+// request to it unchanged (no PD).
+enum class Role { kPrefill = 0, kDecode = 1, kWorker = 2 };
+inline constexpr int kNumRoles = 3;
 
-// "prefill" / "decode" (the /instances API's spelling).
+// "prefill" / "decode" / "worker" (the /instances API's spelling).
 std::string_view RoleName(Role role);
 
 struct BackendAddress {
@@ -107,6 +112,19 @@ class BackendRegistry {
   // least-loaded kDown one. Null when the role has no routable instance at all.
   // The caller must Release() what it got, with the same load.
   BackendPtr Pick(Role role, int64_t load, const std::vector<BackendPtr>& tried = {});
+
+  // Pick with a policy applied among the up, untried candidates (when there are none,
+  // Pick's fallbacks, reason kFallback). For kPrefixAware, `cached_tokens(backend)`
+  // predicts each candidate's cached prefix (empty function: not scored, least_load
+  // with reason kNotScored). Charges and must be released as Pick.
+  struct Routed {
+    BackendPtr backend;  // null when the role has no routable instance
+    RouteReason reason = RouteReason::kLeastLoad;
+    int64_t cached_tokens = 0;  // the prediction for the chosen instance
+  };
+  Routed PickRouted(Role role, int64_t load, const std::vector<BackendPtr>& tried,
+                    RoutingPolicy policy, int64_t load_threshold,
+                    const std::function<int64_t(const Backend&)>& cached_tokens);
   void Release(const BackendPtr& backend, int64_t load);
 
   // A call failed (kUp -> kDown) / a probe succeeded (kDown or kPending -> kUp).
@@ -128,12 +146,16 @@ class BackendRegistry {
   void SetStateLocked(Backend& backend, Backend::State state);
   void UnregisterLocked(const BackendPtr& backend);
   BackendPtr FindLocked(Role role, const BackendAddress& address) const;
+  // Pick's tiered least-load choice (no charge).
+  BackendPtr ChooseLocked(Role role, const std::vector<BackendPtr>& tried) const;
+  void ChargeLocked(Backend& backend, int64_t load);
 
   MetricsRegistry* const metrics_;
   mutable std::mutex mu_;
-  std::vector<BackendPtr> backends_[2];  // per Role, registration order
+  std::vector<BackendPtr> backends_[kNumRoles];  // per Role, registration order
   uint64_t next_ordinal_ = 0;
   uint64_t pick_seq_ = 0;
+  uint64_t round_robin_last_[kNumRoles] = {};  // ordinal + 1 of round_robin's last pick
 };
 
 }  // namespace tandem::proxy

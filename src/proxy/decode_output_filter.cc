@@ -134,6 +134,9 @@ void DecodeOutputFilter::HandleEvent(std::string raw, std::string* out) {
     return;
   }
   if (chunk.contains("error")) saw_error_ = true;
+  if (auto cached = JsonIntAt(data, {"usage", "prompt_tokens_details", "cached_tokens"})) {
+    reported_cached_tokens_ = cached;
+  }
   if (const Json* choice = FirstChoice(chunk)) {
     std::string piece = ChoiceText(*choice);
     if (!piece.empty()) {
@@ -170,6 +173,7 @@ std::string DecodeOutputFilter::FilterBody(std::string body) {
       recomputed_ = IsRecomputed(*choice);
     }
     tokens_ = JsonIntAt(body, {"usage", "completion_tokens"}).value_or(0);
+    reported_cached_tokens_ = JsonIntAt(body, {"usage", "prompt_tokens_details", "cached_tokens"});
   }
   if (cached_tokens_) ReplaceCachedTokens(&body, *cached_tokens_);
   return body;

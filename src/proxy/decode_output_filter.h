@@ -50,6 +50,9 @@ class DecodeOutputFilter {
   // bodies read usage.completion_tokens).
   const std::string& text() const { return text_; }
   int64_t tokens() const { return tokens_; }
+  // usage.prompt_tokens_details.cached_tokens as the decoder sent it (before the
+  // rewrite), when its answer carried usage.
+  std::optional<int64_t> reported_cached_tokens() const { return reported_cached_tokens_; }
 
  private:
   // Handles one complete raw event; appends what to forward to `out`.
@@ -60,6 +63,7 @@ class DecodeOutputFilter {
   std::string pending_;  // bytes of the event not yet complete
   std::string text_;
   int64_t tokens_ = 0;
+  std::optional<int64_t> reported_cached_tokens_;
   bool recomputed_ = false;
   bool saw_done_ = false;
   bool saw_error_ = false;

@@ -9,6 +9,7 @@
 #include "net/sse.h"
 #include "proxy/decode_output_filter.h"
 #include "proxy/json_span.h"
+#include "proxy/prefix_router.h"
 
 namespace tandem::proxy {
 namespace {
@@ -31,6 +32,7 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
     stream_ = stream != p_.body.end() && stream->is_boolean() && stream->get<bool>();
     segment_body_ = p_.body;
     segment_raw_ = p_.raw_body;
+    worker_mode_ = !ctx_->options->workers.empty();
     SetLoads();
   }
 
@@ -41,16 +43,57 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
     writer_->OnClose([weak] {
       if (auto self = weak.lock()) self->OnClientClosed();
     });
+    if (ctx_->router != nullptr && ctx_->options->routing_policy == RoutingPolicy::kPrefixAware) {
+      // Outside the lock: the callback may run inline.
+      auto self = shared_from_this();
+      ctx_->router->Score(RoutedRole(), p_.body, chat_, p_.authorization,
+                          [self](PrefixScore score) {
+                            std::lock_guard<std::mutex> lock(self->mu_);
+                            self->score_ = std::move(score);
+                            self->StartRoutedLocked();
+                          });
+      return;
+    }
     std::lock_guard<std::mutex> lock(mu_);
-    StartPrefillLocked();
+    StartRoutedLocked();
   }
 
  private:
+  // ---- routing ----
+
+  Role RoutedRole() const { return worker_mode_ ? Role::kWorker : Role::kPrefill; }
+
+  // The first phase of a segment: prefill in PD mode, the worker otherwise.
+  void StartRoutedLocked() { worker_mode_ ? StartDecodeLocked() : StartPrefillLocked(); }
+
+  // Picks the routed phase's instance by the policy, and accounts for the decision.
+  BackendPtr PickRoutedLocked(Role role, int64_t load, const std::vector<BackendPtr>& tried) {
+    const ProxyOptions& o = *ctx_->options;
+    std::function<int64_t(const Backend&)> cached;
+    if (score_.scored) cached = [this](const Backend& b) { return score_.CachedOn(b); };
+    BackendRegistry::Routed routed = ctx_->registry->PickRouted(role, load, tried, o.routing_policy,
+                                                                o.prefix_load_threshold, cached);
+    if (!routed.backend) return nullptr;
+    ctx_->metrics->RouteDecided(routed.reason);
+    if (score_.scored && segment_ == 0) {
+      predicted_cached_ = routed.cached_tokens;
+      ctx_->router->Routed(*routed.backend, score_, routed.cached_tokens);
+    }
+    return routed.backend;
+  }
+
+  // The engine's cached_tokens for a scored request, beside the prediction (once).
+  void ReportPrefixLocked(std::optional<int64_t> reported) {
+    if (!score_.scored || segment_ != 0 || prefix_reported_ || !reported) return;
+    prefix_reported_ = true;
+    ctx_->metrics->PrefixOutcome(predicted_cached_, *reported, score_.prompt_tokens);
+  }
+
   // ---- prefill ----
 
   void StartPrefillLocked() {
     if (finished_) return;
-    prefiller_ = ctx_->registry->Pick(Role::kPrefill, prompt_tokens_, p_tried_);
+    prefiller_ = PickRoutedLocked(Role::kPrefill, prompt_tokens_, p_tried_);
     if (!prefiller_ && overload_status_ != 0) return FailLocked(overload_status_, overload_error_);
     if (!prefiller_) return FailLocked(503, "no prefill instance available");
     prefill_held_ = true;
@@ -107,6 +150,7 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
       return RetryPrefillLocked(
           502, "prefill instance " + prefiller_->address().Key() + " answered with no JSON object");
     }
+    ReportPrefixLocked(cached_tokens_);
     StartDecodeLocked();
   }
 
@@ -149,11 +193,13 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
 
   void StartDecodeLocked() {
     if (finished_) return;
-    decoder_ = ctx_->registry->Pick(Role::kDecode, decode_load_, d_tried_);
+    decoder_ = worker_mode_ ? PickRoutedLocked(Role::kWorker, decode_load_, d_tried_)
+                            : ctx_->registry->Pick(Role::kDecode, decode_load_, d_tried_);
     if (!decoder_) {
       SendAbortLocked();
       if (overload_status_ != 0) return FailLocked(overload_status_, overload_error_);
-      return FailLocked(503, "no decode instance available");
+      return FailLocked(
+          503, worker_mode_ ? "no worker instance available" : "no decode instance available");
     }
     decode_held_ = true;
     d_tried_.push_back(decoder_);
@@ -200,7 +246,8 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
     d_call_.reset();
     ReleaseDecodeLocked();
     if (finished_) return;
-    const std::string where = "decode instance " + decoder_->address().Key();
+    const std::string where =
+        std::string(RoleName(decoder_->role())) + " instance " + decoder_->address().Key();
     if (filter_->recomputed()) return RecomputeLocked();
     if (!status.ok()) {
       ctx_->registry->MarkDown(decoder_);
@@ -224,6 +271,7 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
       if (!filter_->saw_done()) {
         return RetryDecodeLocked(502, where + " ended its stream without [DONE]");
       }
+      if (worker_mode_) ReportPrefixLocked(filter_->reported_cached_tokens());
       FinishLocked(Outcome::kSuccess);  // counted before the client can see the end
       writer_->End();
       return;
@@ -231,6 +279,7 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
     if (d_body_.empty()) return RetryDecodeLocked(502, where + " answered 200 with no body");
     std::string body = filter_->FilterBody(std::move(d_body_));
     if (filter_->recomputed()) return RecomputeLocked();
+    if (worker_mode_) ReportPrefixLocked(filter_->reported_cached_tokens());
     if (segment_ > 0) {
       body = DecodeOutputFilter::PrependSegments(std::move(body), chat_, earlier_text_,
                                                  earlier_tokens_);
@@ -251,7 +300,7 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
       SendAbortLocked();
       return FailLocked(http_status, error);
     }
-    ctx_->metrics->Retried(Role::kDecode);
+    ctx_->metrics->Retried(worker_mode_ ? Role::kWorker : Role::kDecode);
     auto self = shared_from_this();
     if (!ctx_->io->RunAfter(RetryDelay(*ctx_->options, d_attempts_), [self] {
           std::lock_guard<std::mutex> lock(self->mu_);
@@ -291,7 +340,7 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
     p_attempts_ = d_attempts_ = 0;
     kv_params_.clear();
     remote_request_id_.clear();
-    StartPrefillLocked();
+    StartRoutedLocked();
   }
 
   // ---- client ----
@@ -425,6 +474,7 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
   const WriterPtr writer_;
   bool chat_ = false;
   bool stream_ = false;
+  bool worker_mode_ = false;  // --worker-urls: one phase, no PD
 
   std::mutex mu_;  // guards everything below
   bool finished_ = false;
@@ -436,6 +486,11 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
   int64_t decode_load_ = 0;    // estimated prompt + new tokens; the decoder's load
   std::string earlier_text_;   // generated by earlier segments
   int64_t earlier_tokens_ = 0;
+  // Routing (prefix_aware): the score of the first segment, the chosen instance's
+  // predicted cached tokens, and whether the engine's figure was counted.
+  PrefixScore score_;
+  int64_t predicted_cached_ = 0;
+  bool prefix_reported_ = false;
   // Prefill phase.
   BackendPtr prefiller_;
   bool prefill_held_ = false;  // prefiller_ is charged prompt_tokens_

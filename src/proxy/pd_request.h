@@ -6,6 +6,10 @@
 //      (DecodeBody); its response streams back through a DecodeOutputFilter;
 //   3. a decoder that ends the request with stop_reason "recomputed" sends the proxy
 //      back to 1 with the continuation body.
+// With workers (--worker-urls) there is no step 1: the worker gets the client's body
+// unchanged and answers the whole request, through the same retries and filter.
+// The routed phase (1, or the worker) picks its instance by ProxyOptions::routing_policy;
+// prefix_aware first scores the request with the PrefixRouter (asynchronously).
 // Transport errors and 5xx answers before any byte reached the client mark the
 // backend down and retry on another one (ProxyOptions::max_retries attempts per phase,
 // exponential back-off). A backend 4xx goes to the client as it is. Every other failure
@@ -31,12 +35,15 @@
 
 namespace tandem::proxy {
 
+class PrefixRouter;
+
 // What every request of one proxy shares; borrowed, outlives the requests' callbacks.
 struct ProxyContext {
   const ProxyOptions* options;
   BackendRegistry* registry;
   BackendIo* io;
   ProxyMetrics* metrics;
+  PrefixRouter* router = nullptr;  // set with prefix_aware
 };
 
 struct PdRequestParams {

@@ -43,7 +43,51 @@ Status ValidateProxyOptions(const ProxyOptions& o) {
   if (o.max_header_bytes < 1024)
     return InvalidArgumentError("--max-header-bytes must be at least 1KiB");
   if (o.max_connections < 1) return InvalidArgumentError("--max-connections must be positive");
+  if (!o.workers.empty() && (!o.prefillers.empty() || !o.decoders.empty()))
+    return InvalidArgumentError("--worker-urls cannot be combined with prefillers or decoders");
+  const size_t routed = RoutedInstances(o).size();
+  if (!o.kv_events_endpoints.empty() && o.kv_events_endpoints.size() != routed) {
+    return InvalidArgumentError(
+        "--kv-events-endpoints has " + std::to_string(o.kv_events_endpoints.size()) +
+        " entries; want one per " + (o.workers.empty() ? "prefiller" : "worker") + " (" +
+        std::to_string(routed) + ")");
+  }
+  if (!o.kv_events_replay_endpoints.empty() &&
+      o.kv_events_replay_endpoints.size() != o.kv_events_endpoints.size()) {
+    return InvalidArgumentError(
+        "--kv-events-replay-endpoints needs one entry per --kv-events-endpoints entry");
+  }
+  if (o.routing_policy == RoutingPolicy::kPrefixAware &&
+      std::all_of(o.kv_events_endpoints.begin(), o.kv_events_endpoints.end(),
+                  [](const std::string& e) { return e.empty(); })) {
+    return InvalidArgumentError(
+        "--routing-policy prefix_aware needs --kv-events-endpoints (the instances' KV-event "
+        "publishers)");
+  }
+  if (o.prefix_load_threshold < 0)
+    return InvalidArgumentError("--prefix-load-threshold must be >= 0");
+  if (o.kv_events_silence_timeout.count() <= 0)
+    return InvalidArgumentError("--kv-events-timeout must be positive");
   return Status::Ok();
+}
+
+StatusOr<BackendAddress> ParseWorkerUrl(std::string_view url) {
+  std::string_view rest = url;
+  if (rest.starts_with("https://")) {
+    return InvalidArgumentError("worker URL '" + std::string(url) + "': https is not supported");
+  }
+  if (rest.starts_with("http://")) rest.remove_prefix(7);
+  if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
+  StatusOr<BackendAddress> address = ParseBackendAddress(rest);
+  if (!address.ok()) {
+    return InvalidArgumentError("bad worker URL '" + std::string(url) +
+                                "' (want http://host:port)");
+  }
+  return address;
+}
+
+const std::vector<BackendAddress>& RoutedInstances(const ProxyOptions& options) {
+  return options.workers.empty() ? options.prefillers : options.workers;
 }
 
 std::chrono::milliseconds RetryDelay(const ProxyOptions& options, int attempt) {

@@ -7,10 +7,12 @@
 #include <chrono>
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
 #include "proxy/backend_registry.h"
+#include "proxy/routing_policy.h"
 
 namespace tandem::proxy {
 
@@ -19,6 +21,25 @@ struct ProxyOptions {
   uint16_t port = 8000;
   std::vector<BackendAddress> prefillers;
   std::vector<BackendAddress> decoders;
+  // Instances that do both phases (vllm-router's --worker-urls). When set, the proxy
+  // runs without PD: each request goes unchanged to one worker; prefillers and
+  // decoders must be empty.
+  std::vector<BackendAddress> workers;
+  // How the routed phase (prefill, or the worker) picks its instance.
+  RoutingPolicy routing_policy = RoutingPolicy::kLeastLoad;
+  // KV-event publisher per routed instance, aligned with `prefillers` (PD) or `workers`
+  // ("" = that instance publishes none); empty = none at all. prefix_aware needs them.
+  std::vector<std::string> kv_events_endpoints;
+  // Their replay (ROUTER) endpoints, aligned the same way ("" = none); empty = none.
+  // Missed batches are asked for there before an instance's entries are dropped.
+  std::vector<std::string> kv_events_replay_endpoints;
+  std::string kv_events_topic;  // subscription prefix ("" = every topic)
+  // prefix_aware: requests in flight the prefix holder may have beyond the least busy
+  // instance before the request goes by load instead.
+  int64_t prefix_load_threshold = 4;
+  // An instance sent work that stores blocks and silent this long is dropped from the
+  // prefix index.
+  std::chrono::milliseconds kv_events_silence_timeout{30'000};
   // Attempts per phase (prefill, decode) before the request fails; at least one is made
   // (the Python proxy's meaning of --max-retries).
   int max_retries = 3;
@@ -51,7 +72,14 @@ StatusOr<std::vector<BackendAddress>> PairAddresses(const std::string& what,
                                                     const std::vector<std::string>& hosts,
                                                     const std::vector<int>& ports);
 
-// InvalidArgument for out-of-range numbers.
+// Parses --worker-urls items: "http://host:port" (a trailing "/" allowed) or
+// "host:port". InvalidArgument for anything else (https is not supported).
+StatusOr<BackendAddress> ParseWorkerUrl(std::string_view url);
+
+// The instances the routing policy applies to: workers, else prefillers.
+const std::vector<BackendAddress>& RoutedInstances(const ProxyOptions& options);
+
+// InvalidArgument for out-of-range numbers and inconsistent routing settings.
 Status ValidateProxyOptions(const ProxyOptions& options);
 
 // The delay before retry number `attempt` (1 = the first retry).

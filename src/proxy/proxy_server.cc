@@ -14,6 +14,7 @@
 #include "proxy/metrics_merge.h"
 #include "proxy/pd_bodies.h"
 #include "proxy/pd_request.h"
+#include "proxy/prefix_router.h"
 #include "proxy/proxy_metrics.h"
 
 namespace tandem::proxy {
@@ -49,16 +50,26 @@ Json InstanceList(const BackendRegistry& registry, Role role) {
 
 StatusOr<std::unique_ptr<ProxyServer>> ProxyServer::Create(ProxyOptions options) {
   TANDEM_RETURN_IF_ERROR(ValidateProxyOptions(options));
-  return std::unique_ptr<ProxyServer>(new ProxyServer(std::move(options)));
+  std::unique_ptr<ProxyServer> server(new ProxyServer(std::move(options)));
+  if (!server->options_.kv_events_endpoints.empty()) {
+    TANDEM_ASSIGN_OR_RETURN(server->router_,
+                            PrefixRouter::Create(server->options_, server->registry_.get(),
+                                                 server->io_.get(), &server->metrics_registry_));
+    if (server->options_.routing_policy == RoutingPolicy::kPrefixAware) {
+      server->context_->router = server->router_.get();
+    }
+  }
+  return server;
 }
 
 ProxyServer::ProxyServer(ProxyOptions options) : options_(std::move(options)) {
   const std::string& key = !options_.api_key.empty() ? options_.api_key : options_.backend_api_key;
   if (!key.empty()) backend_authorization_ = "Bearer " + key;
-  metrics_ = std::make_unique<ProxyMetrics>(&metrics_registry_);
+  metrics_ = std::make_unique<ProxyMetrics>(&metrics_registry_, options_.routing_policy);
   registry_ = std::make_unique<BackendRegistry>(&metrics_registry_);
   for (const BackendAddress& a : options_.prefillers) registry_->Add(Role::kPrefill, a);
   for (const BackendAddress& a : options_.decoders) registry_->Add(Role::kDecode, a);
+  for (const BackendAddress& a : options_.workers) registry_->Add(Role::kWorker, a);
   net::HttpClientOptions client;
   client.io_threads = options_.io_threads;
   client.max_idle_connections_per_host = 256;
@@ -83,9 +94,17 @@ ProxyServer::~ProxyServer() { Stop(); }
 Status ProxyServer::Start() {
   TANDEM_RETURN_IF_ERROR(http_->Start());
   prober_->Start();
-  TANDEM_LOG(INFO) << "tandem proxy on " << options_.host << ":" << http_->port() << ": "
-                   << options_.prefillers.size() << " prefill and " << options_.decoders.size()
-                   << " decode instances";
+  if (router_) router_->Start();
+  if (!options_.workers.empty()) {
+    TANDEM_LOG(INFO) << "tandem proxy on " << options_.host << ":" << http_->port() << ": "
+                     << options_.workers.size() << " worker instances, routing "
+                     << RoutingPolicyName(options_.routing_policy);
+  } else {
+    TANDEM_LOG(INFO) << "tandem proxy on " << options_.host << ":" << http_->port() << ": "
+                     << options_.prefillers.size() << " prefill and " << options_.decoders.size()
+                     << " decode instances, routing prefill "
+                     << RoutingPolicyName(options_.routing_policy);
+  }
   return Status::Ok();
 }
 
@@ -94,6 +113,7 @@ void ProxyServer::Stop() {
   stopped_ = true;
   http_->Stop();  // in-flight responses get the grace period; then OnClose fires
   io_->Close();   // then nothing new starts on the backends
+  if (router_) router_->Stop();
 }
 
 uint16_t ProxyServer::port() const { return http_->port(); }
@@ -134,7 +154,7 @@ void ProxyServer::AddRoutes() {
   http_->Route("GET", "/v1/models", guarded([this](net::HttpRequest request, WriterPtr writer) {
                  // Decoders first (up ones first), then prefillers; the first 200 answers.
                  std::vector<BackendAddress> candidates;
-                 for (Role role : {Role::kDecode, Role::kPrefill}) {
+                 for (Role role : {Role::kDecode, Role::kWorker, Role::kPrefill}) {
                    for (bool want_up : {true, false}) {
                      for (const BackendInfo& info : registry_->Snapshot()) {
                        if (info.role != role || info.state == Backend::State::kPending) continue;
@@ -194,6 +214,7 @@ void ProxyServer::AddRoutes() {
               {"prefill_instances", registry_->CountActive(Role::kPrefill)},
               {"decode_instances", registry_->CountActive(Role::kDecode)},
               {"request_num", metrics_->in_flight()}};
+    if (!options_.workers.empty()) body["worker_instances"] = registry_->CountActive(Role::kWorker);
     net::SendJson(*writer, 200, DumpJson(body));
   };
   // --no-auth-health-metrics opens these to scrapers and load balancers without the key.
@@ -263,14 +284,18 @@ void ProxyServer::AddRoutes() {
           const std::string type = body->value("type", Json("")).is_string()
                                        ? body->value("type", std::string())
                                        : std::string();
-          if (type != "prefill" && type != "decode") {
+          const bool workers = !options_.workers.empty();
+          if (workers ? type != "worker" : (type != "prefill" && type != "decode")) {
             net::SendError(*writer, 400,
-                           "Instance type '" + type +
-                               "' is not supported. Only 'prefill' and 'decode' are allowed.",
+                           "Instance type '" + type + "' is not supported. Only " +
+                               (workers ? "'worker' is" : "'prefill' and 'decode' are") +
+                               " allowed.",
                            "", "type");
             return;
           }
-          const Role role = type == "prefill" ? Role::kPrefill : Role::kDecode;
+          const Role role = type == "prefill"  ? Role::kPrefill
+                            : type == "decode" ? Role::kDecode
+                                               : Role::kWorker;
           Json items = body->contains("instances") ? (*body)["instances"]
                                                    : body->value("instance", Json(nullptr));
           if (items.is_string()) items = Json::array({items});
@@ -343,6 +368,8 @@ void ProxyServer::AddInstances(Role role, std::vector<BackendAddress> addresses,
               {"failed", state->failed},
               {"current_prefill_instances", InstanceList(*registry_, Role::kPrefill)},
               {"current_decode_instances", InstanceList(*registry_, Role::kDecode)}};
+    if (!options_.workers.empty())
+      body["current_worker_instances"] = InstanceList(*registry_, Role::kWorker);
     net::SendJson(*state->writer, 200, DumpJson(body));
   };
   if (to_probe.empty()) return reply();
@@ -397,6 +424,8 @@ void ProxyServer::RemoveInstances(Role role, const std::vector<BackendAddress>& 
             {"draining", draining},
             {"current_prefill_instances", InstanceList(*registry_, Role::kPrefill)},
             {"current_decode_instances", InstanceList(*registry_, Role::kDecode)}};
+  if (!options_.workers.empty())
+    body["current_worker_instances"] = InstanceList(*registry_, Role::kWorker);
   net::SendJson(writer, 200, DumpJson(body));
 }
 

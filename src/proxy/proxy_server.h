@@ -3,12 +3,14 @@
 //
 // Routes:
 //   POST /v1/completions, /v1/chat/completions  through a prefiller and a decoder
-//                                               (PdRequest), streamed or not
+//                                               (PdRequest), streamed or not; with
+//                                               workers (--worker-urls), unchanged to one
+//                                               worker
 //   GET  /v1/models                             from a decoder (else a prefiller)
 //   GET  /health, /healthcheck                  {"status":"ok","prefill_instances":N,
 //                                               "decode_instances":N,"request_num":N}
 //   GET  /metrics                               Prometheus text, tandem_proxy_*
-//   POST /instances/add, /instances/remove      {"type":"prefill"|"decode",
+//   POST /instances/add, /instances/remove      {"type":"prefill"|"decode"|"worker",
 //                                               "instances":["host:port",...]|"host:port"}
 // With ProxyOptions::api_key set every route requires "Authorization: Bearer <key>"
 // (401 otherwise), except /health, /healthcheck and /metrics when
@@ -38,6 +40,7 @@ namespace tandem::proxy {
 
 class BackendIo;
 class HealthProber;
+class PrefixRouter;
 class ProxyMetrics;
 struct ProxyContext;
 
@@ -74,6 +77,7 @@ class ProxyServer {
   std::unique_ptr<BackendRegistry> registry_;
   std::unique_ptr<ProxyContext> context_;
   std::unique_ptr<HealthProber> prober_;
+  std::unique_ptr<PrefixRouter> router_;  // with --kv-events-endpoints
   std::unique_ptr<BackendIo> io_;
   std::unique_ptr<net::HttpServer> http_;
   bool stopped_ = false;
