@@ -359,14 +359,18 @@ def test_decoder_out_of_blocks_hands_back_and_the_proxy_recomputes(tandem_bin, f
     """vLLM-Ascend's recompute scheduler with real engines: a decoder whose KV cache is
     too small for its batch hands preempted requests back (stop_reason "recomputed") and
     the proxy finishes them through the prefiller; every client gets its whole answer."""
-    p = start_engine(tandem_bin, fixture_dir, tmp_path, "kv_producer", "p_rc")
-    # At most 24 blocks of 16 tokens (8 KiB each for this fixture): six requests of ~120
-    # tokens need 48, so the decoder must preempt.
-    d = start_engine(tandem_bin, fixture_dir, tmp_path, "kv_consumer", "d_rc",
-                     extra=["--kv-cache-memory", str(24 * 8192),
-                            "--additional-config", '{"recompute_scheduler_enable": true, "enable_mlapo": true}'])
-    proxy = Proxy(tandem_bin, [addr(p)], [addr(d)], tmp_path, name="proxy_rc")
+    procs = []  # stopped in `finally`, also when a later one fails to start
     try:
+        p = start_engine(tandem_bin, fixture_dir, tmp_path, "kv_producer", "p_rc")
+        procs.append(p)
+        # At most 24 blocks of 16 tokens (8 KiB each for this fixture): six requests of
+        # ~120 tokens need 48, so the decoder must preempt.
+        d = start_engine(tandem_bin, fixture_dir, tmp_path, "kv_consumer", "d_rc",
+                         extra=["--kv-cache-memory", str(24 * 8192),
+                                "--additional-config", '{"recompute_scheduler_enable": true, "enable_mlapo": true}'])
+        procs.append(d)
+        proxy = Proxy(tandem_bin, [addr(p)], [addr(d)], tmp_path, name="proxy_rc")
+        procs.append(proxy)
         blocks = re.search(r"KV cache: (\d+) blocks of 16 tokens", d.log())
         assert blocks and int(blocks.group(1)) <= 24, d.log()
         assert "--additional-config keys (Ascend-only) enable_mlapo" in d.log()
@@ -385,7 +389,7 @@ def test_decoder_out_of_blocks_hands_back_and_the_proxy_recomputes(tandem_bin, f
         assert re.search(r'^tandem_proxy_recomputes_total [1-9]', proxy.metrics(), re.M), proxy.metrics()
         assert wait_for(lambda: d.metric("vllm:kv_cache_usage_perc") == 0.0, 5.0)
     finally:
-        for proc in (proxy, d, p):
+        for proc in reversed(procs):
             proc.stop()
 
 
@@ -393,14 +397,18 @@ def test_client_disconnect_while_prefilling_aborts_the_prefiller(tandem_bin, def
     """The client leaves while the prefiller is still computing the prompt: the proxy
     drops its call, the prefiller aborts at once (no lease is parked for a decoder that
     will never come). Fails if the proxy does not cancel the prefill call."""
-    p = Server(tandem_bin, default_model,
-               ["--served-model-name", MODEL_NAME, "--max-num-batched-tokens", "32", "--threads", "1",
-                "--kv-transfer-config", kv_config("kv_producer", "p_dc")], tmp_path, name="p_dc")
-    d = Server(tandem_bin, default_model,
-               ["--served-model-name", MODEL_NAME, "--threads", "1",
-                "--kv-transfer-config", kv_config("kv_consumer", "d_dc")], tmp_path, name="d_dc")
-    proxy = Proxy(tandem_bin, [addr(p)], [addr(d)], tmp_path, name="proxy_dc")
+    procs = []  # stopped in `finally`, also when a later one fails to start
     try:
+        p = Server(tandem_bin, default_model,
+                   ["--served-model-name", MODEL_NAME, "--max-num-batched-tokens", "32", "--threads", "1",
+                    "--kv-transfer-config", kv_config("kv_producer", "p_dc")], tmp_path, name="p_dc")
+        procs.append(p)
+        d = Server(tandem_bin, default_model,
+                   ["--served-model-name", MODEL_NAME, "--threads", "1",
+                    "--kv-transfer-config", kv_config("kv_consumer", "d_dc")], tmp_path, name="d_dc")
+        procs.append(d)
+        proxy = Proxy(tandem_bin, [addr(p)], [addr(d)], tmp_path, name="proxy_dc")
+        procs.append(proxy)
         # ~1500 prompt tokens in chunks of 32: seconds of prefill on one thread.
         prompt = "the quick brown fox jumps over the lazy dog " * 160
         body = json.dumps({"model": MODEL_NAME, "prompt": prompt, "max_tokens": 8, "stream": True})
@@ -417,5 +425,5 @@ def test_client_disconnect_while_prefilling_aborts_the_prefiller(tandem_bin, def
         assert p.metric("tandem_kv_transfer_leases") in (None, 0.0)
         assert running(d) == 0.0
     finally:
-        for proc in (proxy, d, p):
+        for proc in reversed(procs):
             proc.stop()

@@ -15,7 +15,11 @@ COMMON = ["--served-model-name", "fixture", "--max-model-len", "512"]
 def test_ngram_greedy_equals_no_speculation(tandem_bin, fixture_dir, tmp_path):
     model = fixture_dir / "gemma3.gguf"
     plain = Server(tandem_bin, model, COMMON, tmp_path, "plain")
-    spec = Server(tandem_bin, model, [*COMMON, "--speculative-config", SPEC], tmp_path, "spec")
+    try:
+        spec = Server(tandem_bin, model, [*COMMON, "--speculative-config", SPEC], tmp_path, "spec")
+    except Exception:
+        plain.stop()
+        raise
     try:
         prompts = [" ".join(["alpha beta gamma delta"] * 6), "1 2 3 1 2 3 1 2 3 1 2", "x"]
         for stream in (False, True):

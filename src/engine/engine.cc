@@ -22,12 +22,11 @@
 #include "engine/request.h"
 #include "engine/request_validation.h"
 #include "engine/spec_decode.h"
-#include "engine/spec_decode_metrics.h"
+#include "engine/model_runner.h"
 #include "engine/step_draw.h"
 #include "engine/scheduler.h"
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_events.h"
-#include "model/forward.h"
 #include "model/model.h"
 
 namespace tandem {
@@ -40,11 +39,11 @@ class EngineImpl final : public Engine {
       : model_(model),
         options_(options),
         pool_(std::make_unique<ThreadPool>(options.threads, options.cpu_ids)),
-        forward_(model.config(), model.weights(), pool_.get()),
         arena_owner_(std::move(arena)),
         arena_(*arena_owner_),
         kv_(kv::KvCacheConfig{static_cast<int32_t>(arena_.num_blocks()), options.block_size,
                               options.enable_prefix_caching, model.fingerprint(), "f16"}),
+        runner_(model.config(), model.weights(), pool_.get(), &arena_, &kv_),
         scheduler_(&kv_, options.max_num_seqs, options.max_num_batched_tokens),
         output_(model.tokenizer()),
         metrics_(metrics, options.model_name),
@@ -69,11 +68,9 @@ class EngineImpl final : public Engine {
       TANDEM_RETURN_IF_ERROR(connector_->Start());
       scheduler_.SetConnector(connector_.get());
     }
-    if (options_.speculative.method == SpeculativeOptions::Method::kNgram) {
-      proposer_ = std::make_unique<NgramProposer>(options_.speculative.prompt_lookup_min,
-                                                  options_.speculative.prompt_lookup_max);
-      spec_metrics_ = std::make_unique<SpecDecodeMetrics>(metrics_registry_, options_.model_name,
-                                                          options_.speculative.num_speculative_tokens);
+    if (options_.speculative.method != SpeculativeOptions::Method::kNone) {
+      spec_ = std::make_unique<SpecDecoder>(options_.speculative, options_.max_model_len, metrics_registry_,
+                                            options_.model_name);
     }
     kv_.set_event_sink(options_.kv_event_sink);  // KV events
     scheduler_.SetHandBack(options_.recompute_scheduler && options_.kv_transfer.consumer &&
@@ -212,12 +209,12 @@ class EngineImpl final : public Engine {
       if (options_.kv_event_sink) options_.kv_event_sink->EndStep();  // KV events: one batch per step
       PublishGauges();
       metrics_.MaybeLogStats(scheduler_.num_running(), scheduler_.num_waiting(), kv_.usage(), kv_.prefix_cache_stats());
-      if (spec_metrics_) spec_metrics_->MaybeLog();
+      if (spec_) spec_->MaybeLog();
     }
   }
 
   void Step() {
-    ProposeDrafts();
+    if (spec_) spec_->Propose(scheduler_.running());
     SchedulerOutput plan = scheduler_.Schedule();
     const auto step_start = std::chrono::steady_clock::now();
     step_tokens_ = 0;
@@ -231,61 +228,19 @@ class EngineImpl final : public Engine {
       CollectConnectorResults(false);  // loads done in the step (the pool's synchronous mode)
     }
     if (plan.scheduled.empty()) return;
-    const int32_t n_vocab = model_.config().n_vocab;
-    std::vector<PagedKvStore> stores;
-    stores.reserve(plan.scheduled.size());
-    std::vector<std::vector<int32_t>> spec_inputs;  // [last token, drafts...] per speculating request
-    spec_inputs.reserve(plan.scheduled.size());
-    std::vector<ForwardSequence> batch;
-    std::vector<int> first_row(plan.scheduled.size(), -1);  // the request's first logits row
-    bool prompt_step = false;  // prompt tokens in the batch (not a pure decode step)
-    int rows = 0;
-    for (size_t i = 0; i < plan.scheduled.size(); ++i) {
-      const ScheduledRequest& s = plan.scheduled[i];
-      Request* r = s.request;
-      stores.emplace_back(&arena_, &kv_.GetBlockTable(r->id));
-      ForwardSequence seq;
-      seq.tokens = r->tokens.data() + r->num_computed_tokens;
-      seq.n_tokens = s.num_new_tokens;
-      seq.start_pos = r->num_computed_tokens;
-      seq.kv = &stores.back();
-      seq.want_logits = r->num_computed_tokens + s.num_new_tokens >= static_cast<int>(r->tokens.size());
-      if (!r->spec_tokens.empty()) {
-        // One row per position: the last token's and each draft's successor.
-        spec_inputs.emplace_back(1, r->tokens.back());
-        spec_inputs.back().insert(spec_inputs.back().end(), r->spec_tokens.begin(), r->spec_tokens.end());
-        seq.tokens = spec_inputs.back().data();
-        seq.all_logits = true;
-      }
-      if (seq.want_logits) {
-        first_row[i] = rows;
-        rows += seq.all_logits ? seq.n_tokens : 1;
-      }
-      batch.push_back(seq);
-      const int prompt_tokens = r->num_computed_tokens < r->prompt_len
-                                    ? std::min(s.num_new_tokens, r->prompt_len - r->num_computed_tokens)
-                                    : 0;
-      if (prompt_tokens > 0) prompt_step = true;
-      metrics_.OnTokensComputed(prompt_tokens);
-    }
-    forward_.Run(batch, &logits_);
+    StepLogits logits = runner_.Run(plan.scheduled);
     std::vector<DrawInput> sampling;   // the draws of requests without drafts, in parallel
     std::vector<DrawInput> verifying;  // requests with drafts (their first row)
     for (size_t i = 0; i < plan.scheduled.size(); ++i) {
       Request* r = plan.scheduled[i].request;
-      if (first_row[i] < 0) continue;
-      (r->spec_tokens.empty() ? sampling : verifying)
-          .push_back({r, logits_.data() + static_cast<int64_t>(first_row[i]) * n_vocab});
-    }
-    std::vector<StepDraw> draws = DrawTokens(sampling, model_.tokenizer(), n_vocab, pool_.get());
-    for (const ScheduledRequest& s : plan.scheduled) {
-      Request* r = s.request;
+      metrics_.OnTokensComputed(logits.prompt_tokens[i]);
+      if (logits.first_row[i] != nullptr) (r->spec_tokens.empty() ? sampling : verifying).push_back({r, logits.first_row[i]});
       if (!r->spec_tokens.empty()) continue;  // its KV counts only once verified (VerifyDrafts)
-      r->num_computed_tokens += s.num_new_tokens;
+      r->num_computed_tokens += plan.scheduled[i].num_new_tokens;
       kv_.CacheComputedBlocks(r->id, r->tokens, r->num_computed_tokens);
       if (connector_) connector_->SaveKv(*r);
     }
-    for (const StepDraw& d : draws) {
+    for (const StepDraw& d : DrawTokens(sampling, model_.tokenizer(), model_.config().n_vocab, pool_.get())) {
       if (d.token < 0) {
         Finish(d.r, "stop");  // a scripted request whose script is used up
       } else {
@@ -294,9 +249,9 @@ class EngineImpl final : public Engine {
     }
     // (Requests the loop above finished are gone: only `verifying` is touched from here.)
     for (const DrawInput& v : verifying) VerifyDrafts(v.r, v.logits);
-    if (proposer_ && !prompt_step) {
-      spec_controller_.OnDecodeStep(
-          !verifying.empty(), step_tokens_, std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count());
+    if (spec_ && !logits.has_prompt_tokens) {
+      spec_->OnDecodeStep(!verifying.empty(), step_tokens_,
+                          std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count());
     }
   }
 
@@ -307,10 +262,10 @@ class EngineImpl final : public Engine {
     const std::vector<int32_t> drafts = std::move(r->spec_tokens);
     r->spec_tokens.clear();
     const int32_t n_vocab = model_.config().n_vocab;
+    const std::string id = r->id;
     const int base = r->num_computed_tokens;  // the last token's position
     int accepted = 0;
-    bool finished = false;
-    for (size_t i = 0; i <= drafts.size() && !finished; ++i) {
+    for (size_t i = 0; i <= drafts.size(); ++i) {
       // Positions base..base+i hold the true tokens' KV: the last token and the drafts
       // accepted so far.
       r->num_computed_tokens = base + 1 + static_cast<int>(i);
@@ -318,35 +273,17 @@ class EngineImpl final : public Engine {
       if (connector_) connector_->SaveKv(*r);
       StepDraw d = DrawToken(r, logits + static_cast<int64_t>(i) * n_vocab, model_.tokenizer(), n_vocab);
       const bool match = i < drafts.size() && d.token == drafts[i];
-      if (match) ++accepted;
-      const bool last = !match;
-      const std::string id = r->id;
+      accepted += match;
       if (d.token < 0) {
         Finish(r, "stop");
       } else {
         EmitToken(r, d.token, r->params.logprobs >= 0 ? &d.lp : nullptr);
       }
-      finished = requests_.count(id) == 0;
-      if (last) break;
+      if (requests_.count(id) == 0) r = nullptr;  // finished
+      if (!match || r == nullptr) break;
     }
-    spec_metrics_->OnDraft(static_cast<int>(drafts.size()), accepted);
-    if (finished) return;
-    r->spec_adaptivity.Record(static_cast<int>(drafts.size()), accepted);
-    kv_.FreeTail(r->id, static_cast<int32_t>(r->tokens.size()));  // the rejected drafts' slots
-  }
-
-  // Drafts for the running requests that decode their next token this step.
-  void ProposeDrafts() {
-    if (!proposer_ || !spec_controller_.ShouldDraft()) return;
-    const int k = options_.speculative.num_speculative_tokens;
-    for (Request* r : scheduler_.running()) {
-      const int n_tokens = static_cast<int>(r->tokens.size());
-      if (r->num_computed_tokens != n_tokens - 1 || !r->spec_adaptivity.ShouldPropose()) continue;
-      // Never past max_tokens (the last token is always drawn, not drafted) or the context.
-      const int room = std::min(r->max_tokens - r->num_output_tokens() - 1, options_.max_model_len - n_tokens - 1);
-      if (room <= 0) continue;
-      r->spec_tokens = proposer_->Propose(r->tokens, std::min(k, room));
-    }
+    spec_->OnVerified(r, static_cast<int>(drafts.size()), accepted);
+    if (r != nullptr) kv_.FreeTail(r->id, static_cast<int32_t>(r->tokens.size()));  // the rejected drafts' slots
   }
 
   void EmitToken(Request* r, int32_t token, const TokenLogprob* lp) {
@@ -441,21 +378,18 @@ class EngineImpl final : public Engine {
   const Model& model_;
   EngineOptions options_;
   std::unique_ptr<ThreadPool> pool_;
-  Forward forward_;
   std::unique_ptr<KvArena> arena_owner_;
   KvArena& arena_;
   kv::KvCacheManager kv_;
+  ModelRunner runner_;
   Scheduler scheduler_;
   OutputProcessor output_;
   EngineMetrics metrics_;
   MetricsRegistry* metrics_registry_;  // may be null
-  std::vector<float> logits_;
   std::unordered_map<std::string, std::unique_ptr<Request>> requests_;  // engine thread
   // Declared after the arena and the cache: stopped, and destroyed, before them.
   std::unique_ptr<KvConnector> connector_;
-  std::unique_ptr<NgramProposer> proposer_;           // --speculative-config ngram (else null)
-  std::unique_ptr<SpecDecodeMetrics> spec_metrics_;   // with proposer_
-  SpecController spec_controller_;
+  std::unique_ptr<SpecDecoder> spec_;                 // --speculative-config (else null)
   int step_tokens_ = 0;                               // tokens emitted in the current step
 
   std::mutex mu_;

@@ -5,6 +5,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/request.h"
+#include "engine/spec_decode_metrics.h"
+
 namespace tandem {
 namespace {
 
@@ -96,6 +99,34 @@ std::vector<int32_t> NgramProposer::Propose(std::span<const int32_t> tokens, int
   }
   return {};
 }
+
+SpecDecoder::SpecDecoder(const SpeculativeOptions& options, int max_model_len, MetricsRegistry* registry,
+                         const std::string& model_name)
+    : num_speculative_tokens_(options.num_speculative_tokens),
+      max_model_len_(max_model_len),
+      proposer_(options.prompt_lookup_min, options.prompt_lookup_max),
+      metrics_(std::make_unique<SpecDecodeMetrics>(registry, model_name, options.num_speculative_tokens)) {}
+
+SpecDecoder::~SpecDecoder() = default;
+
+void SpecDecoder::Propose(const std::vector<Request*>& running) {
+  if (!controller_.ShouldDraft()) return;
+  for (Request* r : running) {
+    const int n_tokens = static_cast<int>(r->tokens.size());
+    if (r->num_computed_tokens != n_tokens - 1 || !r->spec_adaptivity.ShouldPropose()) continue;
+    // The last token of a request is always drawn, never drafted.
+    const int room = std::min(r->max_tokens - r->num_output_tokens() - 1, max_model_len_ - n_tokens - 1);
+    if (room <= 0) continue;
+    r->spec_tokens = proposer_.Propose(r->tokens, std::min(num_speculative_tokens_, room));
+  }
+}
+
+void SpecDecoder::OnVerified(Request* r, int drafted, int accepted) {
+  metrics_->OnDraft(drafted, accepted);
+  if (r != nullptr) r->spec_adaptivity.Record(drafted, accepted);
+}
+
+void SpecDecoder::MaybeLog() { metrics_->MaybeLog(); }
 
 bool SpecController::ShouldDraft() const {
   // While on: the last kProbeSteps of each period go without drafts (refreshing the

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -23,6 +24,10 @@
 #include "engine/engine.h"
 
 namespace tandem {
+
+class MetricsRegistry;
+class SpecDecodeMetrics;
+struct Request;
 
 // Parses the JSON of --speculative-config. Empty = off. InvalidArgument naming the key
 // for an unknown method, num_speculative_tokens outside [1, 16], prompt lookup bounds
@@ -83,6 +88,33 @@ class SpecController {
   double without_ = 0;  // seconds per token, steps without drafts
   int phase_ = 0;       // steps into the current on/off period
   bool on_ = true;
+};
+
+// The engine's side of speculative decoding: drafts for the requests about to decode,
+// and what verification reports (metrics, per-request adaptivity, the engine-wide
+// controller). Engine thread only.
+class SpecDecoder {
+ public:
+  // `options.method` != kNone. `registry` may be null.
+  SpecDecoder(const SpeculativeOptions& options, int max_model_len, MetricsRegistry* registry,
+              const std::string& model_name);
+  ~SpecDecoder();
+
+  // Sets Request::spec_tokens of each running request that decodes its next token this
+  // step (never past its max_tokens or the context), unless drafting is off.
+  void Propose(const std::vector<Request*>& running);
+  // A verification of `drafted` drafts of `r`, `accepted` of them kept. `r` may be
+  // finished (null): only the metrics count it then.
+  void OnVerified(Request* r, int drafted, int accepted);
+  void OnDecodeStep(bool drafted, int tokens, double seconds) { controller_.OnDecodeStep(drafted, tokens, seconds); }
+  void MaybeLog();
+
+ private:
+  const int num_speculative_tokens_;
+  const int max_model_len_;
+  NgramProposer proposer_;
+  SpecController controller_;
+  std::unique_ptr<SpecDecodeMetrics> metrics_;
 };
 
 }  // namespace tandem
