@@ -12,7 +12,7 @@ proxy's routing decisions.
 
 Usage: bench/prefix_routing_bench.py [--model models/default.gguf] [--bin build/src/cli/tandem]
          [--reps 2] [--sessions 8] [--turns 4] [--input-len 96] [--output-len 32]
-         [--prefix-len 192] [--think-time 0.5] [--max-concurrency 0]
+         [--prefix-len 192] [--think-time 0.5] [--max-concurrency 0] [--kv-cache-memory 1GiB]
 Starts every process itself on 127.0.0.1 (free ports) and stops them by pid. Timings only.
 """
 import argparse
@@ -98,6 +98,9 @@ def main():
     ap.add_argument("--prefix-len", type=int, default=192)
     ap.add_argument("--think-time", type=float, default=0.5)
     ap.add_argument("--max-concurrency", type=int, default=0)
+    ap.add_argument("--kv-cache-memory", default="1GiB",
+                    help="each worker's KV budget; smaller than the sessions' working set puts the caches "
+                         "under pressure, where keeping a session on one worker matters most")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="prefix_routing_bench_")
     workers, procs = [], []
@@ -107,7 +110,7 @@ def main():
             config = {"enable_kv_cache_events": True, "publisher": "zmq",
                       "endpoint": f"tcp://*:{events}", "topic": "kv-events"}
             cmd = [args.bin, "serve", args.model, "--host", "127.0.0.1", "--port", str(port),
-                   "--served-model-name", "default", "--kv-cache-memory", "1GiB", "--threads", "1",
+                   "--served-model-name", "default", "--kv-cache-memory", args.kv_cache_memory, "--threads", "1",
                    "--cpu-affinity", str(core), "--enable-prompt-tokens-details",
                    "--max-model-len", "8192", "--kv-events-config", json.dumps(config)]
             procs.append(Proc(cmd, os.path.join(tmp, f"worker{core}.log"), f"http://127.0.0.1:{port}/health"))

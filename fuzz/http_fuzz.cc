@@ -91,8 +91,9 @@ void FuzzServerBodies(std::string_view body, const tandem::server::ChatPrompt& c
                             ? static_cast<int>(completion->prompt_tokens.size())
                             : static_cast<int>(completion->prompt_text.size() / 4 + 1);
     (void)ResolveMaxTokens(prompt_tokens, kMaxModelLen, 16, &completion->sampling);
-    // What SubmitGeneration makes of the request's kv_transfer_params.
-    (void)ParseRequestKvTransfer(completion->sampling.kv_transfer_params_json);
+    // kv_transfer_params was parsed with the request (above); the parser on its own too:
+    // the body as if it were the field's object.
+    (void)ParseRequestKvTransfer(std::string(body));
   } else {
     (void)HttpStatusFor(completion.status());
   }
