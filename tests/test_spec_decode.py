@@ -72,3 +72,40 @@ def test_mtp_is_said_to_be_unsupported(tandem_bin, fixture_dir, tmp_path):
         assert r.status_code == 200
     finally:
         s.stop()
+
+
+def test_ngram_on_the_decode_instance_of_pd(tandem_bin, fixture_dir, tmp_path):
+    """PD with speculation on D: P prefills (one token, no drafts), D pulls the KV and
+    decodes with drafts; the text equals a colocated engine's without speculation."""
+    from tandem_procs import free_port
+    model = fixture_dir / "gemma3.gguf"
+
+    def kv(role, port=None):
+        c = {"kv_connector": "MooncakeConnectorV1", "kv_role": role, "engine_id": "0"}
+        if port:
+            c["kv_port"] = str(port)
+        return json.dumps(c)
+
+    procs = []
+    try:
+        colo = Server(tandem_bin, model, COMMON, tmp_path, "colo")
+        procs.append(colo)
+        p = Server(tandem_bin, model, [*COMMON, "--kv-transfer-config", kv("kv_producer", free_port()),
+                                       "--speculative-config", SPEC], tmp_path, "p")
+        procs.append(p)
+        d = Server(tandem_bin, model, [*COMMON, "--kv-transfer-config", kv("kv_consumer"),
+                                       "--speculative-config", SPEC], tmp_path, "d")
+        procs.append(d)
+        for prompt in [" ".join(["alpha beta gamma delta"] * 6), "1 2 3 1 2 3 1 2 3 1 2"]:
+            body = {"model": "fixture", "prompt": prompt, "max_tokens": 40, "temperature": 0, "ignore_eos": True}
+            want = colo.post("/v1/completions", body).json()["choices"][0]["text"]
+            first = p.post("/v1/completions", dict(body, max_tokens=1, kv_transfer_params={"do_remote_decode": True}))
+            params = first.json()["kv_transfer_params"]
+            got = d.post("/v1/completions", dict(body, kv_transfer_params=params)).json()["choices"][0]["text"]
+            assert got == want, prompt
+        assert d.metric("tandem_kv_transfer_pulls_total", result="ok") == 2
+        assert d.metric("vllm:spec_decode_num_accepted_tokens_total") > 0
+        assert not p.metric("vllm:spec_decode_num_drafts_total")  # the prefill instance drafts nothing
+    finally:
+        for proc in reversed(procs):
+            proc.stop()
