@@ -56,6 +56,17 @@ EtcdTestServer::~EtcdTestServer() {
 std::string EtcdTestServer::endpoint() const { return "127.0.0.1:" + std::to_string(client_port_); }
 
 Status EtcdTestServer::Start() {
+  Status s = StartOnce();
+  for (int attempt = 1; !started_ && !s.ok() && s.code() == StatusCode::kUnavailable && attempt < 4; ++attempt) {
+    client_port_ = FreePort();
+    peer_port_ = FreePort();
+    s = StartOnce();
+  }
+  if (s.ok()) started_ = true;
+  return s;
+}
+
+Status EtcdTestServer::StartOnce() {
   if (pid_ > 0) return FailedPreconditionError("etcd already running");
   std::string client = "http://127.0.0.1:" + std::to_string(client_port_);
   std::string peer = "http://127.0.0.1:" + std::to_string(peer_port_);

@@ -20,7 +20,10 @@ class EtcdTestServer {
 
   static bool Available();  // the etcd binary exists
 
-  // Starts etcd (the same ports and data dir on every call) and waits until it answers.
+  // Starts etcd (the same ports and data dir on every call once it has started) and
+  // waits until it answers. Before the first successful start, an etcd that exits at
+  // once (its free ports taken meanwhile by a test running in parallel) is retried on
+  // new ports, a few times.
   Status Start();
   // SIGTERM (graceful) or SIGKILL, then waits for the process.
   void Stop(bool kill = false);
@@ -33,6 +36,9 @@ class EtcdTestServer {
   uint16_t client_port_ = 0;
   uint16_t peer_port_ = 0;
   pid_t pid_ = -1;
+  bool started_ = false;
+
+  Status StartOnce();
 };
 
 }  // namespace tandem::etcd
