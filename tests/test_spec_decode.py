@@ -1,4 +1,4 @@
-"""Speculative decoding (ngram prompt lookup) through the HTTP API of real `tandem serve`
+"""Speculative decoding (ngram prompt lookup, draft model) through the HTTP API of real `tandem serve`
 processes: greedy outputs equal those of a server without speculation, vLLM's
 spec-decode metrics count drafts, and bad --speculative-config values exit 2."""
 import json
@@ -60,6 +60,42 @@ def test_bad_speculative_config_exits_2(tandem_bin, fixture_dir, config, needle)
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2, r.stderr[-2000:]
     assert needle in r.stderr
+
+
+def test_draft_model_greedy_equals_no_speculation(tandem_bin, fixture_dir, tmp_path):
+    """A MoE target with a dense draft of the same vocabulary, and with itself as the
+    draft (every greedy draft then accepted): the same text as without speculation."""
+    model = fixture_dir / "qwen3moe-q8_0.gguf"
+    servers = []
+    try:
+        plain = Server(tandem_bin, model, COMMON, tmp_path, "plain")
+        servers.append(plain)
+        for name in ("qwen3.gguf", "qwen3moe-q8_0.gguf"):
+            config = json.dumps({"method": "draft_model", "model": str(fixture_dir / name), "num_speculative_tokens": 3})
+            spec = Server(tandem_bin, model, [*COMMON, "--speculative-config", config], tmp_path, "spec-" + name)
+            servers.append(spec)
+            assert "draft model" in spec.log()
+            for prompt in ["alpha beta gamma delta alpha beta", "1 2 3", "x"]:
+                body = {"model": "fixture", "prompt": prompt, "max_tokens": 32, "temperature": 0, "ignore_eos": True}
+                want = plain.post("/v1/completions", body).json()["choices"][0]["text"]
+                got = spec.post("/v1/completions", body).json()["choices"][0]["text"]
+                assert got == want, (name, prompt)
+            drafted = spec.metric("vllm:spec_decode_num_draft_tokens_total")
+            accepted = spec.metric("vllm:spec_decode_num_accepted_tokens_total")
+            assert drafted and drafted > 0
+            if name == "qwen3moe-q8_0.gguf":
+                assert accepted == drafted
+    finally:
+        for s in servers:
+            s.stop()
+
+
+def test_draft_model_with_another_vocabulary_exits_2(tandem_bin, fixture_dir):
+    config = json.dumps({"method": "draft_model", "model": str(fixture_dir / "llama.gguf"), "num_speculative_tokens": 2})
+    r = subprocess.run([tandem_bin, "serve", str(fixture_dir / "qwen3.gguf"), "--speculative-config", config],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "vocabulary" in r.stderr and "model" in r.stderr
 
 
 def test_mtp_is_said_to_be_unsupported(tandem_bin, fixture_dir, tmp_path):

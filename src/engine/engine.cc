@@ -14,6 +14,7 @@
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "common/thread_pool.h"
+#include "engine/draft_model_proposer.h"
 #include "engine/engine_metrics.h"
 #include "engine/kv_arena.h"
 #include "engine/logits_processor.h"
@@ -52,6 +53,18 @@ class EngineImpl final : public Engine {
 
   // Starts the KV connectors and the step thread.
   Status Start() {
+    if (options_.speculative.method != SpeculativeOptions::Method::kNone) {
+      std::unique_ptr<DraftModelProposer> draft;
+      if (options_.speculative.method == SpeculativeOptions::Method::kDraftModel) {
+        // Loaded before the connectors start, so a bad draft has nothing to stop. Its
+        // cache holds as many tokens as the target's.
+        TANDEM_ASSIGN_OR_RETURN(draft, DraftModelProposer::Create(options_.speculative.draft_model, model_,
+                                                                  arena_.num_blocks(), options_.block_size,
+                                                                  options_.max_num_batched_tokens, pool_.get()));
+      }
+      spec_ = std::make_unique<SpecDecoder>(options_.speculative, options_.max_model_len, std::move(draft),
+                                            metrics_registry_, options_.model_name);
+    }
     KvConnectorContext context;
     context.options = &options_;
     context.memory = arena_.memory();
@@ -67,10 +80,6 @@ class EngineImpl final : public Engine {
     if (connector_) {
       TANDEM_RETURN_IF_ERROR(connector_->Start());
       scheduler_.SetConnector(connector_.get());
-    }
-    if (options_.speculative.method != SpeculativeOptions::Method::kNone) {
-      spec_ = std::make_unique<SpecDecoder>(options_.speculative, options_.max_model_len, metrics_registry_,
-                                            options_.model_name);
     }
     kv_.set_event_sink(options_.kv_event_sink);  // KV events
     scheduler_.SetHandBack(options_.recompute_scheduler && options_.kv_transfer.consumer &&
@@ -214,9 +223,9 @@ class EngineImpl final : public Engine {
   }
 
   void Step() {
+    const auto step_start = std::chrono::steady_clock::now();  // drafting counts in the step's time
     if (spec_) spec_->Propose(scheduler_.running());
     SchedulerOutput plan = scheduler_.Schedule();
-    const auto step_start = std::chrono::steady_clock::now();
     step_tokens_ = 0;
     metrics_.OnPreemptions(plan.num_preempted);
     for (Request* r : plan.handed_back) {
@@ -308,6 +317,7 @@ class EngineImpl final : public Engine {
     if (!stop_reason.empty()) out.stop_reason = stop_reason;
     if (reason == "error") out.error = error.ok() ? InternalError("the request failed") : error;
     metrics_.OnFinished(*r, reason);
+    if (spec_) spec_->OnFinished(r->id);
     TANDEM_LOG(INFO) << "request " << r->id << " finished: reason=" << reason << " prompt_tokens=" << r->prompt_len
                      << " num_computed_tokens=" << (r->prompt_len - std::max(0, r->num_cached_tokens))
                      << " cached_tokens=" << std::max(0, r->num_cached_tokens)

@@ -77,8 +77,9 @@ struct KvTransferRequest {
 
 // --speculative-config (vLLM's keys; spec_decode.h parses it).
 struct SpeculativeOptions {
-  enum class Method { kNone, kNgram };
+  enum class Method { kNone, kNgram, kDraftModel };
   Method method = Method::kNone;
+  std::string draft_model;         // draft_model: the draft GGUF's path ("model")
   int num_speculative_tokens = 0;  // drafts verified per step, [1, 16]
   int prompt_lookup_min = 5;       // ngram: shortest suffix matched
   int prompt_lookup_max = 5;       // ngram: longest suffix matched

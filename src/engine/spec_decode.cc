@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/draft_model_proposer.h"
 #include "engine/request.h"
 #include "engine/spec_decode_metrics.h"
 
@@ -71,7 +72,9 @@ StatusOr<SpeculativeOptions> ParseSpeculativeConfig(const std::string& json, std
     if (!std::filesystem::exists(model)) {
       return InvalidArgumentError("--speculative-config: model " + model + " does not exist");
     }
-    *unsupported = "draft_model speculation is not implemented yet; decoding without speculation";
+    o.method = SpeculativeOptions::Method::kDraftModel;
+    o.num_speculative_tokens = k;
+    o.draft_model = model;
     return o;
   }
   for (const char* mtp : {"mtp", "deepseek_mtp", "glm4_moe_mtp", "qwen3_next_mtp", "ernie_mtp", "mimo_mtp"}) {
@@ -81,7 +84,7 @@ StatusOr<SpeculativeOptions> ParseSpeculativeConfig(const std::string& json, std
     }
   }
   return InvalidArgumentError("--speculative-config: unknown method \"" + method +
-                              "\" (supported: ngram; recognised but not built: draft_model, mtp, deepseek_mtp, "
+                              "\" (supported: ngram, draft_model; recognised but not built: mtp, deepseek_mtp, "
                               "glm4_moe_mtp)");
 }
 
@@ -100,25 +103,38 @@ std::vector<int32_t> NgramProposer::Propose(std::span<const int32_t> tokens, int
   return {};
 }
 
-SpecDecoder::SpecDecoder(const SpeculativeOptions& options, int max_model_len, MetricsRegistry* registry,
+SpecDecoder::SpecDecoder(const SpeculativeOptions& options, int max_model_len,
+                         std::unique_ptr<DraftModelProposer> draft, MetricsRegistry* registry,
                          const std::string& model_name)
     : num_speculative_tokens_(options.num_speculative_tokens),
       max_model_len_(max_model_len),
       proposer_(options.prompt_lookup_min, options.prompt_lookup_max),
+      draft_(std::move(draft)),
       metrics_(std::make_unique<SpecDecodeMetrics>(registry, model_name, options.num_speculative_tokens)) {}
 
 SpecDecoder::~SpecDecoder() = default;
 
 void SpecDecoder::Propose(const std::vector<Request*>& running) {
   if (!controller_.ShouldDraft()) return;
+  std::vector<DraftModelProposer::Slot> slots;
   for (Request* r : running) {
     const int n_tokens = static_cast<int>(r->tokens.size());
     if (r->num_computed_tokens != n_tokens - 1 || !r->spec_adaptivity.ShouldPropose()) continue;
     // The last token of a request is always drawn, never drafted.
     const int room = std::min(r->max_tokens - r->num_output_tokens() - 1, max_model_len_ - n_tokens - 1);
     if (room <= 0) continue;
-    r->spec_tokens = proposer_.Propose(r->tokens, std::min(num_speculative_tokens_, room));
+    const int k = std::min(num_speculative_tokens_, room);
+    if (draft_) {
+      slots.push_back({r, k});
+    } else {
+      r->spec_tokens = proposer_.Propose(r->tokens, k);
+    }
   }
+  if (!slots.empty()) draft_->Propose(slots);
+}
+
+void SpecDecoder::OnFinished(const std::string& request_id) {
+  if (draft_) draft_->Release(request_id);
 }
 
 void SpecDecoder::OnVerified(Request* r, int drafted, int accepted) {

@@ -25,6 +25,7 @@
 
 namespace tandem {
 
+class DraftModelProposer;
 class MetricsRegistry;
 class SpecDecodeMetrics;
 struct Request;
@@ -95,14 +96,17 @@ class SpecController {
 // controller). Engine thread only.
 class SpecDecoder {
  public:
-  // `options.method` != kNone. `registry` may be null.
-  SpecDecoder(const SpeculativeOptions& options, int max_model_len, MetricsRegistry* registry,
-              const std::string& model_name);
+  // `options.method` != kNone. `draft` is the draft_model proposer (null for ngram).
+  // `registry` may be null.
+  SpecDecoder(const SpeculativeOptions& options, int max_model_len, std::unique_ptr<DraftModelProposer> draft,
+              MetricsRegistry* registry, const std::string& model_name);
   ~SpecDecoder();
 
   // Sets Request::spec_tokens of each running request that decodes its next token this
   // step (never past its max_tokens or the context), unless drafting is off.
   void Propose(const std::vector<Request*>& running);
+  // A request ended: its proposer state (the draft model's cache) goes.
+  void OnFinished(const std::string& request_id);
   // A verification of `drafted` drafts of `r`, `accepted` of them kept. `r` may be
   // finished (null): only the metrics count it then.
   void OnVerified(Request* r, int drafted, int accepted);
@@ -113,6 +117,7 @@ class SpecDecoder {
   const int num_speculative_tokens_;
   const int max_model_len_;
   NgramProposer proposer_;
+  std::unique_ptr<DraftModelProposer> draft_;  // draft_model (else null: ngram)
   SpecController controller_;
   std::unique_ptr<SpecDecodeMetrics> metrics_;
 };

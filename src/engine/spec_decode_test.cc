@@ -30,6 +30,11 @@ TEST(SpecConfigTest, ParsesVllmKeys) {
   o = ParseSpeculativeConfig("", &unsupported);
   ASSERT_TRUE(o.ok());
   EXPECT_EQ(o->method, SpeculativeOptions::Method::kNone);
+  o = ParseSpeculativeConfig(R"({"model":"/dev/null","num_speculative_tokens":4})", &unsupported);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();  // vLLM: a model without a method is a draft model
+  EXPECT_EQ(o->method, SpeculativeOptions::Method::kDraftModel);
+  EXPECT_EQ(o->draft_model, "/dev/null");
+  EXPECT_EQ(o->num_speculative_tokens, 4);
   // The seeds' MTP config: accepted, said to be unsupported (the caller logs it).
   o = ParseSpeculativeConfig(R"({"num_speculative_tokens":3,"method":"deepseek_mtp"})", &unsupported);
   ASSERT_TRUE(o.ok());
@@ -267,6 +272,74 @@ TEST(SpecEngineTest2, SampledDistributionIsUnchanged) {
   const double z = 3.0902;  // the 0.999 normal quantile
   const double quantile = k * std::pow(1 - 2 / (9 * k) + z * std::sqrt(2 / (9 * k)), 3);
   EXPECT_LT(chi2, quantile) << "chi-square " << chi2 << " with " << k << " degrees of freedom";
+}
+
+EngineOptions DraftOptions(const std::string& draft_fixture, int k) {
+  EngineOptions o;
+  o.threads = 1;
+  o.speculative.method = SpeculativeOptions::Method::kDraftModel;
+  o.speculative.num_speculative_tokens = k;
+  o.speculative.draft_model = FixturePath(draft_fixture);
+  return o;
+}
+
+// draft_model: a MoE target (qwen3moe) with a dense draft of the same vocabulary
+// (qwen3: different weights, so most drafts are rejected and rolled back) and with
+// itself as the draft (greedy drafts are then accepted): greedy and seeded outputs equal
+// decoding without drafts, batched (requests finishing at different steps) and alone;
+// a small cache (preemptions; the draft's cache runs out too) changes nothing.
+TEST(DraftModelTest, OutputsEqualDecodingWithoutDrafts) {
+  auto model = LoadFixture("qwen3moe-q8_0.gguf");
+  ASSERT_NE(model, nullptr);
+  const auto prompts = RepetitivePrompts();
+  EngineOptions plain_options;
+  plain_options.threads = 1;
+  auto len = [](size_t i) { return 30 - 4 * static_cast<int>(i); };
+  for (float temperature : {0.0f, 0.9f}) {
+    Harness plain(*model, plain_options);
+    for (size_t i = 0; i < prompts.size(); ++i) plain.Submit("r" + std::to_string(i), prompts[i], Params(len(i), temperature, 3 + i));
+    auto want = plain.Wait();
+    for (const char* draft : {"qwen3.gguf", "qwen3moe-q8_0.gguf"}) {
+      for (int k : {1, 3}) {
+        EngineOptions options = DraftOptions(draft, k);
+        if (k == 3 && temperature == 0) {
+          options.block_size = 4;
+          options.num_kv_blocks = 30;  // preemptions with five requests of ~50 tokens
+        }
+        Harness spec(*model, options);
+        for (size_t i = 0; i < prompts.size(); ++i) spec.Submit("r" + std::to_string(i), prompts[i], Params(len(i), temperature, 3 + i));
+        auto got = spec.Wait();
+        for (size_t i = 0; i < prompts.size(); ++i) {
+          const std::string id = "r" + std::to_string(i);
+          EXPECT_EQ(got[id].tokens, want[id].tokens) << id << " draft=" << draft << " k=" << k << " T=" << temperature;
+          EXPECT_EQ(got[id].last.finish_reason, "length");
+        }
+        const double drafted = Counter(spec.metrics(), "vllm:spec_decode_num_draft_tokens_total");
+        const double accepted = Counter(spec.metrics(), "vllm:spec_decode_num_accepted_tokens_total");
+        EXPECT_GT(drafted, 0) << draft;
+        if (std::string(draft) == "qwen3moe-q8_0.gguf" && temperature == 0) {
+          // The target drafting for itself: every greedy draft is what it then draws.
+          EXPECT_EQ(accepted, drafted) << "k=" << k;
+        }
+        EXPECT_LE(accepted, drafted);
+        EXPECT_EQ(spec.engine().Snapshot().kv_cache_usage, 0.0);
+      }
+    }
+    Harness alone(*model, DraftOptions("qwen3.gguf", 4));
+    alone.Submit("r0", prompts[0], Params(len(0), temperature, 3));
+    EXPECT_EQ(alone.Wait()["r0"].tokens, want["r0"].tokens);
+  }
+}
+
+TEST(DraftModelTest, RefusesAnotherVocabulary) {
+  auto model = LoadFixture("qwen3.gguf");
+  ASSERT_NE(model, nullptr);
+  MetricsRegistry metrics;
+  auto engine = Engine::Create(*model, DraftOptions("llama.gguf", 2), &metrics);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(engine.status().message().find("model"), std::string::npos) << engine.status().message();
+  EXPECT_NE(engine.status().message().find("vocabulary"), std::string::npos) << engine.status().message();
 }
 
 }  // namespace
