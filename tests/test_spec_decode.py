@@ -1,4 +1,4 @@
-"""Speculative decoding (ngram prompt lookup, draft model) through the HTTP API of real `tandem serve`
+"""Speculative decoding (ngram prompt lookup, draft model, MTP) through the HTTP API of real `tandem serve`
 processes: greedy outputs equal those of a server without speculation, vLLM's
 spec-decode metrics count drafts, and bad --speculative-config values exit 2."""
 import json
@@ -98,16 +98,55 @@ def test_draft_model_with_another_vocabulary_exits_2(tandem_bin, fixture_dir):
     assert "vocabulary" in r.stderr and "model" in r.stderr
 
 
-def test_mtp_is_said_to_be_unsupported(tandem_bin, fixture_dir, tmp_path):
-    s = Server(tandem_bin, fixture_dir / "llama.gguf",
-               [*COMMON, "--speculative-config", '{"num_speculative_tokens": 3, "method": "deepseek_mtp"}'],
-               tmp_path, "mtp")
+def test_mtp_needs_nextn_layers(tandem_bin, fixture_dir):
+    r = subprocess.run([tandem_bin, "serve", str(fixture_dir / "llama.gguf"), "--speculative-config",
+                        '{"num_speculative_tokens": 3, "method": "deepseek_mtp"}'],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "NextN" in r.stderr and "--speculative-config" in r.stderr
+
+
+def test_mtp_greedy_equals_no_speculation_colocated_and_pd(tandem_bin, fixture_dir, tmp_path):
+    """The seeds' config on a glm4moe fixture with a NextN block: colocated, and as PD
+    (P and D both with MTP, as the seeds run them; the NextN layer's KV rows travel in
+    the blocks), the text equals a server's without speculation."""
+    from tandem_procs import free_port
+    model = fixture_dir / "glm4moe-q4_k_m.gguf"
+    mtp = ["--speculative-config", '{"num_speculative_tokens": 3, "method": "deepseek_mtp"}']
+
+    def kv(role, port=None):
+        c = {"kv_connector": "MooncakeConnectorV1", "kv_role": role, "engine_id": "0"}
+        if port:
+            c["kv_port"] = str(port)
+        return json.dumps(c)
+
+    procs = []
     try:
-        assert "deepseek_mtp (MTP) is not implemented yet; decoding without speculation" in s.log()
-        r = s.post("/v1/completions", {"model": "fixture", "prompt": "x", "max_tokens": 3})
-        assert r.status_code == 200
+        plain = Server(tandem_bin, model, COMMON, tmp_path, "plain")
+        procs.append(plain)
+        colo = Server(tandem_bin, model, [*COMMON, *mtp], tmp_path, "colo")
+        procs.append(colo)
+        p = Server(tandem_bin, model, [*COMMON, *mtp, "--kv-transfer-config", kv("kv_producer", free_port())],
+                   tmp_path, "p")
+        procs.append(p)
+        d = Server(tandem_bin, model, [*COMMON, *mtp, "--kv-transfer-config", kv("kv_consumer")], tmp_path, "d")
+        procs.append(d)
+        for prompt in ["alpha beta gamma delta alpha beta gamma", "1 2 3 1 2 3 1 2", "x"]:
+            body = {"model": "fixture", "prompt": prompt, "max_tokens": 32, "temperature": 0, "ignore_eos": True}
+            want = plain.post("/v1/completions", body).json()["choices"][0]["text"]
+            assert colo.post("/v1/completions", body).json()["choices"][0]["text"] == want, prompt
+            first = p.post("/v1/completions", dict(body, max_tokens=1, kv_transfer_params={"do_remote_decode": True}))
+            params = first.json()["kv_transfer_params"]
+            got = d.post("/v1/completions", dict(body, kv_transfer_params=params)).json()["choices"][0]["text"]
+            assert got == want, prompt
+        assert d.metric("tandem_kv_transfer_pulls_total", result="ok") == 3
+        for s in (colo, d):
+            drafted = s.metric("vllm:spec_decode_num_draft_tokens_total")
+            assert drafted and drafted > 0
+            assert s.metric("vllm:spec_decode_num_accepted_tokens_total") <= drafted
     finally:
-        s.stop()
+        for proc in reversed(procs):
+            proc.stop()
 
 
 def test_ngram_on_the_decode_instance_of_pd(tandem_bin, fixture_dir, tmp_path):

@@ -24,6 +24,7 @@
 #include "engine/request_validation.h"
 #include "engine/spec_decode.h"
 #include "engine/model_runner.h"
+#include "engine/mtp_proposer.h"
 #include "engine/step_draw.h"
 #include "engine/scheduler.h"
 #include "kv/kv_cache_manager.h"
@@ -32,6 +33,17 @@
 
 namespace tandem {
 namespace {
+
+bool UsesMtp(const EngineOptions& o) { return o.speculative.method == SpeculativeOptions::Method::kMtp; }
+
+// KV layers per block: the trunk's, plus the NextN block's with MTP speculation.
+int KvLayers(const ModelConfig& c, const EngineOptions& o) { return c.n_layers + (UsesMtp(o) ? 1 : 0); }
+
+// The model part of every KV block key: blocks that carry a NextN layer never mix with
+// blocks that do not (another layout).
+std::string KvFingerprint(const Model& model, const EngineOptions& o) {
+  return UsesMtp(o) ? model.fingerprint() + ":mtp" : model.fingerprint();
+}
 
 class EngineImpl final : public Engine {
  public:
@@ -43,8 +55,8 @@ class EngineImpl final : public Engine {
         arena_owner_(std::move(arena)),
         arena_(*arena_owner_),
         kv_(kv::KvCacheConfig{static_cast<int32_t>(arena_.num_blocks()), options.block_size,
-                              options.enable_prefix_caching, model.fingerprint(), "f16"}),
-        runner_(model.config(), model.weights(), pool_.get(), &arena_, &kv_),
+                              options.enable_prefix_caching, KvFingerprint(model, options), "f16"}),
+        runner_(model.config(), model.weights(), pool_.get(), &arena_, &kv_, UsesMtp(options)),
         scheduler_(&kv_, options.max_num_seqs, options.max_num_batched_tokens),
         output_(model.tokenizer()),
         metrics_(metrics, options.model_name),
@@ -62,13 +74,17 @@ class EngineImpl final : public Engine {
                                                                   arena_.num_blocks(), options_.block_size,
                                                                   options_.max_num_batched_tokens, pool_.get()));
       }
+      std::unique_ptr<MtpProposer> mtp;
+      if (UsesMtp(options_)) {
+        mtp = std::make_unique<MtpProposer>(model_.config(), model_.weights(), pool_.get(), &arena_, &kv_);
+      }
       spec_ = std::make_unique<SpecDecoder>(options_.speculative, options_.max_model_len, std::move(draft),
-                                            metrics_registry_, options_.model_name);
+                                            std::move(mtp), metrics_registry_, options_.model_name);
     }
     KvConnectorContext context;
     context.options = &options_;
     context.memory = arena_.memory();
-    context.model_fingerprint = model_.fingerprint();
+    context.model_fingerprint = KvFingerprint(model_, options_);
     context.kv = &kv_;
     context.metrics = &metrics_;
     context.wake = [this] {
@@ -226,6 +242,7 @@ class EngineImpl final : public Engine {
     const auto step_start = std::chrono::steady_clock::now();  // drafting counts in the step's time
     if (spec_) spec_->Propose(scheduler_.running());
     SchedulerOutput plan = scheduler_.Schedule();
+    if (spec_) spec_->AfterSchedule(plan.scheduled);
     step_tokens_ = 0;
     metrics_.OnPreemptions(plan.num_preempted);
     for (Request* r : plan.handed_back) {
@@ -238,6 +255,7 @@ class EngineImpl final : public Engine {
     }
     if (plan.scheduled.empty()) return;
     StepLogits logits = runner_.Run(plan.scheduled);
+    if (spec_) spec_->AfterForward(plan.scheduled, logits);  // MTP rows before any block is cached
     std::vector<DrawInput> sampling;   // the draws of requests without drafts, in parallel
     std::vector<DrawInput> verifying;  // requests with drafts (their first row)
     for (size_t i = 0; i < plan.scheduled.size(); ++i) {
@@ -433,7 +451,18 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Engin
   if (options.max_num_seqs <= 0) return InvalidArgumentError("--max-num-seqs must be positive");
   if (options.max_num_batched_tokens <= 0) return InvalidArgumentError("--max-num-batched-tokens must be positive");
   int64_t num_blocks = options.num_kv_blocks;
-  const int64_t block_bytes = KvArena::BytesPerToken(c.n_layers, c.kv_dim(), c.v_dim()) * options.block_size;
+  if (UsesMtp(options) && (c.n_nextn_layers == 0 || model.weights().nextn.empty())) {
+    return InvalidArgumentError("--speculative-config: an MTP method needs the model's NextN (MTP) layers; " +
+                                model.name() + " has none (" + c.arch + ".nextn_predict_layers = " +
+                                std::to_string(c.n_nextn_layers) + ")");
+  }
+  const int kv_layers = KvLayers(c, options);
+  if (UsesMtp(options)) {
+    TANDEM_LOG(INFO) << "MTP speculation: NextN block 0 drafts up to " << options.speculative.num_speculative_tokens
+                     << " tokens; its K/V rows ride in every KV block (KV fingerprint "
+                     << KvFingerprint(model, options) << ")";
+  }
+  const int64_t block_bytes = KvArena::BytesPerToken(kv_layers, c.kv_dim(), c.v_dim()) * options.block_size;
   if (num_blocks <= 0) num_blocks = options.kv_cache_bytes / block_bytes;
   if (num_blocks < 2) {
     return InvalidArgumentError("the KV cache budget of " + std::to_string(options.kv_cache_bytes) +
@@ -454,7 +483,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Engin
                    << " tokens max; prefix caching " << (options.enable_prefix_caching ? "on" : "off");
   const bool shared = options.kv_transfer.producer && options.kv_transfer.same_host_shm;
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<KvArena> arena,
-                          KvArena::Create(num_blocks, c.n_layers, options.block_size, c.kv_dim(), c.v_dim(), shared));
+                          KvArena::Create(num_blocks, kv_layers, options.block_size, c.kv_dim(), c.v_dim(), shared));
   auto engine = std::make_unique<EngineImpl>(model, options, metrics, std::move(arena));
   TANDEM_RETURN_IF_ERROR(engine->Start());
   return std::unique_ptr<Engine>(std::move(engine));

@@ -77,7 +77,7 @@ struct KvTransferRequest {
 
 // --speculative-config (vLLM's keys; spec_decode.h parses it).
 struct SpeculativeOptions {
-  enum class Method { kNone, kNgram, kDraftModel };
+  enum class Method { kNone, kNgram, kDraftModel, kMtp };
   Method method = Method::kNone;
   std::string draft_model;         // draft_model: the draft GGUF's path ("model")
   int num_speculative_tokens = 0;  // drafts verified per step, [1, 16]

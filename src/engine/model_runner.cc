@@ -8,13 +8,15 @@
 namespace tandem {
 
 ModelRunner::ModelRunner(const ModelConfig& config, const ModelWeights& weights, ThreadPool* pool, KvArena* arena,
-                         const kv::KvCacheManager* kv)
-    : forward_(config, weights, pool), arena_(arena), kv_(kv), n_vocab_(config.n_vocab) {}
+                         const kv::KvCacheManager* kv, bool keep_hidden)
+    : forward_(config, weights, pool), arena_(arena), kv_(kv), n_vocab_(config.n_vocab), keep_hidden_(keep_hidden) {}
 
 StepLogits ModelRunner::Run(const std::vector<ScheduledRequest>& scheduled) {
   StepLogits out;
   out.first_row.assign(scheduled.size(), nullptr);
   out.prompt_tokens.assign(scheduled.size(), 0);
+  out.first_token.assign(scheduled.size(), 0);
+  int64_t batch_tokens = 0;
   std::vector<PagedKvStore> stores;
   stores.reserve(scheduled.size());
   std::vector<std::vector<int32_t>> spec_inputs;  // [last token, drafts...] per request with drafts
@@ -39,6 +41,8 @@ StepLogits ModelRunner::Run(const std::vector<ScheduledRequest>& scheduled) {
       seq.tokens = spec_inputs.back().data();
       seq.all_logits = true;
     }
+    out.first_token[i] = batch_tokens;
+    batch_tokens += seq.n_tokens;
     if (seq.want_logits) {
       row_of[i] = rows;
       rows += seq.all_logits ? seq.n_tokens : 1;
@@ -49,7 +53,8 @@ StepLogits ModelRunner::Run(const std::vector<ScheduledRequest>& scheduled) {
       out.has_prompt_tokens = true;
     }
   }
-  forward_.Run(batch, &logits_);
+  forward_.Run(batch, &logits_, keep_hidden_ ? &hidden_ : nullptr);
+  if (keep_hidden_) out.hidden = hidden_.data();
   for (size_t i = 0; i < scheduled.size(); ++i) {
     if (row_of[i] >= 0) out.first_row[i] = logits_.data() + row_of[i] * n_vocab_;
   }

@@ -24,13 +24,18 @@ struct StepLogits {
   std::vector<float*> first_row;
   bool has_prompt_tokens = false;   // some request ran prompt tokens (not a pure decode step)
   std::vector<int> prompt_tokens;   // per scheduled request: prompt tokens it ran
+  // With keep_hidden: the trunk's final hidden state of every batch token
+  // ([batch tokens, n_embd]) and, per scheduled request, the row of its first token.
+  const float* hidden = nullptr;
+  std::vector<int64_t> first_token;
 };
 
 class ModelRunner {
  public:
-  // All borrowed; they outlive the runner.
+  // All borrowed; they outlive the runner. `keep_hidden`: each Run also returns the
+  // hidden states (MTP speculation needs them).
   ModelRunner(const ModelConfig& config, const ModelWeights& weights, ThreadPool* pool, KvArena* arena,
-              const kv::KvCacheManager* kv);
+              const kv::KvCacheManager* kv, bool keep_hidden = false);
 
   StepLogits Run(const std::vector<ScheduledRequest>& scheduled);
 
@@ -39,7 +44,9 @@ class ModelRunner {
   KvArena* arena_;
   const kv::KvCacheManager* kv_;
   int32_t n_vocab_;
+  bool keep_hidden_;
   std::vector<float> logits_;  // [rows, n_vocab]
+  std::vector<float> hidden_;  // [batch tokens, n_embd] (keep_hidden)
 };
 
 }  // namespace tandem

@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/draft_model_proposer.h"
+#include "engine/model_runner.h"
+#include "engine/mtp_proposer.h"
 #include "engine/request.h"
 #include "engine/spec_decode_metrics.h"
 
@@ -77,15 +79,15 @@ StatusOr<SpeculativeOptions> ParseSpeculativeConfig(const std::string& json, std
     o.draft_model = model;
     return o;
   }
-  for (const char* mtp : {"mtp", "deepseek_mtp", "glm4_moe_mtp", "qwen3_next_mtp", "ernie_mtp", "mimo_mtp"}) {
+  for (const char* mtp : {"mtp", "deepseek_mtp", "glm4_moe_mtp"}) {
     if (method == mtp) {
-      *unsupported = "method " + method + " (MTP) is not implemented yet; decoding without speculation";
+      o.method = SpeculativeOptions::Method::kMtp;
+      o.num_speculative_tokens = k;
       return o;
     }
   }
   return InvalidArgumentError("--speculative-config: unknown method \"" + method +
-                              "\" (supported: ngram, draft_model; recognised but not built: mtp, deepseek_mtp, "
-                              "glm4_moe_mtp)");
+                              "\" (supported: ngram, draft_model, mtp, deepseek_mtp, glm4_moe_mtp)");
 }
 
 std::vector<int32_t> NgramProposer::Propose(std::span<const int32_t> tokens, int k) const {
@@ -104,17 +106,19 @@ std::vector<int32_t> NgramProposer::Propose(std::span<const int32_t> tokens, int
 }
 
 SpecDecoder::SpecDecoder(const SpeculativeOptions& options, int max_model_len,
-                         std::unique_ptr<DraftModelProposer> draft, MetricsRegistry* registry,
-                         const std::string& model_name)
+                         std::unique_ptr<DraftModelProposer> draft, std::unique_ptr<MtpProposer> mtp,
+                         MetricsRegistry* registry, const std::string& model_name)
     : num_speculative_tokens_(options.num_speculative_tokens),
       max_model_len_(max_model_len),
       proposer_(options.prompt_lookup_min, options.prompt_lookup_max),
       draft_(std::move(draft)),
+      mtp_(std::move(mtp)),
       metrics_(std::make_unique<SpecDecodeMetrics>(registry, model_name, options.num_speculative_tokens)) {}
 
 SpecDecoder::~SpecDecoder() = default;
 
 void SpecDecoder::Propose(const std::vector<Request*>& running) {
+  for (Request* r : running) r->spec_tokens.clear();  // drafts of a step that did not run them are stale
   if (!controller_.ShouldDraft()) return;
   std::vector<DraftModelProposer::Slot> slots;
   for (Request* r : running) {
@@ -126,6 +130,8 @@ void SpecDecoder::Propose(const std::vector<Request*>& running) {
     const int k = std::min(num_speculative_tokens_, room);
     if (draft_) {
       slots.push_back({r, k});
+    } else if (mtp_) {
+      mtp_->Reserve(r, k);
     } else {
       r->spec_tokens = proposer_.Propose(r->tokens, k);
     }
@@ -133,13 +139,23 @@ void SpecDecoder::Propose(const std::vector<Request*>& running) {
   if (!slots.empty()) draft_->Propose(slots);
 }
 
+void SpecDecoder::AfterSchedule(const std::vector<ScheduledRequest>& scheduled) {
+  if (mtp_) mtp_->FillDrafts(scheduled);
+}
+
+void SpecDecoder::AfterForward(const std::vector<ScheduledRequest>& scheduled, const StepLogits& logits) {
+  if (mtp_) mtp_->AfterForward(scheduled, logits.hidden, logits.first_token);
+}
+
 void SpecDecoder::OnFinished(const std::string& request_id) {
   if (draft_) draft_->Release(request_id);
+  if (mtp_) mtp_->Release(request_id);
 }
 
 void SpecDecoder::OnVerified(Request* r, int drafted, int accepted) {
   metrics_->OnDraft(drafted, accepted);
   if (r != nullptr) r->spec_adaptivity.Record(drafted, accepted);
+  if (r != nullptr && mtp_) mtp_->OnVerified(*r, accepted);
 }
 
 void SpecDecoder::MaybeLog() { metrics_->MaybeLog(); }

@@ -27,14 +27,17 @@ namespace tandem {
 
 class DraftModelProposer;
 class MetricsRegistry;
+class MtpProposer;
 class SpecDecodeMetrics;
 struct Request;
+struct ScheduledRequest;
+struct StepLogits;
 
 // Parses the JSON of --speculative-config. Empty = off. InvalidArgument naming the key
 // for an unknown method, num_speculative_tokens outside [1, 16], prompt lookup bounds
-// that are not 1 <= min <= max, or a draft model path that does not exist. Methods that
-// are recognised but not built here (draft_model, the MTP family) return kNone with a
-// message in `*unsupported` (the caller logs it).
+// that are not 1 <= min <= max, or a draft model path that does not exist. The MTP
+// family (mtp, deepseek_mtp, glm4_moe_mtp, ...) is kMtp (Engine::Create checks that the
+// model has NextN layers). `*unsupported` is set for keys accepted but not honoured.
 StatusOr<SpeculativeOptions> ParseSpeculativeConfig(const std::string& json, std::string* unsupported);
 
 // Prompt lookup: the longest suffix of `tokens` (between min and max tokens) that also
@@ -96,15 +99,22 @@ class SpecController {
 // controller). Engine thread only.
 class SpecDecoder {
  public:
-  // `options.method` != kNone. `draft` is the draft_model proposer (null for ngram).
-  // `registry` may be null.
+  // `options.method` != kNone. `draft` is the draft_model proposer, `mtp` the MTP one
+  // (null otherwise). `registry` may be null.
   SpecDecoder(const SpeculativeOptions& options, int max_model_len, std::unique_ptr<DraftModelProposer> draft,
-              MetricsRegistry* registry, const std::string& model_name);
+              std::unique_ptr<MtpProposer> mtp, MetricsRegistry* registry, const std::string& model_name);
   ~SpecDecoder();
 
-  // Sets Request::spec_tokens of each running request that decodes its next token this
-  // step (never past its max_tokens or the context), unless drafting is off.
+  // Before scheduling: sets Request::spec_tokens of each running request that decodes
+  // its next token this step (never past its max_tokens or the context), unless drafting
+  // is off (MTP: placeholders the scheduler budgets; AfterSchedule fills them).
   void Propose(const std::vector<Request*>& running);
+  // After scheduling (MTP: the drafts of the requests that kept placeholders).
+  void AfterSchedule(const std::vector<ScheduledRequest>& scheduled);
+  // After the step's forward pass, before its blocks are cached or saved (MTP: the
+  // NextN block's rows for the positions just computed).
+  void AfterForward(const std::vector<ScheduledRequest>& scheduled, const StepLogits& logits);
+  bool wants_hidden() const { return mtp_ != nullptr; }
   // A request ended: its proposer state (the draft model's cache) goes.
   void OnFinished(const std::string& request_id);
   // A verification of `drafted` drafts of `r`, `accepted` of them kept. `r` may be
@@ -117,7 +127,8 @@ class SpecDecoder {
   const int num_speculative_tokens_;
   const int max_model_len_;
   NgramProposer proposer_;
-  std::unique_ptr<DraftModelProposer> draft_;  // draft_model (else null: ngram)
+  std::unique_ptr<DraftModelProposer> draft_;  // draft_model (else null)
+  std::unique_ptr<MtpProposer> mtp_;           // MTP (else null)
   SpecController controller_;
   std::unique_ptr<SpecDecodeMetrics> metrics_;
 };

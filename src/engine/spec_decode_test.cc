@@ -35,11 +35,13 @@ TEST(SpecConfigTest, ParsesVllmKeys) {
   EXPECT_EQ(o->method, SpeculativeOptions::Method::kDraftModel);
   EXPECT_EQ(o->draft_model, "/dev/null");
   EXPECT_EQ(o->num_speculative_tokens, 4);
-  // The seeds' MTP config: accepted, said to be unsupported (the caller logs it).
-  o = ParseSpeculativeConfig(R"({"num_speculative_tokens":3,"method":"deepseek_mtp"})", &unsupported);
-  ASSERT_TRUE(o.ok());
-  EXPECT_EQ(o->method, SpeculativeOptions::Method::kNone);
-  EXPECT_NE(unsupported.find("deepseek_mtp"), std::string::npos);
+  // The seeds' MTP config.
+  for (const char* method : {"deepseek_mtp", "mtp", "glm4_moe_mtp"}) {
+    o = ParseSpeculativeConfig(std::string(R"({"num_speculative_tokens":3,"method":")") + method + "\"}", &unsupported);
+    ASSERT_TRUE(o.ok()) << method;
+    EXPECT_EQ(o->method, SpeculativeOptions::Method::kMtp);
+    EXPECT_EQ(o->num_speculative_tokens, 3);
+  }
 }
 
 TEST(SpecConfigTest, BadInputNamesTheKey) {
@@ -329,6 +331,69 @@ TEST(DraftModelTest, OutputsEqualDecodingWithoutDrafts) {
     alone.Submit("r0", prompts[0], Params(len(0), temperature, 3));
     EXPECT_EQ(alone.Wait()["r0"].tokens, want["r0"].tokens);
   }
+}
+
+EngineOptions MtpOptions(int k) {
+  EngineOptions o;
+  o.threads = 1;
+  o.speculative.method = SpeculativeOptions::Method::kMtp;
+  o.speculative.num_speculative_tokens = k;
+  return o;
+}
+
+class MtpEngineTest : public ::testing::TestWithParam<const char*> {};
+
+// MTP with the fixtures' NextN block (glm4moe: GQA; deepseek2: MLA): greedy and seeded
+// outputs equal decoding without drafts, batched and alone, k = 1 and 3, and with a
+// small cache (preemptions recompute the NextN rows too); the NextN layer's rows leave
+// no block behind.
+TEST_P(MtpEngineTest, OutputsEqualDecodingWithoutDrafts) {
+  auto model = LoadFixture(GetParam());
+  ASSERT_NE(model, nullptr);
+  const auto prompts = RepetitivePrompts();
+  EngineOptions plain_options;
+  plain_options.threads = 1;
+  auto len = [](size_t i) { return 30 - 4 * static_cast<int>(i); };
+  for (float temperature : {0.0f, 0.9f}) {
+    Harness plain(*model, plain_options);
+    for (size_t i = 0; i < prompts.size(); ++i) plain.Submit("r" + std::to_string(i), prompts[i], Params(len(i), temperature, 5 + i));
+    auto want = plain.Wait();
+    for (int k : {1, 3}) {
+      EngineOptions options = MtpOptions(k);
+      if (k == 3) {
+        options.block_size = 4;
+        options.num_kv_blocks = 30;  // preemptions with five requests of ~50 tokens
+      }
+      Harness spec(*model, options);
+      for (size_t i = 0; i < prompts.size(); ++i) spec.Submit("r" + std::to_string(i), prompts[i], Params(len(i), temperature, 5 + i));
+      auto got = spec.Wait();
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        const std::string id = "r" + std::to_string(i);
+        EXPECT_EQ(got[id].tokens, want[id].tokens) << id << " k=" << k << " T=" << temperature;
+        EXPECT_EQ(got[id].last.finish_reason, "length");
+      }
+      const double drafted = Counter(spec.metrics(), "vllm:spec_decode_num_draft_tokens_total");
+      EXPECT_GT(drafted, 0);
+      EXPECT_LE(Counter(spec.metrics(), "vllm:spec_decode_num_accepted_tokens_total"), drafted);
+      EXPECT_EQ(spec.engine().Snapshot().kv_cache_usage, 0.0);
+    }
+    Harness alone(*model, MtpOptions(2));
+    alone.Submit("r0", prompts[0], Params(len(0), temperature, 5));
+    EXPECT_EQ(alone.Wait()["r0"].tokens, want["r0"].tokens);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, MtpEngineTest, ::testing::Values("glm4moe-q4_k_m.gguf", "deepseek2-q4_k_m.gguf"),
+                         [](const auto& info) { return std::string(info.param).substr(0, 7); });
+
+TEST(MtpEngineTest2, RefusesAModelWithoutNextnLayers) {
+  auto model = LoadFixture("qwen3moe-q8_0.gguf");
+  ASSERT_NE(model, nullptr);
+  MetricsRegistry metrics;
+  auto engine = Engine::Create(*model, MtpOptions(3), &metrics);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(engine.status().message().find("NextN"), std::string::npos) << engine.status().message();
 }
 
 TEST(DraftModelTest, RefusesAnotherVocabulary) {

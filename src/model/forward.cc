@@ -31,7 +31,7 @@ void ForRows(ThreadPool* pool, int64_t n, int64_t grain, Fn&& fn) {
 Forward::Forward(const ModelConfig& config, const ModelWeights& weights, ThreadPool* pool)
     : c_(config), w_(weights), pool_(pool), moe_(config, pool) {}
 
-void Forward::Run(const std::vector<ForwardSequence>& batch, std::vector<float>* logits) {
+int64_t Forward::Embed(const std::vector<ForwardSequence>& batch, const WeightMatrix& table, bool scale) {
   int64_t n = 0;
   for (const ForwardSequence& s : batch) n += s.n_tokens;
   const int64_t E = c_.n_embd;
@@ -54,60 +54,87 @@ void Forward::Run(const std::vector<ForwardSequence>& batch, std::vector<float>*
     TANDEM_CHECK(s.start_pos + s.n_tokens <= s.kv->capacity()) << "KV store too small";
     for (int i = 0; i < s.n_tokens; ++i, ++t) {
       TANDEM_CHECK(s.tokens[i] >= 0 && s.tokens[i] < c_.n_vocab) << "token id " << s.tokens[i];
-      GetRow(w_.tok_embd, s.tokens[i], &x_[t * E]);
-      if (c_.embd_scale != 1.0f) Scale(&x_[t * E], c_.embd_scale, E);
+      GetRow(table, s.tokens[i], &x_[t * E]);
+      if (scale && c_.embd_scale != 1.0f) Scale(&x_[t * E], c_.embd_scale, E);
       pos_[t] = s.start_pos + i;
       seq_of_[t] = static_cast<int>(si);
     }
   }
-
   rope_ready_[0] = rope_ready_[1] = false;
-  for (int il = 0; il < c_.n_layers; ++il) {
-    const LayerWeights& l = w_.layers[il];
-    ForRows(pool_, n, 1, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i)
-        RmsNorm(&x_[i * E], l.attn_norm.data(), &xn_[i * E], E, c_.rms_eps);
-    });
-    if (c_.mla) {
-      MlaAttention(il, batch);  // xn_ -> proj_
-    } else {
-      MatMul(l.wq, xn_.data(), n, q_.data(), pool_);
-      MatMul(l.wk, xn_.data(), n, k_.data(), pool_);
-      MatMul(l.wv, xn_.data(), n, v_.data(), pool_);
-      Attention(il, batch);
-      MatMul(l.wo, att_.data(), n, proj_.data(), pool_);
+  return n;
+}
+
+void Forward::Run(const std::vector<ForwardSequence>& batch, std::vector<float>* logits, std::vector<float>* hidden) {
+  Embed(batch, w_.tok_embd, true);
+  for (int il = 0; il < c_.n_layers; ++il) Block(il, batch);
+  LmHead(batch, w_.output_norm, w_.output, logits, hidden);
+}
+
+void Forward::RunNextn(int j, const std::vector<ForwardSequence>& batch, const float* h, std::vector<float>* logits,
+                       std::vector<float>* hidden) {
+  TANDEM_CHECK(j >= 0 && j < static_cast<int>(w_.nextn.size())) << "no NextN block " << j;
+  const NextnWeights& nw = w_.nextn[j];
+  const int64_t n = Embed(batch, nw.embed_tokens.valid() ? nw.embed_tokens : w_.tok_embd, false);
+  const int64_t E = c_.n_embd;
+  Grow(eh_, n * 2 * E);
+  ForRows(pool_, n, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      RmsNorm(&x_[i * E], nw.enorm.data(), &eh_[i * 2 * E], E, c_.rms_eps);
+      RmsNorm(h + i * E, nw.hnorm.data(), &eh_[i * 2 * E + E], E, c_.rms_eps);
     }
-    ForRows(pool_, n, 1, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        if (c_.post_norms)
-          RmsNorm(&proj_[i * E], l.attn_post_norm.data(), &proj_[i * E], E, c_.rms_eps);
-        AddInPlace(&x_[i * E], &proj_[i * E], E);
-        RmsNorm(&x_[i * E], l.ffn_norm.data(), &xn_[i * E], E, c_.rms_eps);
-      }
-    });
-    if (c_.layer_is_moe(il)) {
-      moe_.Run(l.moe, xn_.data(), n, proj_.data());
-    } else {
-      MatMul(l.ffn_gate, xn_.data(), n, gate_.data(), pool_);
-      MatMul(l.ffn_up, xn_.data(), n, up_.data(), pool_);
-      const int64_t F = c_.n_ff;
-      ForRows(pool_, n, 1, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) {
-          if (c_.ffn_act == FfnActivation::kGeluTanh) GeluMul(&gate_[i * F], &up_[i * F], F);
-          else SiluMul(&gate_[i * F], &up_[i * F], F);
-        }
-      });
-      MatMul(l.ffn_down, gate_.data(), n, proj_.data(), pool_);
-    }
-    ForRows(pool_, n, 1, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        if (c_.post_norms)
-          RmsNorm(&proj_[i * E], l.ffn_post_norm.data(), &proj_[i * E], E, c_.rms_eps);
-        AddInPlace(&x_[i * E], &proj_[i * E], E);
-      }
-    });
+  });
+  MatMul(nw.eh_proj, eh_.data(), n, x_.data(), pool_);
+  Block(c_.n_layers + j, batch);
+  LmHead(batch, nw.shared_head_norm.empty() ? w_.output_norm : nw.shared_head_norm,
+         nw.shared_head_head.valid() ? nw.shared_head_head : w_.output, logits, hidden);
+}
+
+void Forward::Block(int il, const std::vector<ForwardSequence>& batch) {
+  const int64_t n = static_cast<int64_t>(pos_.size());
+  const int64_t E = c_.n_embd;
+  const LayerWeights& l = LayerAt(il);
+  ForRows(pool_, n, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      RmsNorm(&x_[i * E], l.attn_norm.data(), &xn_[i * E], E, c_.rms_eps);
+  });
+  if (c_.mla) {
+    MlaAttention(il, batch);  // xn_ -> proj_
+  } else {
+    MatMul(l.wq, xn_.data(), n, q_.data(), pool_);
+    MatMul(l.wk, xn_.data(), n, k_.data(), pool_);
+    MatMul(l.wv, xn_.data(), n, v_.data(), pool_);
+    Attention(il, batch);
+    MatMul(l.wo, att_.data(), n, proj_.data(), pool_);
   }
-  LmHead(batch, logits);
+  ForRows(pool_, n, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      if (c_.post_norms)
+        RmsNorm(&proj_[i * E], l.attn_post_norm.data(), &proj_[i * E], E, c_.rms_eps);
+      AddInPlace(&x_[i * E], &proj_[i * E], E);
+      RmsNorm(&x_[i * E], l.ffn_norm.data(), &xn_[i * E], E, c_.rms_eps);
+    }
+  });
+  if (c_.layer_is_moe(il)) {
+    moe_.Run(l.moe, xn_.data(), n, proj_.data());
+  } else {
+    MatMul(l.ffn_gate, xn_.data(), n, gate_.data(), pool_);
+    MatMul(l.ffn_up, xn_.data(), n, up_.data(), pool_);
+    const int64_t F = c_.n_ff;
+    ForRows(pool_, n, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        if (c_.ffn_act == FfnActivation::kGeluTanh) GeluMul(&gate_[i * F], &up_[i * F], F);
+        else SiluMul(&gate_[i * F], &up_[i * F], F);
+      }
+    });
+    MatMul(l.ffn_down, gate_.data(), n, proj_.data(), pool_);
+  }
+  ForRows(pool_, n, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      if (c_.post_norms)
+        RmsNorm(&proj_[i * E], l.ffn_post_norm.data(), &proj_[i * E], E, c_.rms_eps);
+      AddInPlace(&x_[i * E], &proj_[i * E], E);
+    }
+  });
 }
 
 const std::vector<float>& Forward::RopeAnglesOfBatch(bool swa) {
@@ -136,10 +163,10 @@ const std::vector<float>& Forward::RopeAnglesOfBatch(bool swa) {
 }
 
 void Forward::Attention(int il, const std::vector<ForwardSequence>& batch) {
-  const LayerWeights& l = w_.layers[il];
+  const LayerWeights& l = LayerAt(il);
   const int64_t n = static_cast<int64_t>(pos_.size());
   const int hd = c_.head_dim, n_heads = c_.n_heads, n_kv = c_.n_kv_heads;
-  const bool swa = c_.layer_is_swa[il];
+  const bool swa = il < c_.n_layers && c_.layer_is_swa[il];  // NextN blocks attend globally
 
   const int rd = c_.rope_dims, half = rd / 2;
   const std::vector<float>& angles = RopeAnglesOfBatch(swa);
@@ -244,8 +271,16 @@ void Forward::Attention(int il, const std::vector<ForwardSequence>& batch) {
   });
 }
 
-void Forward::LmHead(const std::vector<ForwardSequence>& batch, std::vector<float>* logits) {
+void Forward::LmHead(const std::vector<ForwardSequence>& batch, const std::vector<float>& norm,
+                     const WeightMatrix& head, std::vector<float>* logits, std::vector<float>* hidden) {
   const int64_t E = c_.n_embd;
+  if (hidden != nullptr) {
+    const int64_t n = static_cast<int64_t>(pos_.size());
+    hidden->resize(static_cast<size_t>(n * E));
+    ForRows(pool_, n, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) RmsNorm(&x_[i * E], norm.data(), hidden->data() + i * E, E, c_.rms_eps);
+    });
+  }
   // Gather the rows that need logits, normalised.
   std::vector<int64_t> rows;
   int64_t t = 0;
@@ -260,9 +295,9 @@ void Forward::LmHead(const std::vector<ForwardSequence>& batch, std::vector<floa
     t += s.n_tokens;
   }
   const int64_t m = static_cast<int64_t>(rows.size());
-  for (int64_t r = 0; r < m; ++r) RmsNorm(&x_[rows[r] * E], w_.output_norm.data(), &xn_[r * E], E, c_.rms_eps);
+  for (int64_t r = 0; r < m; ++r) RmsNorm(&x_[rows[r] * E], norm.data(), &xn_[r * E], E, c_.rms_eps);
   logits->resize(static_cast<size_t>(m) * c_.n_vocab);
-  MatMul(w_.output, xn_.data(), m, logits->data(), pool_);
+  MatMul(head, xn_.data(), m, logits->data(), pool_);
   if (c_.final_logit_softcap > 0) {
     const float cap = c_.final_logit_softcap;
     for (float& v : *logits) v = std::tanh(v / cap) * cap;

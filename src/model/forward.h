@@ -35,18 +35,43 @@ class Forward {
  public:
   Forward(const ModelConfig& config, const ModelWeights& weights, ThreadPool* pool);
 
-  // Runs the batch; `logits` receives [n_logit_rows, n_vocab] floats in sequence order.
+  // Runs the batch; `logits` receives [n_logit_rows, n_vocab] floats in sequence order;
+  // `hidden` (optional) receives [n_tokens, n_embd]: every token's final hidden state
+  // after output_norm (what a NextN block takes, as llama.cpp's h_nextn).
   // Preconditions: every token id in [0, n_vocab); positions fit each KvStore.
-  void Run(const std::vector<ForwardSequence>& batch, std::vector<float>* logits);
+  void Run(const std::vector<ForwardSequence>& batch, std::vector<float>* logits,
+           std::vector<float>* hidden = nullptr);
+
+  // NextN (multi-token prediction) block `j` < config.n_nextn_layers, as llama.cpp's MTP
+  // graph: token t of the batch at its position with h[t] ([n_tokens, n_embd], the hidden
+  // state of the position before, as Run or this returns it) ->
+  // eh_proj(concat(enorm(embed(token)), hnorm(h))) -> the block (attention over its own
+  // KV rows, layer n_layers + j of each store; then its MoE) -> shared_head_norm (else
+  // output_norm). `hidden` receives that for every token; `logits` the rows of
+  // shared_head_head (else output) as Run gives them.
+  // Preconditions: as Run's, and every store has n_layers + j + 1 layers.
+  void RunNextn(int j, const std::vector<ForwardSequence>& batch, const float* h, std::vector<float>* logits,
+                std::vector<float>* hidden);
 
  private:
+  // Token embeddings of the batch into x_ (scaled by embd_scale when `scale`), and
+  // pos_ / seq_of_. Returns the token count.
+  int64_t Embed(const std::vector<ForwardSequence>& batch, const WeightMatrix& table, bool scale);
+  // Trunk layer il < n_layers, or NextN block il - n_layers: x_ in, x_ out.
+  void Block(int il, const std::vector<ForwardSequence>& batch);
+  const LayerWeights& LayerAt(int il) const {
+    return il < c_.n_layers ? w_.layers[il] : w_.nextn_layers[il - c_.n_layers];
+  }
   void Attention(int layer, const std::vector<ForwardSequence>& batch);
   // MLA attention of `layer` (forward_mla.cc): xn_ in, proj_ (after attn_output) out.
   void MlaAttention(int layer, const std::vector<ForwardSequence>& batch);
   // [n_tokens, rope_dims] cos/sin of the batch's positions for the global or the
   // sliding-window base, computed on first use in a Run.
   const std::vector<float>& RopeAnglesOfBatch(bool swa);
-  void LmHead(const std::vector<ForwardSequence>& batch, std::vector<float>* logits);
+  // Normalises x_ with `norm` (every row into `hidden` when given) and multiplies the
+  // rows that want logits by `head`.
+  void LmHead(const std::vector<ForwardSequence>& batch, const std::vector<float>& norm, const WeightMatrix& head,
+              std::vector<float>* logits, std::vector<float>* hidden);
 
   const ModelConfig& c_;
   const ModelWeights& w_;
@@ -54,6 +79,7 @@ class Forward {
   MoeFfn moe_;  // the FFN of MoE layers
   // Scratch, [n_tokens, width] each, grown on demand.
   std::vector<float> x_, xn_, q_, k_, v_, att_, proj_, gate_, up_;
+  std::vector<float> eh_;  // [n_tokens, 2 * n_embd]: a NextN block's concat(enorm(e), hnorm(h))
   // MLA scratch: [n_tokens, q_lora_rank], [n_tokens, n_heads, nope + rope],
   // [n_tokens, kv_lora + rope], [n_tokens, n_heads, kv_lora + rope] (absorbed queries),
   // [n_tokens, n_heads, kv_lora] (attention over latents), [n_tokens, n_heads, v_head_dim].

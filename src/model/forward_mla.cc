@@ -61,7 +61,7 @@ void PerHeadMatMul(const MatrixStack& stack, const float* in, int64_t in_stride,
 }  // namespace
 
 void Forward::MlaAttention(int il, const std::vector<ForwardSequence>& batch) {
-  const LayerWeights& l = w_.layers[il];
+  const LayerWeights& l = LayerAt(il);
   const MlaWeights& w = l.mla;
   const MlaConfig& m = c_.mla_dims;
   const int64_t n = static_cast<int64_t>(pos_.size());
