@@ -539,16 +539,66 @@ __attribute__((target("avx2,fma,f16c"))) inline float DotTileRowAvx2(const void*
   return HorizontalSum(acc);
 }
 
-// Rows outer, tokens inner: a row read from DRAM once serves every token (from L1).
+// DotTileRowAvx2 for up to kGroup tokens at once: each pair of weight blocks is decoded
+// once for all of them; every token's lanes take exactly DotTileRowAvx2's steps, in the
+// same order, so each result has its bits.
+template <TensorType kType, int kGroup>
+__attribute__((target("avx2,fma,f16c"))) inline void DotTileRowGroupAvx2(const void* w_row,
+                                                                        const TileOperand* a,
+                                                                        int64_t n_pairs, float* out) {
+  __m256 acc[kGroup];
+  for (int t = 0; t < kGroup; ++t) acc[t] = _mm256_setzero_ps();
+  constexpr int64_t kPairBytes = kStoredPairBytes<kType>;
+  constexpr int64_t kPrefetchBytes = 1536;
+  const char* ahead = static_cast<const char*>(w_row) + kPrefetchBytes;
+  for (int64_t p = 0; p < n_pairs; ++p) {
+    _mm_prefetch(ahead + p * kPairBytes, _MM_HINT_T0);
+    __m256i w0, w1;
+    uint16_t d0, d1;
+    DecodeWeightPair<kType>(w_row, p, &w0, &w1, &d0, &d1);
+    if constexpr (!kStoredInTileOrder<kType>) ToTileOrder(&w0, &w1);
+    const __m256 wd = PairScaleLanes(d0, d1);
+    for (int t = 0; t < kGroup; ++t) {
+      const int8_t* aq = static_cast<const int8_t*>(a[t].q);
+      const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq + 64 * p));
+      const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq + 64 * p + 32));
+      const __m256i h = PairSums<kType == TensorType::kQ8_0>(w0, w1, x0, x1, a[t].corr + 8 * p);
+      const __m256 scale = _mm256_mul_ps(wd, _mm256_loadu_ps(a[t].d_lanes + 8 * p));
+      acc[t] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(h), acc[t]);
+    }
+  }
+  for (int t = 0; t < kGroup; ++t) out[t] = HorizontalSum(acc[t]);
+}
+
+// Rows outer, tokens inner: a row read from DRAM once serves every token (from L1),
+// decoded once per group of up to four tokens.
 template <TensorType kType>
 __attribute__((target("avx2,fma,f16c"))) void DotTileRowsAvx2(const uint8_t* w, int64_t row_bytes,
                                                               int64_t rows, const TileOperand* a,
                                                               int n_tokens, int64_t n_pairs,
                                                               float* y, int64_t y_stride) {
   for (int64_t r = 0; r < rows; ++r) {
-    for (int t = 0; t < n_tokens; ++t) {
-      y[t * y_stride + r] = DotTileRowAvx2<kType>(w + r * row_bytes, a[t], n_pairs);
+    const uint8_t* row = w + r * row_bytes;
+    float out[4];
+    int t = 0;
+    for (; t + 4 <= n_tokens; t += 4) {
+      DotTileRowGroupAvx2<kType, 4>(row, a + t, n_pairs, out);
+      for (int k = 0; k < 4; ++k) y[(t + k) * y_stride + r] = out[k];
     }
+    switch (n_tokens - t) {
+      case 3:
+        DotTileRowGroupAvx2<kType, 3>(row, a + t, n_pairs, out);
+        break;
+      case 2:
+        DotTileRowGroupAvx2<kType, 2>(row, a + t, n_pairs, out);
+        break;
+      case 1:
+        out[0] = DotTileRowAvx2<kType>(row, a[t], n_pairs);
+        break;
+      default:
+        break;
+    }
+    for (int k = 0; t + k < n_tokens; ++k) y[(t + k) * y_stride + r] = out[k];
   }
 }
 

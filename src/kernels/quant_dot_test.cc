@@ -332,11 +332,15 @@ TEST(Int8TileTest, TileMatchesReferenceDot) {
         // One row alone gives the tile's bits (decode vs batched prefill).
         ASSERT_EQ(DotTileRow(type, w.data() + r * row_bytes, t == 0 ? a0 : a1, cols / 64),
                   out[r][t]);
-        // The row-range form (decode of 1-3 sequences) too.
-        const TileOperand tokens[2] = {a0, a1};
-        float rows_out[2][4];
-        DotTileRows(type, w.data(), row_bytes, 4, tokens, 2, cols / 64, rows_out[0], 4);
-        ASSERT_EQ(rows_out[t][r], out[r][t]);
+        // The row-range form (decode of a few sequences, groups of up to four tokens
+        // sharing each decoded weight pair) too.
+        for (int n_tokens : {2, 5, 6, 7}) {
+          std::vector<TileOperand> tokens;
+          for (int k = 0; k < n_tokens; ++k) tokens.push_back(k % 2 == 0 ? a0 : a1);
+          std::vector<float> rows_out(static_cast<size_t>(n_tokens) * 4);
+          DotTileRows(type, w.data(), row_bytes, 4, tokens.data(), n_tokens, cols / 64, rows_out.data(), 4);
+          for (int k = t; k < n_tokens; k += 2) ASSERT_EQ(rows_out[k * 4 + r], out[r][t]) << n_tokens << " " << k;
+        }
       }
     }
   }
