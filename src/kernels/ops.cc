@@ -58,9 +58,10 @@ __attribute__((target("avx2,fma"))) float DotGgmlAvx2(const float* a, const floa
   acc[0] = _mm256_add_ps(acc[0], acc[1]);
   const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(acc[0]), _mm256_extractf128_ps(acc[0], 1));
   const __m128 t1 = _mm_hadd_ps(t0, t0);
-  float sum = _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
-  for (int64_t i = np; i < n; ++i) sum += a[i] * b[i];
-  return sum;
+  __m128 sum = _mm_hadd_ps(t1, t1);
+  // The remainder multiplied and added apart (intrinsics: the compiler may not fuse them).
+  for (int64_t i = np; i < n; ++i) sum = _mm_add_ss(sum, _mm_mul_ss(_mm_set_ss(a[i]), _mm_set_ss(b[i])));
+  return _mm_cvtss_f32(sum);
 }
 
 // The same order without intrinsics (std::fma for the fused multiply-adds).
