@@ -184,8 +184,7 @@ StatusOr<ModelConfig> LoadModelConfig(const GgufFile& file) {
     if (arch == "glm-dsa") return LoadGlmDsaConfig(file);
     if (arch == "deepseek32") {
       return UnimplementedError("architecture '" + arch +
-                                "' (DeepSeek-V3.2: its sparse attention's indexer as that file lays it out) "
-                                "is not supported yet "
+                                "' (DeepSeek-V3.2) is not supported yet "
                                 "(supported: " + kSupportedArchitectures + ")");
     }
     return UnimplementedError("unsupported architecture '" + arch + "' (supported: " +
