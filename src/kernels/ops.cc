@@ -64,6 +64,24 @@ __attribute__((target("avx2,fma"))) float DotGgmlAvx2(const float* a, const floa
   return _mm_cvtss_f32(sum);
 }
 
+// tinyBLAS<8, __m256> (AVX2): see DotF32Sgemm. Precondition: n % 8 == 0.
+__attribute__((target("avx2,fma"))) float DotSgemmAvx2(const float* a, const float* b, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+  __m128 x = _mm_add_ps(_mm256_extractf128_ps(acc, 1), _mm256_castps256_ps128(acc));
+  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+  x = _mm_add_ss(x, _mm_movehdup_ps(x));
+  return _mm_cvtss_f32(x);
+}
+
+float DotSgemmScalar(const float* a, const float* b, int64_t n) {
+  float acc[8] = {};
+  for (int64_t i = 0; i < n; i += 8)
+    for (int l = 0; l < 8; ++l) acc[l] = std::fma(a[i + l], b[i + l], acc[l]);
+  const float h[4] = {acc[4] + acc[0], acc[5] + acc[1], acc[6] + acc[2], acc[7] + acc[3]};
+  return (h[0] + h[2]) + (h[1] + h[3]);
+}
+
 // The same order without intrinsics (std::fma for the fused multiply-adds).
 float DotGgmlScalar(const float* a, const float* b, int64_t n) {
   float acc[4][8] = {};
@@ -250,6 +268,11 @@ float DotF32(const float* a, const float* b, int64_t n) {
 
 float DotF32Ggml(const float* a, const float* b, int64_t n) {
   return kHaveAvx2 ? DotGgmlAvx2(a, b, n) : DotGgmlScalar(a, b, n);
+}
+
+float DotF32Sgemm(const float* a, const float* b, int64_t n) {
+  if (n % 8 != 0) return DotF32Ggml(a, b, n);
+  return kHaveAvx2 ? DotSgemmAvx2(a, b, n) : DotSgemmScalar(a, b, n);
 }
 
 void IndexerScoresF16(const float* q, const float* w, int n_heads, const uint16_t* const* k_rows, int64_t n,

@@ -58,6 +58,11 @@ float DotF32(const float* a, const float* b, int64_t n);
 // hadd does, the remainder added one by one), so callers that must match llama.cpp bit
 // for bit (the glm-dsa indexer's scores) can; the portable path keeps that order.
 float DotF32Ggml(const float* a, const float* b, int64_t n);
+// The same dot product in llamafile's tinyBLAS order (ggml's F32 x F32 matrix product
+// when the other side has two or more columns): one 8-lane FMA accumulator over the
+// whole length, then its lanes summed (l + l+4), (0+2) + (1+3). For n % 8 != 0
+// tinyBLAS declines and ggml falls back to DotF32Ggml, as this does.
+float DotF32Sgemm(const float* a, const float* b, int64_t n);
 // The lightning indexer's scores (DeepSeek sparse attention, as ggml's fused CPU op):
 // scores[j] = sum over h of max(q[h] . k_rows[j], 0) * w[h] for n fp16 key rows of hd
 // values, q [n_heads, hd] and w [n_heads] in float; each dot is DotF32Ggml's, the sum

@@ -248,6 +248,28 @@ TEST(OpsTest, DotF32GgmlKeepsGgmlsOrderBitForBit) {
   }
 }
 
+TEST(OpsTest, DotF32SgemmKeepsTinyBlasOrderBitForBit) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (int n : {8, 64, 256, 70}) {
+    std::vector<float> a(n), b(n);
+    for (int i = 0; i < n; ++i) {
+      a[i] = dist(rng);
+      b[i] = dist(rng);
+    }
+    float want;
+    if (n % 8 != 0) {
+      want = GgmlOrderDot(a, b);  // tinyBLAS declines such a length
+    } else {
+      float acc[8] = {};
+      for (int i = 0; i < n; i += 8)
+        for (int l = 0; l < 8; ++l) acc[l] = std::fma(a[i + l], b[i + l], acc[l]);
+      want = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+    }
+    EXPECT_EQ(std::bit_cast<uint32_t>(DotF32Sgemm(a.data(), b.data(), n)), std::bit_cast<uint32_t>(want)) << n;
+  }
+}
+
 TEST(OpsTest, IndexerScoresAreReluWeightedHeadSums) {
   std::mt19937 rng(11);
   std::normal_distribution<float> dist(0.0f, 1.0f);

@@ -72,7 +72,6 @@ class Forward {
   std::vector<int32_t> dsa_sel_;
   std::vector<int> dsa_nsel_;
   std::vector<float> dsa_rot_;   // [head_dim, head_dim] the Walsh-Hadamard rotation (F32)
-  WeightMatrix dsa_rot_matrix_;  // views dsa_rot_
   std::vector<int64_t> pos_;  // [n_tokens] position of each batch token
   std::vector<int> seq_of_;   // [n_tokens] sequence index of each batch token
   // RoPE angles of each batch token, [n_tokens, rope_dims] (cos half then sin half), for

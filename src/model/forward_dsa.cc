@@ -25,6 +25,8 @@
 namespace tandem {
 namespace {
 
+constexpr int kMaxIndexerDim = 1024;  // DsaConfig::head_dim's bound (checked at load)
+
 void Grow(std::vector<float>& v, size_t n) {
   if (v.size() < n) v.resize(n);
 }
@@ -51,8 +53,6 @@ void Forward::InitDsa() {
   for (int i = 0; i < n; ++i) {
     for (int j = 0; j < n; ++j) dsa_rot_[static_cast<size_t>(i) * n + j] = std::popcount(static_cast<unsigned>(i & j)) % 2 ? -v : v;
   }
-  dsa_rot_matrix_ = WeightMatrix{TensorType::kF32, reinterpret_cast<const uint8_t*>(dsa_rot_.data()), n, n,
-                                 static_cast<int64_t>(n) * static_cast<int64_t>(sizeof(float))};
 }
 
 void Forward::DsaSelect(int il, const std::vector<ForwardSequence>& batch) {
@@ -73,7 +73,16 @@ void Forward::DsaSelect(int il, const std::vector<ForwardSequence>& batch) {
   // Projections: queries from the normed q_a, the key and head weights from the layer input.
   MatMul(w.q_b, mla_qa_.data(), n, dsa_tmp_.data(), pool_);
   MatMul(w.k, xn_.data(), n, dsa_k_.data(), pool_);
-  MatMul(w.proj, xn_.data(), n, dsa_w_.data(), pool_);
+  if (w.proj.type == TensorType::kF32) {
+    // ggml multiplies F32 by F32 in tinyBLAS's order over a batch (DotF32Sgemm), and a
+    // single token in ggml_vec_dot_f32's: the batched one is taken (llama.cpp's prompt path).
+    const float* proj = reinterpret_cast<const float*>(w.proj.data);
+    ForEachToken(pool_, n, [&](int64_t i) {
+      for (int h = 0; h < H; ++h) dsa_w_[i * H + h] = DotF32Sgemm(proj + static_cast<int64_t>(h) * c_.n_embd, &xn_[i * c_.n_embd], c_.n_embd);
+    });
+  } else {
+    MatMul(w.proj, xn_.data(), n, dsa_w_.data(), pool_);
+  }
   const std::vector<float>& angles = RopeAnglesOfBatch(false);
   const float w_scale = 1.0f / std::sqrt(static_cast<float>(D * H));
   ForEachToken(pool_, n, [&](int64_t i) {
@@ -85,11 +94,17 @@ void Forward::DsaSelect(int il, const std::vector<ForwardSequence>& batch) {
     RopeApply(k, rope, cos, sin, false);
     for (int h = 0; h < H; ++h) dsa_w_[i * H + h] *= w_scale;
   });
-  // The Hadamard rotation of every query head and key.
-  MatMul(dsa_rot_matrix_, dsa_tmp_.data(), n * H, dsa_q_.data(), pool_);
-  MatMul(dsa_rot_matrix_, dsa_k_.data(), n, dsa_tmp_.data(), pool_);
+  // The Hadamard rotation of every query head and key, in the orders ggml's matrix
+  // product takes: a token's query heads are several columns (tinyBLAS), its key one
+  // (ggml_vec_dot_f32). The rotated key goes into the token's K row.
   ForEachToken(pool_, n, [&](int64_t i) {
-    Fp32ToFp16Row(&dsa_tmp_[i * D], batch[seq_of_[i]].kv->KeyRow(il, pos_[i]) + kw, D);
+    float k[kMaxIndexerDim];
+    for (int h = 0; h < H; ++h) {
+      const float* q = &dsa_tmp_[(i * H + h) * D];
+      for (int r = 0; r < D; ++r) dsa_q_[(i * H + h) * D + r] = DotF32Sgemm(&dsa_rot_[static_cast<size_t>(r) * D], q, D);
+    }
+    for (int r = 0; r < D; ++r) k[r] = DotF32Ggml(&dsa_rot_[static_cast<size_t>(r) * D], &dsa_k_[i * D], D);
+    Fp32ToFp16Row(k, batch[seq_of_[i]].kv->KeyRow(il, pos_[i]) + kw, D);
   });
 
   // Scores over each token's causal past (every key of the batch is stored by now) and

@@ -70,7 +70,7 @@ struct MlaConfig {
 // selection of the last full layer before it.
 struct DsaConfig {
   int n_heads = 0;              // indexer heads; 0: no indexer (every other architecture)
-  int head_dim = 0;             // a power of two >= 64 (the Hadamard rotation's size)
+  int head_dim = 0;             // a power of two in [64, 1024] (the Hadamard rotation's size)
   int top_k = 0;                // cached positions kept per query
   std::vector<bool> layer_full; // [n_layers] the layer runs its own indexer
 };

@@ -47,9 +47,10 @@ StatusOr<ModelConfig> LoadGlmDsaConfig(const GgufFile& file) {
   TANDEM_RETURN_IF_ERROR(get("top_k", &d.top_k));
   // llama.cpp rotates the indexer's queries and keys with one Walsh-Hadamard matrix of
   // the key's size, which it builds for powers of two from 64 only.
-  if (d.head_dim < 64 || !std::has_single_bit(static_cast<unsigned>(d.head_dim)) || d.head_dim < c.rope_dims) {
+  if (d.head_dim < 64 || d.head_dim > 1024 || !std::has_single_bit(static_cast<unsigned>(d.head_dim)) ||
+      d.head_dim < c.rope_dims) {
     return InvalidArgumentError("metadata key '" + arch + ".attention.indexer.key_length' (" +
-                                std::to_string(d.head_dim) + ") must be a power of two >= 64 and >= " +
+                                std::to_string(d.head_dim) + ") must be a power of two in [64, 1024] and >= " +
                                 "rope.dimension_count (" + std::to_string(c.rope_dims) + ")");
   }
   const std::string types_key = arch + ".attention.indexer.types";
