@@ -127,7 +127,7 @@ def test_moe_blocks_are_shared_through_the_pool(moe_cluster, tandem_bin, fixture
 
 def rewrite(src, dst, drop=(), kv=None, reshape=None, drop_kv=()):
     """Copies GGUF `src` to `dst`, leaving out tensors in `drop` and metadata keys in
-    `drop_kv`, overriding metadata `kv` (key -> (value, GGUFValueType)), and giving
+    `drop_kv`, overriding metadata `kv` (key -> (value, GGUFValueType[, element type])), and giving
     tensor `reshape[0]` the first reshape[1] rows of its last dimension."""
     import gguf
     reader = gguf.GGUFReader(str(src))
@@ -137,8 +137,8 @@ def rewrite(src, dst, drop=(), kv=None, reshape=None, drop_kv=()):
         if key.startswith("GGUF.") or key == "general.architecture" or key in drop_kv:
             continue
         if key in kv:
-            value, vtype = kv[key]
-            writer.add_key_value(key, value, vtype)
+            value, vtype, *sub = kv[key]  # (value, type) or, for an array, (value, ARRAY, element type)
+            writer.add_key_value(key, value, vtype, sub_type=sub[0] if sub else None)
             continue
         sub_type = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
         writer.add_key_value(key, field.contents(), field.types[0], sub_type=sub_type)
@@ -196,12 +196,21 @@ def bad_dsa_cases():
         "indexer key length not a power of two": (dict(kv={"glm-dsa.attention.indexer.key_length": (48, u32)}),
                                                   "glm-dsa.attention.indexer.key_length"),
         "no indexer top_k": (dict(drop_kv=("glm-dsa.attention.indexer.top_k",)), "glm-dsa.attention.indexer.top_k"),
+        "first layer without its own indexer": (
+            dict(kv={"glm-dsa.attention.indexer.types": ([False, True, True], gguf.GGUFValueType.ARRAY,
+                                                         gguf.GGUFValueType.BOOL)}),
+            "glm-dsa.attention.indexer.types"),
+        "indexer types of the wrong length": (
+            dict(kv={"glm-dsa.attention.indexer.types": ([True, True], gguf.GGUFValueType.ARRAY,
+                                                         gguf.GGUFValueType.BOOL)}),
+            "glm-dsa.attention.indexer.types"),
     }
 
 
 @pytest.mark.parametrize("case", ["missing indexer key projection", "missing indexer norm bias",
                                   "indexer weights with too few heads", "indexer key length disagrees",
-                                  "indexer key length not a power of two", "no indexer top_k"])
+                                  "indexer key length not a power of two", "no indexer top_k",
+                                  "first layer without its own indexer", "indexer types of the wrong length"])
 def test_bad_glm_dsa_gguf_exits_2_naming_the_problem(tandem_bin, fixture_dir, tmp_path, case):
     changes, needle = bad_dsa_cases()[case]
     dst = tmp_path / "bad.gguf"
