@@ -51,7 +51,9 @@ void Forward::InitDsa() {
   const float v = 1.0f / std::sqrt(static_cast<float>(n));
   dsa_rot_.resize(static_cast<size_t>(n) * n);
   for (int i = 0; i < n; ++i) {
-    for (int j = 0; j < n; ++j) dsa_rot_[static_cast<size_t>(i) * n + j] = std::popcount(static_cast<unsigned>(i & j)) % 2 ? -v : v;
+    for (int j = 0; j < n; ++j) {
+      dsa_rot_[static_cast<size_t>(i) * n + j] = std::popcount(static_cast<unsigned>(i & j)) % 2 ? -v : v;
+    }
   }
 }
 
@@ -74,11 +76,14 @@ void Forward::DsaSelect(int il, const std::vector<ForwardSequence>& batch) {
   MatMul(w.q_b, mla_qa_.data(), n, dsa_tmp_.data(), pool_);
   MatMul(w.k, xn_.data(), n, dsa_k_.data(), pool_);
   if (w.proj.type == TensorType::kF32) {
-    // ggml multiplies F32 by F32 in tinyBLAS's order over a batch (DotF32Sgemm), and a
-    // single token in ggml_vec_dot_f32's: the batched one is taken (llama.cpp's prompt path).
+    // ggml multiplies F32 by F32 in tinyBLAS's order over a batch (DotF32Sgemm; tinyBLAS
+    // takes row counts in multiples of 4), and a single token in ggml_vec_dot_f32's: the
+    // batched one is taken (llama.cpp's prompt path).
     const float* proj = reinterpret_cast<const float*>(w.proj.data);
+    const int64_t E = c_.n_embd;
+    const auto dot = H % 4 == 0 ? DotF32Sgemm : DotF32Ggml;
     ForEachToken(pool_, n, [&](int64_t i) {
-      for (int h = 0; h < H; ++h) dsa_w_[i * H + h] = DotF32Sgemm(proj + static_cast<int64_t>(h) * c_.n_embd, &xn_[i * c_.n_embd], c_.n_embd);
+      for (int h = 0; h < H; ++h) dsa_w_[i * H + h] = dot(proj + h * E, &xn_[i * E], E);
     });
   } else {
     MatMul(w.proj, xn_.data(), n, dsa_w_.data(), pool_);
@@ -101,7 +106,8 @@ void Forward::DsaSelect(int il, const std::vector<ForwardSequence>& batch) {
     float k[kMaxIndexerDim];
     for (int h = 0; h < H; ++h) {
       const float* q = &dsa_tmp_[(i * H + h) * D];
-      for (int r = 0; r < D; ++r) dsa_q_[(i * H + h) * D + r] = DotF32Sgemm(&dsa_rot_[static_cast<size_t>(r) * D], q, D);
+      float* out = &dsa_q_[(i * H + h) * D];
+      for (int r = 0; r < D; ++r) out[r] = DotF32Sgemm(&dsa_rot_[static_cast<size_t>(r) * D], q, D);
     }
     for (int r = 0; r < D; ++r) k[r] = DotF32Ggml(&dsa_rot_[static_cast<size_t>(r) * D], &dsa_k_[i * D], D);
     Fp32ToFp16Row(k, batch[seq_of_[i]].kv->KeyRow(il, pos_[i]) + kw, D);
