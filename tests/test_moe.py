@@ -1,10 +1,12 @@
 """Sparse (MoE) models end to end with real processes: the glm4moe fixture (64 experts,
-top-8, a shared expert, a leading dense layer, a NextN block) and the deepseek2 one
-(the same with MLA: latent KV blocks) served colocated, and in
+top-8, a shared expert, a leading dense layer, a NextN block), the deepseek2 one
+(the same with MLA: latent KV blocks) and the glm-dsa one (MLA plus DeepSeek sparse
+attention: the indexer keys ride in the same KV rows) served colocated, and in
 PD through `tandem proxy` with the seeds' MultiConnector (Mooncake transfer + the pool
 connector on a real pool worker and etcd); PD output equals colocated, and a second
 engine reuses the first one's blocks through the pool. Also: sparse GGUFs with missing,
-misshapen or miscounted experts are refused at load with exit 2 naming the problem."""
+misshapen or miscounted experts, or a glm-dsa file with a missing or misshapen indexer,
+are refused at load with exit 2 naming the problem."""
 import json
 import subprocess
 
@@ -18,6 +20,8 @@ from test_proxy import Proxy, addr
 MODEL = "glm4moe-q4_k_m.gguf"
 # MLA (latent KV rows, no V rows) + YaRN + grouped sigmoid routing + a NextN block.
 MLA_MODEL = "deepseek2-q4_k_m.gguf"
+# MLA + the lightning indexer (top 16 positions per query; the prompts below are longer).
+DSA_MODEL = "glm-dsa-q4_k_m.gguf"
 COMMON = ["--served-model-name", "moe", "--enable-prompt-tokens-details", "--max-model-len", "512"]
 
 
@@ -34,7 +38,7 @@ def multi_config(role, kv_port=None):
                        "kv_connector_extra_config": {"connectors": [mooncake, pool]}})
 
 
-@pytest.fixture(scope="module", params=[MODEL, MLA_MODEL])
+@pytest.fixture(scope="module", params=[MODEL, MLA_MODEL, DSA_MODEL])
 def moe_cluster(request, tandem_bin, fixture_dir, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("moe")
     model = fixture_dir / request.param
@@ -121,20 +125,20 @@ def test_moe_blocks_are_shared_through_the_pool(moe_cluster, tandem_bin, fixture
 # --- Bad sparse GGUFs --------------------------------------------------------------------
 
 
-def rewrite(src, dst, drop=(), kv=None, reshape=None):
-    """Copies GGUF `src` to `dst`, leaving out tensors in `drop`, overriding metadata
-    `kv` (key -> (value, GGUFValueType)), and giving tensor `reshape[0]` the first
-    reshape[1] rows of its last dimension."""
+def rewrite(src, dst, drop=(), kv=None, reshape=None, drop_kv=()):
+    """Copies GGUF `src` to `dst`, leaving out tensors in `drop` and metadata keys in
+    `drop_kv`, overriding metadata `kv` (key -> (value, GGUFValueType[, element type])), and giving
+    tensor `reshape[0]` the first reshape[1] rows of its last dimension."""
     import gguf
     reader = gguf.GGUFReader(str(src))
     writer = gguf.GGUFWriter(str(dst), reader.fields["general.architecture"].contents())
     kv = kv or {}
     for key, field in reader.fields.items():
-        if key.startswith("GGUF.") or key == "general.architecture":
+        if key.startswith("GGUF.") or key == "general.architecture" or key in drop_kv:
             continue
         if key in kv:
-            value, vtype = kv[key]
-            writer.add_key_value(key, value, vtype)
+            value, vtype, *sub = kv[key]  # (value, type) or, for an array, (value, ARRAY, element type)
+            writer.add_key_value(key, value, vtype, sub_type=sub[0] if sub else None)
             continue
         sub_type = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
         writer.add_key_value(key, field.contents(), field.types[0], sub_type=sub_type)
@@ -172,6 +176,45 @@ def test_bad_sparse_gguf_exits_2_naming_the_problem(tandem_bin, fixture_dir, tmp
     changes, needle = bad_cases()[case]
     dst = tmp_path / "bad.gguf"
     rewrite(fixture_dir / MODEL, dst, **changes)
+    r = subprocess.run([tandem_bin, "generate", "--model", str(dst), "-p", "x", "-n", "1"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, (case, r.returncode, r.stderr[-2000:])
+    assert needle in r.stderr, (case, r.stderr[-2000:])
+
+
+def bad_dsa_cases():
+    import gguf
+    u32 = gguf.GGUFValueType.UINT32
+    return {
+        "missing indexer key projection": (dict(drop=("blk.2.indexer.attn_k.weight",)),
+                                           "blk.2.indexer.attn_k.weight"),
+        "missing indexer norm bias": (dict(drop=("blk.0.indexer.k_norm.bias",)), "blk.0.indexer.k_norm.bias"),
+        "indexer weights with too few heads": (dict(reshape=("blk.0.indexer.proj.weight", 4)),
+                                               "blk.0.indexer.proj.weight"),
+        "indexer key length disagrees": (dict(kv={"glm-dsa.attention.indexer.key_length": (128, u32)}),
+                                         "blk.0.indexer.attn_q_b.weight"),
+        "indexer key length not a power of two": (dict(kv={"glm-dsa.attention.indexer.key_length": (48, u32)}),
+                                                  "glm-dsa.attention.indexer.key_length"),
+        "no indexer top_k": (dict(drop_kv=("glm-dsa.attention.indexer.top_k",)), "glm-dsa.attention.indexer.top_k"),
+        "first layer without its own indexer": (
+            dict(kv={"glm-dsa.attention.indexer.types": ([False, True, True], gguf.GGUFValueType.ARRAY,
+                                                         gguf.GGUFValueType.BOOL)}),
+            "glm-dsa.attention.indexer.types"),
+        "indexer types of the wrong length": (
+            dict(kv={"glm-dsa.attention.indexer.types": ([True, True], gguf.GGUFValueType.ARRAY,
+                                                         gguf.GGUFValueType.BOOL)}),
+            "glm-dsa.attention.indexer.types"),
+    }
+
+
+@pytest.mark.parametrize("case", ["missing indexer key projection", "missing indexer norm bias",
+                                  "indexer weights with too few heads", "indexer key length disagrees",
+                                  "indexer key length not a power of two", "no indexer top_k",
+                                  "first layer without its own indexer", "indexer types of the wrong length"])
+def test_bad_glm_dsa_gguf_exits_2_naming_the_problem(tandem_bin, fixture_dir, tmp_path, case):
+    changes, needle = bad_dsa_cases()[case]
+    dst = tmp_path / "bad.gguf"
+    rewrite(fixture_dir / DSA_MODEL, dst, **changes)
     r = subprocess.run([tandem_bin, "generate", "--model", str(dst), "-p", "x", "-n", "1"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2, (case, r.returncode, r.stderr[-2000:])

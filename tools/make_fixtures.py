@@ -10,7 +10,7 @@ Files (byte-for-byte identical on every run: fixed seeds, no timestamps):
                independent of ours); plus `q8_0.source` (F32) and `q8_0.quantized`
                (gguf-py's Q8_0 quantization of it, bit-exact with ggml's reference).
   gemma3.gguf, llama.gguf, qwen2.gguf, qwen3.gguf, qwen3moe-{q4_k_m,q8_0}.gguf,
-  glm4moe-{q4_k_m,q8_0}.gguf, deepseek2-{q4_k_m,q8_0,kv_b-q8_0}.gguf
+  glm4moe-{q4_k_m,q8_0}.gguf, deepseek2-{q4_k_m,q8_0,kv_b-q8_0}.gguf, glm-dsa-{q4_k_m,q8_0}.gguf
                random-weight models with the tensor names and metadata llama.cpp
                expects for each architecture, weights in a mix of tensor types, a
                tokenizer (SentencePiece-style "llama" vocab for gemma3/llama, byte-level
@@ -499,6 +499,10 @@ class ModelSpec:
     # attn_output).
     mla: dict = field(default_factory=dict)
     mla_types: tuple = ()
+    # DeepSeek sparse attention's lightning indexer (glm-dsa): heads, head dim, top_k,
+    # per-layer "full" flags (None: no indexer.types key, every layer full) and the types
+    # of indexer.attn_q_b and indexer.attn_k (indexer.proj stays F32, as converted).
+    dsa: dict = field(default_factory=dict)
     fan_in_std: bool = False      # scale matrix stds by sqrt(64 / cols)
 
 
@@ -544,6 +548,12 @@ def write_model(path: Path, spec: ModelSpec) -> None:
         w.add_uint32(f"{a}.expert_feed_forward_length", spec.n_ff_exp)
     if spec.n_nextn:
         w.add_uint32(f"{a}.nextn_predict_layers", spec.n_nextn)
+    if spec.dsa:
+        w.add_uint32(f"{a}.attention.indexer.head_count", spec.dsa["heads"])
+        w.add_uint32(f"{a}.attention.indexer.key_length", spec.dsa["dim"])
+        w.add_uint32(f"{a}.attention.indexer.top_k", spec.dsa["top_k"])
+        if spec.dsa.get("full") is not None:
+            w.add_array(f"{a}.attention.indexer.types", [bool(f) for f in spec.dsa["full"]])
     for suffix, value in spec.extra_kv.items():
         if isinstance(value, bool):
             w.add_bool(f"{a}.{suffix}", value)
@@ -600,6 +610,9 @@ def write_model(path: Path, spec: ModelSpec) -> None:
         w.add_tensor(p + "attn_norm.weight", norm(d))
         if spec.mla:
             write_mla_attention(w, spec, p, matrix, norm, stack, out_scale)
+            full = spec.dsa.get("full") if spec.dsa else None
+            if spec.dsa and (full is None or i >= spec.n_layer or full[i]):
+                write_indexer(w, spec, p, matrix, rng)
         else:
             matrix(p + "attn_q.weight", tq, q_dim, d, 0.25)
             matrix(p + "attn_k.weight", tk, kv_dim, d, 0.25)
@@ -666,6 +679,18 @@ def write_mla_attention(w, spec: ModelSpec, p: str, matrix, norm, stack, out_sca
         stack(p + "attn_k_b.weight", tkb, h, m["kv_lora"], m["nope"], 0.25)
         stack(p + "attn_v_b.weight", tvb, h, m["v_head"], m["kv_lora"], 0.25)
     matrix(p + "attn_output.weight", to, d, h * m["v_head"], 0.15 * out_scale)
+
+
+def write_indexer(w, spec: ModelSpec, p: str, matrix, rng: np.random.Generator) -> None:
+    """A DeepSeek-sparse-attention layer's lightning indexer: its query from the q_lora
+    path, one LayerNorm'd key, per-head weights (F32)."""
+    x, d = spec.dsa, spec.n_embd
+    tqb, tk = x["types"]
+    matrix(p + "indexer.attn_q_b.weight", tqb, x["heads"] * x["dim"], spec.mla["q_lora"], 0.25)
+    matrix(p + "indexer.attn_k.weight", tk, x["dim"], d, 0.25)
+    w.add_tensor(p + "indexer.k_norm.weight", (1.0 + rng.normal(0.0, 0.1, x["dim"])).astype(np.float32))
+    w.add_tensor(p + "indexer.k_norm.bias", rng.normal(0.0, 0.1, x["dim"]).astype(np.float32))
+    matrix(p + "indexer.proj.weight", QT.F32, x["heads"], d, 0.25)
 
 
 def model_specs() -> list[ModelSpec]:
@@ -784,6 +809,22 @@ def moe_specs() -> list[ModelSpec]:
             output_type=QT.Q6_K if v3 else QT.Q8_0,
             mla={"q_lora": 128 if v3 else 0, "kv_lora": 128, "nope": 32, "rope": 32, "v_head": 64},
             mla_types=mla_types, layer_types=[attn], moe_types=moe, **common))
+        # GLM-5-style (glm-dsa): deepseek2's MLA with a low-rank query plus the lightning
+        # indexer (8 heads of 64, top 16 positions per query: prompts past 16 tokens
+        # attend sparsely), sigmoid router with the selection bias, normalized weights
+        # x 2.5, a shared expert, a leading dense layer, a NextN block. The Q4_K_M file
+        # has a GLM-5.2-style indexer.types: its middle layer reuses layer 0's choice.
+        extra = {"leading_dense_block_count": 1, "expert_shared_count": 1, "expert_gating_func": 2,
+                 "expert_weights_norm": True, "expert_weights_scale": 2.5}
+        specs.append(ModelSpec(
+            arch="glm-dsa", name=f"glm-dsa-{quant}", n_layer=3, seed=15, vocab=glm_vocab(),
+            tied_output=False, rope_dims=32, n_expert_shared=1, n_dense_lead=1, probs_bias=True,
+            n_nextn=1, extra_kv=extra, embd_type=QT.Q8_0, output_type=QT.Q6_K if v3 else QT.Q8_0,
+            mla={"q_lora": 128, "kv_lora": 128, "nope": 32, "rope": 32, "v_head": 64},
+            mla_types=mla_types if v3 else (QT.Q8_0,) * 6,
+            dsa={"heads": 8, "dim": 64, "top_k": 16, "full": [1, 0, 1] if v3 else None,
+                 "types": (QT.Q8_0, QT.Q4_K) if v3 else (QT.Q8_0, QT.Q8_0)},
+            layer_types=[attn], moe_types=moe, **common))
     # An older deepseek2 conversion (DeepSeek-V2-Lite as first converted): the joint
     # attn_kv_b and MHA-style head sizes; llama.cpp runs it unabsorbed, Tandem splits it.
     specs.append(ModelSpec(

@@ -248,7 +248,7 @@ TEST_P(SparsePerplexity, WithinOnePercentOfLlamaCpp) {
 constexpr SparseFixture kSparseFixtures[] = {
     {"qwen3moe-q4_k_m", true},  {"qwen3moe-q8_0", true},    {"glm4moe-q4_k_m", true},
     {"glm4moe-q8_0", true},     {"deepseek2-q4_k_m", true}, {"deepseek2-q8_0", true},
-    {"deepseek2-kv_b-q8_0", false}};
+    {"deepseek2-kv_b-q8_0", false}, {"glm-dsa-q4_k_m", true},    {"glm-dsa-q8_0", true}};
 
 std::string FixtureTestName(const ::testing::TestParamInfo<SparseFixture>& info) {
   std::string s = info.param.name;

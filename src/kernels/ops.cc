@@ -44,6 +44,61 @@ __attribute__((target("avx2,fma"))) float DotAvx2(const float* a, const float* b
   return sum;
 }
 
+// ggml_vec_dot_f32 (AVX2): see DotF32Ggml.
+__attribute__((target("avx2,fma"))) float DotGgmlAvx2(const float* a, const float* b, int64_t n) {
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  const int64_t np = n & ~int64_t{31};
+  for (int64_t i = 0; i < np; i += 32) {
+    for (int j = 0; j < 4; ++j) {
+      acc[j] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * j), _mm256_loadu_ps(b + i + 8 * j), acc[j]);
+    }
+  }
+  acc[0] = _mm256_add_ps(acc[0], acc[2]);
+  acc[1] = _mm256_add_ps(acc[1], acc[3]);
+  acc[0] = _mm256_add_ps(acc[0], acc[1]);
+  const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(acc[0]), _mm256_extractf128_ps(acc[0], 1));
+  const __m128 t1 = _mm_hadd_ps(t0, t0);
+  __m128 sum = _mm_hadd_ps(t1, t1);
+  // The remainder multiplied and added apart (intrinsics: the compiler may not fuse them).
+  for (int64_t i = np; i < n; ++i) sum = _mm_add_ss(sum, _mm_mul_ss(_mm_set_ss(a[i]), _mm_set_ss(b[i])));
+  return _mm_cvtss_f32(sum);
+}
+
+// tinyBLAS<8, __m256> (AVX2): see DotF32Sgemm. Precondition: n % 8 == 0.
+__attribute__((target("avx2,fma"))) float DotSgemmAvx2(const float* a, const float* b, int64_t n) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+  __m128 x = _mm_add_ps(_mm256_extractf128_ps(acc, 1), _mm256_castps256_ps128(acc));
+  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+  x = _mm_add_ss(x, _mm_movehdup_ps(x));
+  return _mm_cvtss_f32(x);
+}
+
+float DotSgemmScalar(const float* a, const float* b, int64_t n) {
+  float acc[8] = {};
+  for (int64_t i = 0; i < n; i += 8)
+    for (int l = 0; l < 8; ++l) acc[l] = std::fma(a[i + l], b[i + l], acc[l]);
+  const float h[4] = {acc[4] + acc[0], acc[5] + acc[1], acc[6] + acc[2], acc[7] + acc[3]};
+  return (h[0] + h[2]) + (h[1] + h[3]);
+}
+
+// The same order without intrinsics (std::fma for the fused multiply-adds).
+float DotGgmlScalar(const float* a, const float* b, int64_t n) {
+  float acc[4][8] = {};
+  const int64_t np = n & ~int64_t{31};
+  for (int64_t i = 0; i < np; i += 32) {
+    for (int j = 0; j < 4; ++j) {
+      for (int l = 0; l < 8; ++l) acc[j][l] = std::fma(a[i + 8 * j + l], b[i + 8 * j + l], acc[j][l]);
+    }
+  }
+  float v[8];
+  for (int l = 0; l < 8; ++l) v[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+  const float t0[4] = {v[0] + v[4], v[1] + v[5], v[2] + v[6], v[3] + v[7]};
+  float sum = (t0[0] + t0[1]) + (t0[2] + t0[3]);
+  for (int64_t i = np; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
 __attribute__((target("avx2,fma"))) void AxpyAvx2(float a, const float* x, float* y, int64_t n) {
   __m256 va = _mm256_set1_ps(a);
   int64_t i = 0;
@@ -211,6 +266,32 @@ float DotF32(const float* a, const float* b, int64_t n) {
   return kHaveAvx2 ? DotAvx2(a, b, n) : DotScalar(a, b, n);
 }
 
+float DotF32Ggml(const float* a, const float* b, int64_t n) {
+  return kHaveAvx2 ? DotGgmlAvx2(a, b, n) : DotGgmlScalar(a, b, n);
+}
+
+float DotF32Sgemm(const float* a, const float* b, int64_t n) {
+  if (n % 8 != 0) return DotF32Ggml(a, b, n);
+  return kHaveAvx2 ? DotSgemmAvx2(a, b, n) : DotSgemmScalar(a, b, n);
+}
+
+void IndexerScoresF16(const float* q, const float* w, int n_heads, const uint16_t* const* k_rows, int64_t n,
+                      int hd, float* scores) {
+  thread_local std::vector<float> k;
+  k.resize(static_cast<size_t>(hd));
+  for (int64_t j = 0; j < n; ++j) {
+    Fp16ToFp32Row(k_rows[j], k.data(), hd);
+    float score = 0.0f;
+    for (int h = 0; h < n_heads; ++h) {
+      const float qk = DotF32Ggml(q + static_cast<int64_t>(h) * hd, k.data(), hd);
+      const float relu = qk > 0.0f ? qk : 0.0f;
+      const float term = relu * w[h];  // rounded before the add (no FMA), as ggml's build does
+      score += term;
+    }
+    scores[j] = score;
+  }
+}
+
 void Axpy(float a, const float* x, float* y, int64_t n) {
   if (kHaveAvx2) return AxpyAvx2(a, x, y, n);
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
@@ -291,6 +372,36 @@ void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps) {
     for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
   } else {
     for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
+  }
+}
+
+void LayerNorm(const float* x, const float* w, const float* b, float* y, int64_t n, float eps) {
+  double sum = 0;  // ggml_vec_sum_f32: double, then rounded to float
+  for (int64_t i = 0; i < n; ++i) sum += x[i];
+  const float mean = static_cast<float>(sum) / static_cast<float>(n);
+  // ggml_vec_cvar_f32 (AVX2 build): each 8 values' squares summed in float as its
+  // horizontal adds pair them ((0+4)+(2+6)) + ((1+5)+(3+7)), those sums in double.
+  double var = 0;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    float d[8];
+    for (int l = 0; l < 8; ++l) {
+      y[i + l] = x[i + l] - mean;
+      d[l] = y[i + l] * y[i + l];
+    }
+    const float h[4] = {d[4] + d[0], d[5] + d[1], d[6] + d[2], d[7] + d[3]};
+    var += static_cast<double>((h[0] + h[2]) + (h[1] + h[3]));
+  }
+  for (; i < n; ++i) {
+    y[i] = x[i] - mean;
+    var += static_cast<double>(y[i] * y[i]);
+  }
+  const float variance = static_cast<float>(var / static_cast<double>(n));
+  const float scale = 1.0f / std::sqrt(variance + eps);
+  for (int64_t j = 0; j < n; ++j) {
+    y[j] *= scale;
+    if (w) y[j] *= w[j];
+    if (b) y[j] += b[j];
   }
 }
 

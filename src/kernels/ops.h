@@ -12,6 +12,11 @@ namespace tandem {
 // In place is allowed (y == x).
 void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps);
 
+// Layer normalisation as ggml_norm then ggml_mul / ggml_add: y = (x - mean) /
+// sqrt(var + eps) * w + b, the mean and variance summed as ggml does (double over
+// 8-value partial sums). w and b may be null. In place is allowed.
+void LayerNorm(const float* x, const float* w, const float* b, float* y, int64_t n, float eps);
+
 // Rotary position embedding applied in place to one head vector of `head_dim` values,
 // rotating the first `rot_dims` dims. `neox`: pairs (i, i + rot_dims/2) (NEOX / HF
 // style); otherwise adjacent pairs (2i, 2i+1) (original LLaMA / GGML "normal").
@@ -48,6 +53,22 @@ void Scale(float* x, float s, int64_t n);
 
 // Dot product of two float vectors (AVX2/FMA when the CPU has it).
 float DotF32(const float* a, const float* b, int64_t n);
+// The same dot product in exactly ggml_vec_dot_f32's order on AVX2 (four 8-lane FMA
+// accumulators over 32-value steps, folded (0+2)+(1+3), lanes summed pairwise as
+// hadd does, the remainder added one by one), so callers that must match llama.cpp bit
+// for bit (the glm-dsa indexer's scores) can; the portable path keeps that order.
+float DotF32Ggml(const float* a, const float* b, int64_t n);
+// The same dot product in llamafile's tinyBLAS order (ggml's F32 x F32 matrix product
+// when the other side has two or more columns): one 8-lane FMA accumulator over the
+// whole length, then its lanes summed (l + l+4), (0+2) + (1+3). For n % 8 != 0
+// tinyBLAS declines and ggml falls back to DotF32Ggml, as this does.
+float DotF32Sgemm(const float* a, const float* b, int64_t n);
+// The lightning indexer's scores (DeepSeek sparse attention, as ggml's fused CPU op):
+// scores[j] = sum over h of max(q[h] . k_rows[j], 0) * w[h] for n fp16 key rows of hd
+// values, q [n_heads, hd] and w [n_heads] in float; each dot is DotF32Ggml's, the sum
+// over heads in order, multiply and add rounded apart.
+void IndexerScoresF16(const float* q, const float* w, int n_heads, const uint16_t* const* k_rows, int64_t n,
+                      int hd, float* scores);
 // y[i] += a * x[i]
 void Axpy(float a, const float* x, float* y, int64_t n);
 

@@ -209,5 +209,119 @@ TEST(OpsTest, SoftmaxSumsToOneAndKeepsOrder) {
   EXPECT_EQ(x[1], x[3]);
 }
 
+TEST(OpsTest, SoftmaxGivesMaskedPositionsZero) {
+  std::vector<float> x = {0.5f, -INFINITY, 2.0f, -INFINITY};
+  Softmax(x.data(), static_cast<int64_t>(x.size()));
+  EXPECT_EQ(x[1], 0.0f);
+  EXPECT_EQ(x[3], 0.0f);
+  EXPECT_NEAR(x[0] + x[2], 1.0f, 1e-6);
+}
+
+// ggml_vec_dot_f32's order on AVX2, written out lane by lane: four accumulators of 8
+// lanes over 32-value steps (fused multiply-adds), folded (0+2)+(1+3), the 8 lanes
+// summed (l+4) then (0+2)+(1+3) pairwise, the remainder added one by one.
+float GgmlOrderDot(const std::vector<float>& a, const std::vector<float>& b) {
+  const int64_t n = static_cast<int64_t>(a.size()), np = n & ~int64_t{31};
+  float acc[4][8] = {};
+  for (int64_t i = 0; i < np; i += 32)
+    for (int j = 0; j < 4; ++j)
+      for (int l = 0; l < 8; ++l) acc[j][l] = std::fma(a[i + 8 * j + l], b[i + 8 * j + l], acc[j][l]);
+  float v[8];
+  for (int l = 0; l < 8; ++l) v[l] = (acc[0][l] + acc[2][l]) + (acc[1][l] + acc[3][l]);
+  float sum = ((v[0] + v[4]) + (v[1] + v[5])) + ((v[2] + v[6]) + (v[3] + v[7]));
+  for (int64_t i = np; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+TEST(OpsTest, DotF32GgmlKeepsGgmlsOrderBitForBit) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (int n : {5, 32, 64, 70, 128, 200}) {
+    std::vector<float> a(n), b(n);
+    for (int i = 0; i < n; ++i) {
+      a[i] = dist(rng);
+      b[i] = dist(rng);
+    }
+    EXPECT_EQ(std::bit_cast<uint32_t>(DotF32Ggml(a.data(), b.data(), n)),
+              std::bit_cast<uint32_t>(GgmlOrderDot(a, b)))
+        << n;
+  }
+}
+
+TEST(OpsTest, DotF32SgemmKeepsTinyBlasOrderBitForBit) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (int n : {8, 64, 256, 70}) {
+    std::vector<float> a(n), b(n);
+    for (int i = 0; i < n; ++i) {
+      a[i] = dist(rng);
+      b[i] = dist(rng);
+    }
+    float want;
+    if (n % 8 != 0) {
+      want = GgmlOrderDot(a, b);  // tinyBLAS declines such a length
+    } else {
+      float acc[8] = {};
+      for (int i = 0; i < n; i += 8)
+        for (int l = 0; l < 8; ++l) acc[l] = std::fma(a[i + l], b[i + l], acc[l]);
+      want = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+    }
+    EXPECT_EQ(std::bit_cast<uint32_t>(DotF32Sgemm(a.data(), b.data(), n)), std::bit_cast<uint32_t>(want)) << n;
+  }
+}
+
+TEST(OpsTest, IndexerScoresAreReluWeightedHeadSums) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  const int heads = 3, hd = 64, rows = 5;
+  std::vector<float> q(heads * hd), w = {0.5f, -1.25f, 2.0f};
+  for (float& v : q) v = dist(rng);
+  std::vector<std::vector<uint16_t>> k(rows, std::vector<uint16_t>(hd));
+  std::vector<const uint16_t*> k_rows;
+  for (auto& row : k) {
+    for (uint16_t& v : row) v = Fp32ToFp16(dist(rng));
+    k_rows.push_back(row.data());
+  }
+  std::vector<float> scores(rows);
+  IndexerScoresF16(q.data(), w.data(), heads, k_rows.data(), rows, hd, scores.data());
+  for (int j = 0; j < rows; ++j) {
+    std::vector<float> kf(hd);
+    for (int d = 0; d < hd; ++d) kf[d] = Fp16ToFp32(k[j][d]);
+    float want = 0.0f;
+    for (int h = 0; h < heads; ++h) {
+      const float qk = GgmlOrderDot(std::vector<float>(q.begin() + h * hd, q.begin() + (h + 1) * hd), kf);
+      const float term = std::max(qk, 0.0f) * w[h];
+      want += term;
+    }
+    EXPECT_EQ(scores[j], want) << j;
+  }
+}
+
+TEST(OpsTest, LayerNormCentersScalesAndAppliesWeightAndBias) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(1.0f, 2.0f);
+  const int n = 67;  // whole 8-value groups and a remainder
+  std::vector<float> x(n), w(n), b(n), y(n);
+  for (int i = 0; i < n; ++i) {
+    x[i] = dist(rng);
+    w[i] = 1.0f + 0.1f * static_cast<float>(i % 5);
+    b[i] = 0.01f * static_cast<float>(i);
+  }
+  LayerNorm(x.data(), w.data(), b.data(), y.data(), n, 1e-5f);
+  double mean = 0, var = 0;
+  for (float v : x) mean += v;
+  mean /= n;
+  for (float v : x) var += (v - mean) * (v - mean);
+  var /= n;
+  for (int i = 0; i < n; ++i) {
+    const double want = (x[i] - mean) / std::sqrt(var + 1e-5) * w[i] + b[i];
+    EXPECT_NEAR(y[i], want, 1e-5) << i;
+  }
+  // In place gives the same bits.
+  std::vector<float> z = x;
+  LayerNorm(z.data(), w.data(), b.data(), z.data(), n, 1e-5f);
+  EXPECT_EQ(z, y);
+}
+
 }  // namespace
 }  // namespace tandem

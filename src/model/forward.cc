@@ -29,7 +29,9 @@ void ForRows(ThreadPool* pool, int64_t n, int64_t grain, Fn&& fn) {
 }  // namespace
 
 Forward::Forward(const ModelConfig& config, const ModelWeights& weights, ThreadPool* pool)
-    : c_(config), w_(weights), pool_(pool), moe_(config, pool) {}
+    : c_(config), w_(weights), pool_(pool), moe_(config, pool) {
+  if (c_.dsa.n_heads > 0) InitDsa();
+}
 
 int64_t Forward::Embed(const std::vector<ForwardSequence>& batch, const WeightMatrix& table, bool scale) {
   int64_t n = 0;

@@ -65,6 +65,12 @@ class Forward {
   void Attention(int layer, const std::vector<ForwardSequence>& batch);
   // MLA attention of `layer` (forward_mla.cc): xn_ in, proj_ (after attn_output) out.
   void MlaAttention(int layer, const std::vector<ForwardSequence>& batch);
+  // glm-dsa's lightning indexer of `layer` (forward_dsa.cc): from xn_ and the normed
+  // q_a output (mla_qa_), stores each token's indexer key in its K row (after the
+  // latent and RoPE parts) and fills dsa_sel_ with the positions each token attends to.
+  // A shared layer keeps the selection of the full layer before it.
+  void DsaSelect(int layer, const std::vector<ForwardSequence>& batch);
+  void InitDsa();  // builds dsa_rot_
   // [n_tokens, rope_dims] cos/sin of the batch's positions for the global or the
   // sliding-window base, computed on first use in a Run.
   const std::vector<float>& RopeAnglesOfBatch(bool swa);
@@ -84,6 +90,14 @@ class Forward {
   // [n_tokens, kv_lora + rope], [n_tokens, n_heads, kv_lora + rope] (absorbed queries),
   // [n_tokens, n_heads, kv_lora] (attention over latents), [n_tokens, n_heads, v_head_dim].
   std::vector<float> mla_qa_, mla_q_, mla_kv_, mla_qabs_, mla_lat_, mla_out_;
+  // Sparse attention (c_.dsa): [n_tokens, dsa heads * head_dim] indexer queries,
+  // [n_tokens, head_dim] keys, [n_tokens, dsa heads] head weights; per token the sorted
+  // positions it attends to, [n_tokens, top_k] with dsa_nsel_ [n_tokens] of them used
+  // (-1: all of its causal past, which has no more than top_k positions).
+  std::vector<float> dsa_q_, dsa_k_, dsa_w_, dsa_tmp_;  // dsa_tmp_: before the rotation
+  std::vector<int32_t> dsa_sel_;
+  std::vector<int> dsa_nsel_;
+  std::vector<float> dsa_rot_;   // [head_dim, head_dim] the Walsh-Hadamard rotation (F32)
   std::vector<int64_t> pos_;  // [n_tokens] position of each batch token
   std::vector<int> seq_of_;   // [n_tokens] sequence index of each batch token
   // RoPE angles of each batch token, [n_tokens, rope_dims] (cos half then sin half), for

@@ -3,7 +3,8 @@
 //
 //   q        = q_b · rmsnorm(q_a · x)   (or attn_q · x)        [n_heads, nope | rope]
 //   c | k_pe = kv_a · x;  c = rmsnorm(c);  k_pe = rope(k_pe)   [kv_lora | rope]
-//   K row    = [c, k_pe] (fp16, the only thing cached per token and layer)
+//   K row    = [c, k_pe] (fp16, the only thing cached per token and layer; glm-dsa
+//              appends its indexer key, and masks positions out: forward_dsa.cc)
 //   Q_h      = [k_b[h] · q_nope_h, rope(q_pe_h)]               [kv_lora + rope]
 //   o_h      = softmax(kq_scale · Q_h · K_j) · c_j over the causal past  [kv_lora]
 //   out      = attn_output · concat_h(v_b[h] · o_h)
@@ -12,6 +13,7 @@
 // once for up to four heads by the group kernels; Q and the probabilities meet the fp16
 // cache at fp16 precision, as in llama.cpp.
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "common/logging.h"
@@ -67,7 +69,7 @@ void Forward::MlaAttention(int il, const std::vector<ForwardSequence>& batch) {
   const int64_t n = static_cast<int64_t>(pos_.size());
   const int H = c_.n_heads, nope = m.qk_nope_dim, rope = m.qk_rope_dim, lora = m.kv_lora_rank;
   const int qh = nope + rope;       // one head's query
-  const int kw = lora + rope;       // one K row (= c_.kv_dim())
+  const int kw = lora + rope;       // one K row's attention part (c_.kv_dim() without the indexer key)
   const int vh = m.v_head_dim;
 
   // Queries and the latent.
@@ -105,6 +107,8 @@ void Forward::MlaAttention(int il, const std::vector<ForwardSequence>& batch) {
     KvStore* store = batch[seq_of_[i]].kv;
     Fp32ToFp16Row(kv, store->KeyRow(il, pos_[i]), kw);
   });
+  const bool sparse = c_.dsa.n_heads > 0;
+  if (sparse) DsaSelect(il, batch);  // glm-dsa: which cached positions each token keeps
 
   // Absorbed queries' heads: k_b[h] · q_nope_h.
   PerHeadMatMul(w.k_b, mla_q_.data(), static_cast<int64_t>(H) * qh, qh, mla_qabs_.data(),
@@ -119,6 +123,7 @@ void Forward::MlaAttention(int il, const std::vector<ForwardSequence>& batch) {
     thread_local std::vector<uint16_t> q16, p16;
     thread_local std::vector<float> qs;
     thread_local std::vector<const uint16_t*> rows;
+    thread_local std::vector<uint8_t> keep;
     // Causal cost grows with the position: alternate first and last tokens so the
     // pool's contiguous shares get equal work.
     const int64_t k = task / parts;
@@ -147,6 +152,17 @@ void Forward::MlaAttention(int il, const std::vector<ForwardSequence>& batch) {
       out_heads[g] = &mla_lat_[(i * H + h0 + g) * lora];
     }
     DotF16RowsGroup(q_heads, gn, rows.data(), len, kw, c_.kq_scale, score_heads);
+    if (sparse && dsa_nsel_[i] >= 0) {
+      // Sparse attention: positions the indexer did not keep are masked out (-inf), as
+      // llama.cpp's mask does, so the kept ones meet the dense path's arithmetic.
+      keep.assign(static_cast<size_t>(len), 0);
+      for (int s = 0; s < dsa_nsel_[i]; ++s) keep[dsa_sel_[i * c_.dsa.top_k + s]] = 1;
+      for (int g = 0; g < gn; ++g) {
+        for (int64_t j = 0; j < len; ++j) {
+          if (!keep[j]) score_heads[g][j] = -INFINITY;
+        }
+      }
+    }
     for (int g = 0; g < gn; ++g) {
       Softmax(score_heads[g], len);
       Fp32ToFp16Row(score_heads[g], p16.data(), len);

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -16,18 +17,18 @@
 namespace tandem {
 namespace {
 
-// Logits of a 12-token prompt's last position, then of 4 decode steps (one token each),
-// on `pool` (null: the calling thread).
-std::vector<float> PromptThenDecode(const Model& model, ThreadPool* pool) {
+// Logits of a `prompt`-token prompt's last position, then of 4 decode steps (one token
+// each), on `pool` (null: the calling thread).
+std::vector<float> PromptThenDecode(const Model& model, ThreadPool* pool, int prompt = 12) {
   const ModelConfig& c = model.config();
   Forward forward(c, model.weights(), pool);
-  ContiguousKvStore kv(c.n_layers, 16, c.kv_dim(), c.v_dim());
+  ContiguousKvStore kv(c.n_layers, prompt + 4, c.kv_dim(), c.v_dim());
   std::vector<int32_t> tokens;
-  for (int i = 0; i < 16; ++i) tokens.push_back((i * 41 + 7) % c.n_vocab);
+  for (int i = 0; i < prompt + 4; ++i) tokens.push_back((i * 41 + 7) % c.n_vocab);
   std::vector<float> all, logits;
-  forward.Run({ForwardSequence{tokens.data(), 12, 0, &kv, false}}, &logits);
+  forward.Run({ForwardSequence{tokens.data(), prompt, 0, &kv, false}}, &logits);
   all.insert(all.end(), logits.begin(), logits.end());
-  for (int pos = 12; pos < 16; ++pos) {
+  for (int pos = prompt; pos < prompt + 4; ++pos) {
     forward.Run({ForwardSequence{tokens.data() + pos, 1, pos, &kv, false}}, &logits);
     all.insert(all.end(), logits.begin(), logits.end());
   }
@@ -37,18 +38,56 @@ std::vector<float> PromptThenDecode(const Model& model, ThreadPool* pool) {
 TEST(ForwardTest, LogitsDoNotDependOnTheThreadCount) {
   for (const char* fixture : {"gemma3.gguf", "llama.gguf", "qwen2.gguf", "qwen3.gguf",
                               "qwen3moe-q4_k_m.gguf", "glm4moe-q8_0.gguf", "deepseek2-q4_k_m.gguf",
-                              "deepseek2-q8_0.gguf"}) {
+                              "deepseek2-q8_0.gguf", "glm-dsa-q4_k_m.gguf", "glm-dsa-q8_0.gguf"}) {
     SCOPED_TRACE(fixture);
     auto model = Model::Load(FixturePath(fixture));
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     const ModelConfig& c = (*model)->config();
+    // glm-dsa: past its indexer's top_k, so the sparse selection runs on every thread count.
+    const int prompt = c.dsa.n_heads > 0 ? 2 * c.dsa.top_k : 12;
     // The fixtures have GQA groups of 2 or more heads, so 3 and 4 threads split them.
     ASSERT_GT(c.n_heads / c.n_kv_heads, 1);
-    const std::vector<float> want = PromptThenDecode(**model, nullptr);
+    const std::vector<float> want = PromptThenDecode(**model, nullptr, prompt);
     ASSERT_EQ(want.size(), static_cast<size_t>(5 * c.n_vocab));
     for (int threads : {2, 3, 4}) {
       ThreadPool pool(threads);
-      EXPECT_EQ(PromptThenDecode(**model, &pool), want) << threads << " threads";
+      EXPECT_EQ(PromptThenDecode(**model, &pool, prompt), want) << threads << " threads";
+    }
+  }
+}
+
+// All logits of a prompt of n tokens under `config` (the model's, or a variant of it).
+std::vector<float> AllLogits(const Model& model, const ModelConfig& config, int n) {
+  Forward forward(config, model.weights(), nullptr);
+  ContiguousKvStore kv(config.n_layers, n, config.kv_dim(), config.v_dim());
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < n; ++i) tokens.push_back((i * 41 + 7) % config.n_vocab);
+  std::vector<float> logits;
+  forward.Run({ForwardSequence{tokens.data(), n, 0, &kv, true}}, &logits);
+  return logits;
+}
+
+// glm-dsa's sparse attention: up to top_k positions a query attends to its whole past
+// (dense), beyond it only to the indexer's choice, which changes the logits.
+TEST(ForwardTest, SparseAttentionIsDenseUpToTopKThenSelects) {
+  for (const char* fixture : {"glm-dsa-q4_k_m.gguf", "glm-dsa-q8_0.gguf"}) {
+    SCOPED_TRACE(fixture);
+    auto model = Model::Load(FixturePath(fixture));
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    const ModelConfig& c = (*model)->config();
+    ASSERT_GT(c.dsa.n_heads, 0);
+    const int top_k = c.dsa.top_k, n = 2 * top_k;
+    ModelConfig dense = c;
+    dense.dsa.top_k = n;  // every position kept
+    const std::vector<float> sparse_logits = AllLogits(**model, c, n);
+    const std::vector<float> dense_logits = AllLogits(**model, dense, n);
+    const size_t split = static_cast<size_t>(top_k) * c.n_vocab;
+    EXPECT_TRUE(std::equal(sparse_logits.begin(), sparse_logits.begin() + split, dense_logits.begin()));
+    for (int pos = top_k; pos < n; ++pos) {
+      const size_t row = static_cast<size_t>(pos) * c.n_vocab;
+      EXPECT_FALSE(std::equal(sparse_logits.begin() + row, sparse_logits.begin() + row + c.n_vocab,
+                              dense_logits.begin() + row))
+          << "position " << pos;
     }
   }
 }

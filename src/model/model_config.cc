@@ -23,8 +23,10 @@ Status LoadYarn(const GgufFile& file, const std::string& arch, ModelConfig* c) {
   if (n_ctx_orig == 0 || beta_fast <= 0 || beta_slow <= 0) {
     return InvalidArgumentError(key("rope.scaling") + ": original_context_length and the YaRN betas must be positive");
   }
-  // deepseek2 files store 0.1 * mscale_all_dim; llama.cpp cancels the 0.1.
+  // deepseek2 files store 0.1 * mscale_all_dim; llama.cpp cancels the 0.1. Its glm-dsa
+  // loader does not read the key at all.
   if (arch == "deepseek2") log_mul /= 0.1;
+  if (arch == "glm-dsa") log_mul = 0.0;
   y.log_mul = static_cast<float>(log_mul);
   y.ext_factor = static_cast<float>(ext);
   const float factor = 1.0f / c->rope_scale;
@@ -179,10 +181,10 @@ StatusOr<ModelConfig> LoadModelConfig(const GgufFile& file) {
     if (arch == "qwen3moe") return LoadQwen3MoeConfig(file);
     if (arch == "glm4moe") return LoadGlm4MoeConfig(file);
     if (arch == "deepseek2") return LoadDeepseek2Config(file);
-    if (arch == "glm-dsa" || arch == "deepseek32") {
+    if (arch == "glm-dsa") return LoadGlmDsaConfig(file);
+    if (arch == "deepseek32") {
       return UnimplementedError("architecture '" + arch +
-                                "' (DeepSeek sparse attention: a lightning indexer selecting the top-k "
-                                "cached positions per query, with its own key cache) is not supported yet "
+                                "' (DeepSeek-V3.2) is not supported yet "
                                 "(supported: " + kSupportedArchitectures + ")");
     }
     return UnimplementedError("unsupported architecture '" + arch + "' (supported: " +

@@ -122,7 +122,10 @@ void ListLayerMatrices(const std::string& p, LayerWeights& l, std::vector<NamedM
                          {"ffn_down_exps", &l.moe.down.all},
                          {"ffn_gate_shexp", &l.moe.shared_gate},
                          {"ffn_up_shexp", &l.moe.shared_up},
-                         {"ffn_down_shexp", &l.moe.shared_down}}) {
+                         {"ffn_down_shexp", &l.moe.shared_down},
+                         {"indexer.attn_q_b", &l.dsa.q_b},
+                         {"indexer.attn_k", &l.dsa.k},
+                         {"indexer.proj", &l.dsa.proj}}) {
     out->push_back({p + name + ".weight", m});
   }
 }
@@ -148,6 +151,16 @@ void BindMla(Binder& b, const ModelConfig& c, const std::string& p, LayerWeights
     w.v_b = b.Stack(p + "attn_v_b.weight", c.n_heads, m.v_head_dim, m.kv_lora_rank);
   }
   l.wo = b.Matrix(p + "attn_output.weight", c.n_embd, static_cast<int64_t>(c.n_heads) * m.v_head_dim);
+}
+
+void BindIndexer(Binder& b, const ModelConfig& c, const std::string& p, DsaWeights& w) {
+  const DsaConfig& d = c.dsa;
+  w.q_b = b.Matrix(p + "indexer.attn_q_b.weight", static_cast<int64_t>(d.n_heads) * d.head_dim,
+                   c.mla_dims.q_lora_rank);
+  w.k = b.Matrix(p + "indexer.attn_k.weight", d.head_dim, c.n_embd);
+  w.k_norm = b.Vector(p + "indexer.k_norm.weight", d.head_dim);
+  w.k_norm_b = b.Vector(p + "indexer.k_norm.bias", d.head_dim);
+  w.proj = b.Matrix(p + "indexer.proj.weight", d.n_heads, c.n_embd);
 }
 
 // Binds block `block`'s attention and FFN tensors (the FFN dense or MoE as `moe` says).
@@ -222,7 +235,14 @@ StatusOr<ModelWeights> BindWeights(const GgufFile& file, const ModelConfig& c) {
   w.output_norm = b.Vector("output_norm.weight", c.n_embd);
   w.output = c.tied_output ? w.tok_embd : b.Matrix("output.weight", c.n_vocab, c.n_embd);
   w.layers.resize(c.n_layers);
-  for (int il = 0; il < c.n_layers; ++il) BindLayer(b, c, il, c.layer_is_moe(il), w.layers[il]);
+  for (int il = 0; il < c.n_layers; ++il) {
+    BindLayer(b, c, il, c.layer_is_moe(il), w.layers[il]);
+    // The NextN blocks' indexers, when a file has them, are not used (llama.cpp's MTP
+    // head attends densely).
+    if (c.dsa.n_heads > 0 && c.dsa.layer_full[il]) {
+      BindIndexer(b, c, "blk." + std::to_string(il) + ".", w.layers[il].dsa);
+    }
+  }
   // NextN blocks: a file may leave them out (llama.cpp's "trunk only" conversion), told
   // by the absence of the first block's eh_proj; when present, all of each is required.
   const bool has_nextn = c.n_nextn_layers > 0 &&

@@ -67,12 +67,24 @@ struct MlaWeights {
                                       // older files (MlaConfig::joint_kv_b), until split into k_b / v_b
 };
 
+// The lightning indexer of one glm-dsa layer (DsaConfig; bound for layers with
+// dsa.layer_full only).
+struct DsaWeights {
+  WeightMatrix q_b;                   // indexer.attn_q_b [n_heads * head_dim, q_lora_rank]
+  WeightMatrix k;                     // indexer.attn_k [head_dim, n_embd]
+  std::vector<float> k_norm, k_norm_b;  // indexer.k_norm weight, bias [head_dim] (LayerNorm)
+  WeightMatrix proj;                  // indexer.proj [n_heads, n_embd]: per-head score weights
+
+  bool valid() const { return q_b.valid(); }
+};
+
 struct LayerWeights {
   std::vector<float> attn_norm;       // [n_embd]
   WeightMatrix wq, wk, wv, wo;        // [q_dim, n_embd], [kv_dim, n_embd], [v_dim, n_embd], [n_embd, q_dim]
                                       // (MLA: wq [n_head * (nope + rope), n_embd] when there is
                                       // no q_lora, no wk/wv, wo [n_embd, n_head * v_head_dim])
   MlaWeights mla;                     // MLA layers
+  DsaWeights dsa;                     // glm-dsa layers with their own indexer
   std::vector<float> bq, bk, bv;      // biases (qwen2) or empty
   std::vector<float> q_norm, k_norm;  // [head_dim] (qk_norm) or empty
   std::vector<float> attn_post_norm;  // [n_embd] (post_norms) or empty

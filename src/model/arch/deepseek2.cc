@@ -4,7 +4,9 @@
 // run absorbed through the split attn_k_b/attn_v_b — normal (adjacent-pair) RoPE with
 // optional YaRN scaling and its attention-factor correction, leading dense layers, then
 // MoE layers with shared experts and the gating function the file names (softmax by
-// default, sigmoid with the exp_probs_b selection bias for V3-style files).
+// default, sigmoid with the exp_probs_b selection bias for V3-style files). glm-dsa
+// (arch/glm_dsa.cc) shares all of it through LoadDeepseek2FamilyConfig.
+#include <algorithm>
 #include <cmath>
 
 #include "model/gguf_file.h"
@@ -12,11 +14,12 @@
 
 namespace tandem {
 
-StatusOr<ModelConfig> LoadDeepseek2Config(const GgufFile& file) {
+StatusOr<ModelConfig> LoadDeepseek2FamilyConfig(const GgufFile& file, const std::string& arch,
+                                                ExpertGating default_gating) {
   ModelConfig c;
-  TANDEM_RETURN_IF_ERROR(LoadCommonHparams(file, "deepseek2", &c));
+  TANDEM_RETURN_IF_ERROR(LoadCommonHparams(file, arch, &c));
   auto get = [&](const char* suffix, uint64_t fallback, bool required, int* out) -> Status {
-    const std::string key = std::string("deepseek2.") + suffix;
+    const std::string key = arch + "." + suffix;
     uint64_t v = fallback;
     if (required) {
       TANDEM_ASSIGN_OR_RETURN(v, file.GetUint(key));
@@ -33,6 +36,10 @@ StatusOr<ModelConfig> LoadDeepseek2Config(const GgufFile& file) {
   TANDEM_RETURN_IF_ERROR(get("attention.kv_lora_rank", 0, true, &m.kv_lora_rank));
   TANDEM_RETURN_IF_ERROR(get("attention.key_length_mla", 0, false, &k_mla));
   TANDEM_RETURN_IF_ERROR(get("attention.value_length_mla", 0, false, &v_mla));
+  if ((k_mla == 0 || v_mla == 0) && arch != "deepseek2") {
+    return InvalidArgumentError(arch + " needs MLA: metadata keys '" + arch + ".attention.key_length_mla' and '" +
+                                arch + ".attention.value_length_mla'");
+  }
   if (k_mla == 0 || v_mla == 0) {
     // An older conversion: heads as plain MHA (key_length = nope + rope, value_length =
     // the value head) with the joint attn_kv_b; run absorbed all the same.
@@ -53,7 +60,7 @@ StatusOr<ModelConfig> LoadDeepseek2Config(const GgufFile& file) {
   if (m.kv_lora_rank < 1 || m.qk_nope_dim < 1 || c.n_kv_heads != 1 ||
       c.head_dim != m.kv_lora_rank + m.qk_rope_dim || c.v_head_dim != m.kv_lora_rank) {
     return InvalidArgumentError(
-        "deepseek2 MLA dimensions disagree: want head_count_kv 1, key_length = kv_lora_rank + "
+        arch + " MLA dimensions disagree: want head_count_kv 1, key_length = kv_lora_rank + "
         "rope.dimension_count, value_length = kv_lora_rank, key_length_mla > rope.dimension_count (got "
         "head_count_kv " + std::to_string(c.n_kv_heads) + ", key_length " + std::to_string(c.head_dim) +
         ", value_length " + std::to_string(c.v_head_dim) + ", kv_lora_rank " + std::to_string(m.kv_lora_rank) +
@@ -69,16 +76,25 @@ StatusOr<ModelConfig> LoadDeepseek2Config(const GgufFile& file) {
   const float attn_factor_org = c.yarn.attn_factor * (1.0f + 0.1f * std::log(1.0f / c.rope_scale));
   const float mscale = attn_factor_org * (1.0f + 0.1f * c.yarn.log_mul * std::log(1.0f / c.rope_scale));
   c.kq_scale = mscale * mscale / std::sqrt(static_cast<float>(k_mla));
-  // Without expert_gating_func llama.cpp assumes softmax (DeepSeek-V2/V2.5 files), except
-  // for GLM-4.7-Flash files (47/48 layers, a 154880-token vocabulary): sigmoid.
-  const GgufValue* tokens = file.Find("tokenizer.ggml.tokens");
-  const bool glm47_flash = (c.n_layers == 47 || c.n_layers == 48) && tokens != nullptr &&
-                           tokens->array.size() == 154880;
-  c.moe.gating = glm47_flash ? ExpertGating::kSigmoid : ExpertGating::kSoftmax;
+  c.moe.gating = default_gating;
   c.moe.norm_weights = false;
   c.moe.probs_bias = file.FindTensor("blk." + std::to_string(c.n_layers - 1) + ".exp_probs_b.bias") != nullptr;
   TANDEM_RETURN_IF_ERROR(LoadMoeHparams(file, &c));
   return c;
+}
+
+StatusOr<ModelConfig> LoadDeepseek2Config(const GgufFile& file) {
+  // Without expert_gating_func llama.cpp assumes softmax (DeepSeek-V2/V2.5 files), except
+  // for GLM-4.7-Flash files (47/48 layers, a 154880-token vocabulary): sigmoid.
+  // (A missing or bad block_count is reported by the family loader.)
+  TANDEM_ASSIGN_OR_RETURN(uint64_t blocks, file.GetUintOr("deepseek2.block_count", 0));
+  TANDEM_ASSIGN_OR_RETURN(uint64_t nextn, file.GetUintOr("deepseek2.nextn_predict_layers", 0));
+  const uint64_t n_layers = blocks - std::min(blocks, nextn);
+  const GgufValue* tokens = file.Find("tokenizer.ggml.tokens");
+  const bool glm47_flash = (n_layers == 47 || n_layers == 48) && tokens != nullptr &&
+                           tokens->array.size() == 154880;
+  return LoadDeepseek2FamilyConfig(file, "deepseek2",
+                                   glm47_flash ? ExpertGating::kSigmoid : ExpertGating::kSoftmax);
 }
 
 }  // namespace tandem
