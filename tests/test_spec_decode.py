@@ -90,6 +90,46 @@ def test_draft_model_greedy_equals_no_speculation(tandem_bin, fixture_dir, tmp_p
             s.stop()
 
 
+def test_draft_model_on_the_default_model_and_on_the_decode_instance_of_pd(tandem_bin, default_model, tmp_path):
+    """The default model (262,144-token vocabulary) drafting for itself: every greedy draft
+    is accepted and the text is unchanged; as the decode instance of PD (P without
+    speculation), D's text equals a colocated engine's."""
+    from tandem_procs import free_port
+    config = json.dumps({"method": "draft_model", "model": str(default_model), "num_speculative_tokens": 3})
+    common = ["--served-model-name", "fixture", "--max-model-len", "1024"]
+
+    def kv(role, port=None):
+        c = {"kv_connector": "MooncakeConnectorV1", "kv_role": role, "engine_id": "0"}
+        if port:
+            c["kv_port"] = str(port)
+        return json.dumps(c)
+
+    procs = []
+    try:
+        colo = Server(tandem_bin, default_model, common, tmp_path, "colo")
+        procs.append(colo)
+        p = Server(tandem_bin, default_model, [*common, "--kv-transfer-config", kv("kv_producer", free_port())],
+                   tmp_path, "p")
+        procs.append(p)
+        d = Server(tandem_bin, default_model, [*common, "--kv-transfer-config", kv("kv_consumer"),
+                                               "--speculative-config", config], tmp_path, "d")
+        procs.append(d)
+        for prompt in ["The capital of France is", "Count: one, two, three,"]:
+            body = {"model": "fixture", "prompt": prompt, "max_tokens": 24, "temperature": 0, "ignore_eos": True}
+            want = colo.post("/v1/completions", body).json()["choices"][0]["text"]
+            assert d.post("/v1/completions", body).json()["choices"][0]["text"] == want, prompt
+            first = p.post("/v1/completions", dict(body, max_tokens=1, kv_transfer_params={"do_remote_decode": True}))
+            params = first.json()["kv_transfer_params"]
+            got = d.post("/v1/completions", dict(body, kv_transfer_params=params)).json()["choices"][0]["text"]
+            assert got == want, prompt
+        drafted = d.metric("vllm:spec_decode_num_draft_tokens_total")
+        assert drafted and d.metric("vllm:spec_decode_num_accepted_tokens_total") == drafted
+        assert d.metric("tandem_kv_transfer_pulls_total", result="ok") == 2
+    finally:
+        for proc in reversed(procs):
+            proc.stop()
+
+
 def test_draft_model_with_another_vocabulary_exits_2(tandem_bin, fixture_dir):
     config = json.dumps({"method": "draft_model", "model": str(fixture_dir / "llama.gguf"), "num_speculative_tokens": 2})
     r = subprocess.run([tandem_bin, "serve", str(fixture_dir / "qwen3.gguf"), "--speculative-config", config],

@@ -460,7 +460,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Engin
   if (UsesMtp(options)) {
     TANDEM_LOG(INFO) << "MTP speculation: NextN block 0 drafts up to " << options.speculative.num_speculative_tokens
                      << " tokens; its K/V rows ride in every KV block (KV fingerprint "
-                     << KvFingerprint(model, options) << ")";
+                     << KvFingerprint(model, options) << ")"
+                     << (c.dsa.n_heads > 0 ? "; the NextN block attends densely (its sparse-attention indexer is "
+                                             "not run)"
+                                           : "");
   }
   const int64_t block_bytes = KvArena::BytesPerToken(kv_layers, c.kv_dim(), c.v_dim()) * options.block_size;
   if (num_blocks <= 0) num_blocks = options.kv_cache_bytes / block_bytes;

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cmath>
 #include <map>
 
@@ -383,8 +385,13 @@ TEST_P(MtpEngineTest, OutputsEqualDecodingWithoutDrafts) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, MtpEngineTest, ::testing::Values("glm4moe-q4_k_m.gguf", "deepseek2-q4_k_m.gguf"),
-                         [](const auto& info) { return std::string(info.param).substr(0, 7); });
+INSTANTIATE_TEST_SUITE_P(Fixtures, MtpEngineTest,
+                         ::testing::Values("glm4moe-q4_k_m.gguf", "deepseek2-q4_k_m.gguf", "glm-dsa-q4_k_m.gguf"),
+                         [](const auto& info) {
+                           std::string name = std::string(info.param).substr(0, 9);
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 TEST(MtpEngineTest2, RefusesAModelWithoutNextnLayers) {
   auto model = LoadFixture("qwen3moe-q8_0.gguf");

@@ -107,8 +107,11 @@ void Forward::MlaAttention(int il, const std::vector<ForwardSequence>& batch) {
     KvStore* store = batch[seq_of_[i]].kv;
     Fp32ToFp16Row(kv, store->KeyRow(il, pos_[i]), kw);
   });
-  const bool sparse = c_.dsa.n_heads > 0;
-  if (sparse) DsaSelect(il, batch);  // glm-dsa: which cached positions each token keeps
+  // glm-dsa: which cached positions each token keeps. A NextN block (il >= n_layers, MTP
+  // drafts only) attends densely: its indexer is not bound (llama.cpp has no glm-dsa MTP
+  // graph to check one against).
+  const bool sparse = c_.dsa.n_heads > 0 && il < c_.n_layers;
+  if (sparse) DsaSelect(il, batch);
 
   // Absorbed queries' heads: k_b[h] · q_nope_h.
   PerHeadMatMul(w.k_b, mla_q_.data(), static_cast<int64_t>(H) * qh, qh, mla_qabs_.data(),
