@@ -1,5 +1,6 @@
 """`tandem generate` / `tandem perplexity` as a user runs them: real processes, real files."""
 import json
+import os
 import pathlib
 import subprocess
 
@@ -111,6 +112,20 @@ def test_bench_model_json(tandem_bin, fixture_dir):
                 "--prompt-tokens", "1", "--gen-tokens", "2", "--batch", "1", "--threads", "1"])
     assert tiny.returncode == 0, tiny.stderr
     assert json.loads(tiny.stdout)["prompt_tokens"] == 1
+    # The kernels' ISA level: the machine's best with kernels, or what TANDEM_ISA caps it to
+    # (a level the CPU lacks: a warning and the best available).
+    assert out["isa"] in ("avx2", "scalar")
+    assert "kernels: " + out["isa"] in r.stderr
+    env = dict(os.environ, TANDEM_ISA="scalar")
+    capped = run([tandem_bin, "bench", "model", "--model", str(fixture_dir / "llama.gguf"), "--json", "--repeat", "1",
+                  "--prompt-tokens", "8", "--gen-tokens", "2", "--batch", "1", "--threads", "1"], env=env)
+    assert capped.returncode == 0, capped.stderr
+    assert json.loads(capped.stdout)["isa"] == "scalar"
+    env["TANDEM_ISA"] = "amx"
+    over = run([tandem_bin, "bench", "model", "--model", str(fixture_dir / "llama.gguf"), "--json", "--repeat", "1",
+                "--prompt-tokens", "8", "--gen-tokens", "2", "--batch", "1", "--threads", "1"], env=env)
+    assert over.returncode == 0, over.stderr
+    assert "TANDEM_ISA=amx" in over.stderr and json.loads(over.stdout)["isa"] == out["isa"]
     bad = run([tandem_bin, "bench", "model", "--model", str(fixture_dir / "llama.gguf"), "--batch", "0"])
     assert bad.returncode == 2 and "--batch" in bad.stderr
 

@@ -38,6 +38,7 @@
 #include "cli/common_flags.h"
 #include "common/logging.h"
 #include "engine/engine.h"
+#include "kernels/isa.h"
 #include "kernels/memory_bandwidth.h"
 
 namespace tandem::cli {
@@ -247,9 +248,10 @@ int RunBenchModel(const BenchModelFlags& f) {
         << ", \"total_weight_bytes\": " << total_bytes << ", \"model_file_bytes\": " << file_bytes
         << ", \"peak_rss_after_load_bytes\": " << peak_rss_after_load
         << ", \"roofline_decode_tokens_per_s\": " << roofline
-        << ", \"decode_roofline_fraction\": " << (roofline > 0 ? tg / roofline : 0) << "}\n";
+        << ", \"decode_roofline_fraction\": " << (roofline > 0 ? tg / roofline : 0)
+        << ", \"isa\": \"" << IsaLevelName(KernelIsaLevel()) << "\"}\n";
   } else {
-    out << "model " << (*model)->name() << ", " << threads << " thread(s)"
+    out << "model " << (*model)->name() << ", " << threads << " thread(s), kernels " << KernelIsaReport()
         << (quantization == "w8a8" ? ", weights re-quantized to Q8_0 (w8a8)" : "") << "\n"
         << "prompt (" << f.prompt_tokens << " tokens): " << pp << " tok/s\n"
         << "decode (1 stream): " << tg << " tok/s\n";

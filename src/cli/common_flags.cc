@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "common/logging.h"
+#include "kernels/isa.h"
 
 namespace tandem::cli {
 
@@ -89,6 +90,7 @@ StatusOr<std::unique_ptr<Model>> LoadModelFromFlags(const ModelFlags& flags) {
   TANDEM_LOG(INFO) << "loaded " << path << ": " << c.arch << ", " << c.n_layers
                    << " layers, n_embd " << c.n_embd << ", vocab " << c.n_vocab << ", context "
                    << c.context_length;
+  TANDEM_LOG(INFO) << "kernels: " << KernelIsaReport();
   return model;
 }
 

@@ -4,7 +4,7 @@
 
 #include <bit>
 
-#include "kernels/cpu_features.h"
+#include "kernels/isa.h"
 
 namespace tandem {
 namespace {
@@ -117,7 +117,7 @@ __attribute__((target("avx,f16c"))) void Fp32ToFp16RowF16c(const float* src, Fp1
   for (; i < n; ++i) dst[i] = Fp32ToFp16(src[i]);
 }
 
-const bool kHaveF16c = GetCpuFeatures().f16c;
+const bool kHaveF16c = KernelIsaLevel() >= IsaLevel::kAvx2;  // the avx2 level includes F16C
 
 }  // namespace
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common/logging.h"
-#include "kernels/cpu_features.h"
+#include "kernels/isa.h"
 #include "kernels/dequant.h"
 #include "kernels/half.h"
 #include "kernels/quant_dot_internal.h"
@@ -126,7 +126,7 @@ float QuantizeBlockQ8_0Scalar(const float* x, int8_t* q) {
 }
 
 const bool kUseAvx2Quantize =
-    GetCpuFeatures().avx2 && GetCpuFeatures().fma && GetCpuFeatures().f16c;
+    KernelIsaLevel() >= IsaLevel::kAvx2;
 
 }  // namespace
 

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/cpu_features.h"
+#include "kernels/isa.h"
 
 namespace tandem {
 namespace {
@@ -69,7 +69,7 @@ uint64_t SumScalar(const uint64_t* p, size_t lo, size_t hi) {
 double MeasureReadBandwidthGbps(const MemoryBandwidthOptions& options) {
   const int threads = std::max(1, options.threads);
   const int passes = std::max(1, options.passes);
-  const bool avx2 = GetCpuFeatures().avx2;
+  const bool avx2 = KernelIsaLevel() >= IsaLevel::kAvx2;
   const size_t n = std::max<size_t>(options.buffer_bytes / sizeof(uint64_t), 8);
   std::vector<uint64_t, AlignedAllocator<uint64_t>> buf(n);
   for (size_t i = 0; i < n; ++i) buf[i] = i;  // faulted in before timing

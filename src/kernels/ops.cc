@@ -6,7 +6,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/cpu_features.h"
+#include "kernels/isa.h"
 #include "kernels/half.h"
 
 namespace tandem {
@@ -257,8 +257,8 @@ __attribute__((target("avx2,fma,f16c"))) void WeightedSumF16RowsGroupAvx2(
   }
 }
 
-const bool kHaveAvx2 = GetCpuFeatures().avx2 && GetCpuFeatures().fma;
-const bool kHaveF16c = kHaveAvx2 && GetCpuFeatures().f16c;
+const bool kHaveAvx2 = KernelIsaLevel() >= IsaLevel::kAvx2;
+const bool kHaveF16c = kHaveAvx2;  // the avx2 level includes F16C
 
 }  // namespace
 

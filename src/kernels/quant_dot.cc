@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common/logging.h"
-#include "kernels/cpu_features.h"
+#include "kernels/isa.h"
 #include "kernels/dequant.h"
 #include "kernels/half.h"
 #include "kernels/quant_dot_internal.h"
@@ -308,7 +308,7 @@ float DotQ6_KAvx2(const void* w_row, const void* a_row, int64_t n_blocks) {
   return out;
 }
 
-const bool kUseAvx2 = GetCpuFeatures().avx2 && GetCpuFeatures().fma && GetCpuFeatures().f16c;
+const bool kUseAvx2 = KernelIsaLevel() >= IsaLevel::kAvx2;
 
 }  // namespace
 

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/cpu_features.h"
+#include "kernels/isa.h"
 
 namespace tandem {
 namespace {
@@ -19,7 +19,7 @@ constexpr float kMinArg = -87.0f;
 constexpr float kTaylor[8] = {1.0f,      1.0f,       1.0f / 2,   1.0f / 6,
                               1.0f / 24, 1.0f / 120, 1.0f / 720, 1.0f / 5040};
 
-const bool kUseAvx2 = GetCpuFeatures().avx2 && GetCpuFeatures().fma;
+const bool kUseAvx2 = KernelIsaLevel() >= IsaLevel::kAvx2;
 
 __attribute__((target("avx2,fma"))) inline __m256 ExpNonPositive8(__m256 x) {
   // x >= kMinArg (false for NaN) keeps a lane; the others end up 0.
