@@ -12,6 +12,14 @@ SPEC = json.dumps({"method": "ngram", "num_speculative_tokens": 4, "prompt_looku
 COMMON = ["--served-model-name", "fixture", "--max-model-len", "512"]
 
 
+def kv_config(role, port=None):
+    """A --kv-transfer-config for a P (kv_producer, with its transfer port) or a D."""
+    c = {"kv_connector": "MooncakeConnectorV1", "kv_role": role, "engine_id": "0"}
+    if port:
+        c["kv_port"] = str(port)
+    return json.dumps(c)
+
+
 def test_ngram_greedy_equals_no_speculation(tandem_bin, fixture_dir, tmp_path):
     model = fixture_dir / "gemma3.gguf"
     plain = Server(tandem_bin, model, COMMON, tmp_path, "plain")
@@ -98,20 +106,14 @@ def test_draft_model_on_the_default_model_and_on_the_decode_instance_of_pd(tande
     config = json.dumps({"method": "draft_model", "model": str(default_model), "num_speculative_tokens": 3})
     common = ["--served-model-name", "fixture", "--max-model-len", "1024"]
 
-    def kv(role, port=None):
-        c = {"kv_connector": "MooncakeConnectorV1", "kv_role": role, "engine_id": "0"}
-        if port:
-            c["kv_port"] = str(port)
-        return json.dumps(c)
-
     procs = []
     try:
         colo = Server(tandem_bin, default_model, common, tmp_path, "colo")
         procs.append(colo)
-        p = Server(tandem_bin, default_model, [*common, "--kv-transfer-config", kv("kv_producer", free_port())],
+        p = Server(tandem_bin, default_model, [*common, "--kv-transfer-config", kv_config("kv_producer", free_port())],
                    tmp_path, "p")
         procs.append(p)
-        d = Server(tandem_bin, default_model, [*common, "--kv-transfer-config", kv("kv_consumer"),
+        d = Server(tandem_bin, default_model, [*common, "--kv-transfer-config", kv_config("kv_consumer"),
                                                "--speculative-config", config], tmp_path, "d")
         procs.append(d)
         for prompt in ["The capital of France is", "Count: one, two, three,"]:
@@ -154,22 +156,16 @@ def test_mtp_greedy_equals_no_speculation_colocated_and_pd(tandem_bin, fixture_d
     model = fixture_dir / "glm4moe-q4_k_m.gguf"
     mtp = ["--speculative-config", '{"num_speculative_tokens": 3, "method": "deepseek_mtp"}']
 
-    def kv(role, port=None):
-        c = {"kv_connector": "MooncakeConnectorV1", "kv_role": role, "engine_id": "0"}
-        if port:
-            c["kv_port"] = str(port)
-        return json.dumps(c)
-
     procs = []
     try:
         plain = Server(tandem_bin, model, COMMON, tmp_path, "plain")
         procs.append(plain)
         colo = Server(tandem_bin, model, [*COMMON, *mtp], tmp_path, "colo")
         procs.append(colo)
-        p = Server(tandem_bin, model, [*COMMON, *mtp, "--kv-transfer-config", kv("kv_producer", free_port())],
+        p = Server(tandem_bin, model, [*COMMON, *mtp, "--kv-transfer-config", kv_config("kv_producer", free_port())],
                    tmp_path, "p")
         procs.append(p)
-        d = Server(tandem_bin, model, [*COMMON, *mtp, "--kv-transfer-config", kv("kv_consumer")], tmp_path, "d")
+        d = Server(tandem_bin, model, [*COMMON, *mtp, "--kv-transfer-config", kv_config("kv_consumer")], tmp_path, "d")
         procs.append(d)
         for prompt in ["alpha beta gamma delta alpha beta gamma", "1 2 3 1 2 3 1 2", "x"]:
             body = {"model": "fixture", "prompt": prompt, "max_tokens": 32, "temperature": 0, "ignore_eos": True}
@@ -195,20 +191,14 @@ def test_ngram_on_the_decode_instance_of_pd(tandem_bin, fixture_dir, tmp_path):
     from tandem_procs import free_port
     model = fixture_dir / "gemma3.gguf"
 
-    def kv(role, port=None):
-        c = {"kv_connector": "MooncakeConnectorV1", "kv_role": role, "engine_id": "0"}
-        if port:
-            c["kv_port"] = str(port)
-        return json.dumps(c)
-
     procs = []
     try:
         colo = Server(tandem_bin, model, COMMON, tmp_path, "colo")
         procs.append(colo)
-        p = Server(tandem_bin, model, [*COMMON, "--kv-transfer-config", kv("kv_producer", free_port()),
+        p = Server(tandem_bin, model, [*COMMON, "--kv-transfer-config", kv_config("kv_producer", free_port()),
                                        "--speculative-config", SPEC], tmp_path, "p")
         procs.append(p)
-        d = Server(tandem_bin, model, [*COMMON, "--kv-transfer-config", kv("kv_consumer"),
+        d = Server(tandem_bin, model, [*COMMON, "--kv-transfer-config", kv_config("kv_consumer"),
                                        "--speculative-config", SPEC], tmp_path, "d")
         procs.append(d)
         for prompt in [" ".join(["alpha beta gamma delta"] * 6), "1 2 3 1 2 3 1 2 3 1 2"]:

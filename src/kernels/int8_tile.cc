@@ -509,39 +509,13 @@ __attribute__((target("avx2,fma"))) void DotInt8Tile4x2Avx2(const TileOperand w[
   }
 }
 
-// DotTileRow's vector path: each pair of weight blocks decoded as PrepareTileWeightRow
-// would, then exactly the tile's per-lane steps for one row and one token.
-template <TensorType kType>
-__attribute__((target("avx2,fma,f16c"))) inline float DotTileRowAvx2(const void* w_row,
-                                                                     const TileOperand& a,
-                                                                     int64_t n_pairs) {
-  const int8_t* aq = static_cast<const int8_t*>(a.q);
-  __m256 acc = _mm256_setzero_ps();
-  // Decode streams the weights once from DRAM; the hardware prefetcher alone leaves one
-  // core at ~80% of its read bandwidth (kernels_bench lm_head GEMV), so each pair also
-  // asks for the line kPrefetchBytes ahead (past this row: the next rows of the matrix).
-  constexpr int64_t kPairBytes = kStoredPairBytes<kType>;
-  constexpr int64_t kPrefetchBytes = 1536;
-  const char* ahead = static_cast<const char*>(w_row) + kPrefetchBytes;
-  for (int64_t p = 0; p < n_pairs; ++p) {
-    _mm_prefetch(ahead + p * kPairBytes, _MM_HINT_T0);
-    __m256i w0, w1;
-    uint16_t d0, d1;
-    DecodeWeightPair<kType>(w_row, p, &w0, &w1, &d0, &d1);
-    if constexpr (!kStoredInTileOrder<kType>) ToTileOrder(&w0, &w1);
-    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq + 64 * p));
-    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq + 64 * p + 32));
-    const __m256i h = PairSums<kType == TensorType::kQ8_0>(w0, w1, x0, x1, a.corr + 8 * p);
-    const __m256 wd = PairScaleLanes(d0, d1);
-    const __m256 scale = _mm256_mul_ps(wd, _mm256_loadu_ps(a.d_lanes + 8 * p));
-    acc = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(h), acc);
-  }
-  return HorizontalSum(acc);
-}
-
-// DotTileRowAvx2 for up to kGroup tokens at once: each pair of weight blocks is decoded
-// once for all of them; every token's lanes take exactly DotTileRowAvx2's steps, in the
-// same order, so each result has its bits.
+// DotTileRow's vector path for kGroup tokens at once: each pair of weight blocks is decoded
+// as PrepareTileWeightRow would, once for all of them, then every token's lanes take
+// exactly the tile's per-lane steps, in the same order, so a token's result does not
+// depend on the group it is in. Decode streams the weights once from DRAM; the hardware
+// prefetcher alone leaves one core at ~80% of its read bandwidth (kernels_bench lm_head
+// GEMV), so each pair also asks for the line kPrefetchBytes ahead (past this row: the
+// next rows of the matrix).
 template <TensorType kType, int kGroup>
 __attribute__((target("avx2,fma,f16c"))) inline void DotTileRowGroupAvx2(const void* w_row,
                                                                         const TileOperand* a,
@@ -568,6 +542,15 @@ __attribute__((target("avx2,fma,f16c"))) inline void DotTileRowGroupAvx2(const v
     }
   }
   for (int t = 0; t < kGroup; ++t) out[t] = HorizontalSum(acc[t]);
+}
+
+template <TensorType kType>
+__attribute__((target("avx2,fma,f16c"))) inline float DotTileRowAvx2(const void* w_row,
+                                                                     const TileOperand& a,
+                                                                     int64_t n_pairs) {
+  float out;
+  DotTileRowGroupAvx2<kType, 1>(w_row, &a, n_pairs, &out);
+  return out;
 }
 
 // Rows outer, tokens inner: a row read from DRAM once serves every token (from L1),
