@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -32,6 +33,11 @@
 namespace tandem {
 namespace {
 
+int64_t SteadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 class EngineImpl final : public Engine {
  public:
   EngineImpl(const Model& model, const EngineOptions& options, MetricsRegistry* metrics,
@@ -44,7 +50,7 @@ class EngineImpl final : public Engine {
         kv_(kv::KvCacheConfig{static_cast<int32_t>(arena_.num_blocks()), options.block_size,
                               options.enable_prefix_caching, model.fingerprint(), "f16"}),
         runner_(model.config(), model.weights(), pool_.get(), &arena_, &kv_),
-        scheduler_(&kv_, options.max_num_seqs, options.max_num_batched_tokens),
+        scheduler_(&kv_, options.max_num_seqs, options.max_num_batched_tokens, options.scheduling_policy),
         output_(model.tokenizer()),
         metrics_(metrics, options.model_name),
         metrics_registry_(metrics),
@@ -97,6 +103,11 @@ class EngineImpl final : public Engine {
     const int n = static_cast<int>(request.prompt_tokens.size());
     TANDEM_RETURN_IF_ERROR(ValidateEngineRequest(request, model_.config().n_vocab, options_.max_model_len,
                                                  arena_.num_blocks() * options_.block_size));
+    if (request.params.priority != 0 && options_.scheduling_policy != EngineOptions::SchedulingPolicy::kPriority) {
+      // vLLM's rule and message.
+      return InvalidArgumentError("Got priority " + std::to_string(request.params.priority) +
+                                  " but Priority scheduling is not enabled.");
+    }
     if (connector_) {
       connector_->AcceptRequest(&request.kv_transfer, n);
     } else {
@@ -116,6 +127,11 @@ class EngineImpl final : public Engine {
     live_ids_.insert(request.request_id);
     auto r = std::make_unique<Request>(std::move(request), request.params.has_seed ? request.params.sampling.seed : rng_());
     r->max_tokens = std::max(1, std::min(r->params.max_tokens, options_.max_model_len - n));
+    r->arrival_seq = next_arrival_seq_++;
+    // Work arriving at an idle engine starts the watchdog's clock afresh (the last step
+    // may be long ago); a busy or stuck engine's clock is left alone.
+    if (inbox_.empty() && !has_work_.load()) last_progress_ns_.store(SteadyNs());
+    has_work_.store(true);
     inbox_.push_back(std::move(r));
     cv_.notify_one();
     return Status::Ok();
@@ -139,6 +155,25 @@ class EngineImpl final : public Engine {
   }
 
   const EngineOptions& options() const override { return options_; }
+
+  EngineHealth Health() const override {
+    EngineHealth h;
+    if (loop_exited_.load()) {
+      h.healthy = false;
+      h.reason = "the engine loop has stopped";
+      return h;
+    }
+    const int64_t now = SteadyNs();
+    h.seconds_since_step = static_cast<double>(now - last_progress_ns_.load()) / 1e9;
+    if (has_work_.load() && h.seconds_since_step > options_.health_watchdog_s) {
+      h.healthy = false;
+      char why[160];
+      std::snprintf(why, sizeof(why), "the engine loop has not completed a step for %.1f s with work queued "
+                    "(watchdog %.1f s)", h.seconds_since_step, options_.health_watchdog_s);
+      h.reason = why;
+    }
+    return h;
+  }
 
   void Shutdown() override {
     {
@@ -203,9 +238,14 @@ class EngineImpl final : public Engine {
       if (stop_seen && requests_.empty()) {
         if (options_.kv_event_sink) options_.kv_event_sink->EndStep();
         PublishGauges();
+        loop_exited_.store(true);
         return;
       }
+      if (options_.fault_step_delay_ms > 0 && scheduler_.has_work()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(options_.fault_step_delay_ms));  // TEST ONLY
+      }
       Step();
+      last_progress_ns_.store(SteadyNs());
       if (options_.kv_event_sink) options_.kv_event_sink->EndStep();  // KV events: one batch per step
       PublishGauges();
       metrics_.MaybeLogStats(scheduler_.num_running(), scheduler_.num_waiting(), kv_.usage(), kv_.prefix_cache_stats());
@@ -371,6 +411,7 @@ class EngineImpl final : public Engine {
     num_running_.store(scheduler_.num_running() + scheduler_.num_loading());
     num_waiting_.store(scheduler_.num_waiting());
     kv_usage_.store(kv_.usage());
+    has_work_.store(scheduler_.has_work());
     num_parked_.store(connector_ ? connector_->num_kept() : 0);
     metrics_.SetGauges(scheduler_.num_running(), scheduler_.num_waiting(), kv_.usage(), kv_.prefix_cache_stats());
   }
@@ -401,10 +442,16 @@ class EngineImpl final : public Engine {
   bool connector_event_ = false;                 // guarded by mu_
   bool reset_prefix_cache_ = false;              // guarded by mu_
   std::mt19937_64 rng_;                          // guarded by mu_
+  uint64_t next_arrival_seq_ = 0;                // guarded by mu_
   std::atomic<int> num_parked_{0};
   std::atomic<int> num_running_{0};
   std::atomic<int> num_waiting_{0};
   std::atomic<double> kv_usage_{0};
+  // /health's watchdog: steady-clock ns of the last completed step (or of work arriving
+  // at an idle engine), whether requests wait or run, whether the loop has returned.
+  std::atomic<int64_t> last_progress_ns_{SteadyNs()};
+  std::atomic<bool> has_work_{false};
+  std::atomic<bool> loop_exited_{false};
   std::thread thread_;
 };
 

@@ -103,6 +103,18 @@ struct EngineOptions {
   // "stop" and stop_reason "recomputed" (what it generated so far included), and the
   // proxy re-sends the rest through a prefill instance.
   bool recompute_scheduler = false;
+  // --scheduling-policy (vLLM's): kFcfs admits in arrival order and preempts the newest
+  // running request; kPriority admits by (priority, arrival) and preempts the running
+  // request with the largest (priority, arrival). Under kFcfs a nonzero request
+  // priority is refused (vLLM's rule).
+  enum class SchedulingPolicy { kFcfs, kPriority };
+  SchedulingPolicy scheduling_policy = SchedulingPolicy::kFcfs;
+  // /health's watchdog (--health-watchdog-s): the engine reports itself stalled when work
+  // is queued and no step completed for this long (Engine::Health).
+  double health_watchdog_s = 60;
+  // TEST ONLY (env TANDEM_FAULT_ENGINE_STEP_DELAY_MS in `tandem serve`): every step that
+  // has work first sleeps this long, as a stuck loop would, so tests can watch /health.
+  int fault_step_delay_ms = 0;
   SpeculativeOptions speculative;
   // KV cache events (--kv-events-config): the prefix cache reports to this sink on the
   // engine thread, and the engine closes one batch per step (EndStep). Null = none.
@@ -128,6 +140,9 @@ struct GenerationParams {
   // Goes into every KV block hash of the request: only requests with the same salt share
   // prefix-cache blocks (vLLM's cache_salt; empty = the shared cache).
   std::string cache_salt;
+  // vLLM's request priority: lower runs first (ties by arrival). Only with
+  // --scheduling-policy priority; under fcfs a nonzero value is refused.
+  int priority = 0;
   // Test-only: when non-empty, these tokens are emitted in order instead of sampled
   // (the model still runs), and the request then stops with finish_reason "stop". Lets
   // tests drive the output parsers with exact model output on any model.
@@ -163,6 +178,13 @@ struct EngineRequest {
   GenerationParams params;
   std::function<void(const RequestOutput&)> on_output;  // required
   KvTransferRequest kv_transfer;       // PD: what the proxy asked of this instance
+};
+
+// Whether the step loop is making progress (GET /health).
+struct EngineHealth {
+  bool healthy = true;
+  std::string reason;              // why not, when !healthy
+  double seconds_since_step = 0;   // since the last completed step (or since work arrived)
 };
 
 // A point-in-time view for /health and logs.
@@ -204,6 +226,11 @@ class Engine {
   virtual int kv_transfer_port() const = 0;
 
   virtual EngineSnapshot Snapshot() const = 0;
+
+  // Unhealthy when the step loop has exited (Shutdown) or when work is queued and no step
+  // completed within options().health_watchdog_s (a stuck loop). An idle engine is
+  // healthy however long ago its last step was.
+  virtual EngineHealth Health() const = 0;
   virtual const EngineOptions& options() const = 0;
 
   // Aborts everything still running and stops the step thread.

@@ -70,6 +70,7 @@ struct Request {
   std::string stop_reason;            // matched stop string or stop token id
 
   Clock::time_point arrival;
+  uint64_t arrival_seq = 0;           // the engine's arrival counter (ties in priority order)
   Clock::time_point first_token_time;
   Clock::time_point last_token_time;
   bool has_first_token = false;

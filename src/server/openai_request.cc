@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 
 #include "server/json_fields.h"
@@ -159,9 +160,19 @@ Status ReadSampling(JsonFields& fields, SamplingRequest* request) {
     if (salt->empty()) return Invalid("Parameter 'cache_salt' must be a non-empty string if provided.");
     p.cache_salt = std::move(*salt);
   }
+  // vLLM's request priority (lower runs first); the engine refuses a nonzero value
+  // unless --scheduling-policy priority.
+  std::optional<int64_t> priority;
+  TANDEM_RETURN_IF_ERROR(fields.Integer("priority", &priority));
+  if (priority.has_value()) {
+    if (*priority < INT32_MIN || *priority > INT32_MAX) {
+      return Invalid("priority must be a 32-bit integer, got " + std::to_string(*priority) + ".");
+    }
+    p.priority = static_cast<int>(*priority);
+  }
   // Known OpenAI/vLLM fields that need no action here (not "ignored" in the log sense).
   for (const char* known :
-       {"response_format", "include_stop_str_in_output", "request_id", "priority",
+       {"response_format", "include_stop_str_in_output", "request_id",
         "tool_choice", "parallel_tool_calls", "reasoning_effort", "store", "metadata",
         "service_tier", "truncate_prompt_tokens"}) {
     fields.Raw(known);
