@@ -143,6 +143,13 @@ struct GenerationParams {
   // vLLM's request priority: lower runs first (ties by arrival). Only with
   // --scheduling-policy priority; under fcfs a nonzero value is refused.
   int priority = 0;
+  // Parallel sampling: choices generated for the prompt (1..max_num_seqs). With n > 1 the
+  // engine runs child requests "<i>_<request_id>" (vLLM's ids; AbortRequest of the
+  // request id aborts them all); the prompt is prefilled once and its KV forked to every
+  // child (full blocks shared, the partial last block copied); each child draws its own
+  // first token from the prompt's logits, with the seed `seed + i` (vLLM's rule) or, with
+  // no seed, a seed of its own.
+  int n = 1;
   // Test-only: when non-empty, these tokens are emitted in order instead of sampled
   // (the model still runs), and the request then stops with finish_reason "stop". Lets
   // tests drive the output parsers with exact model output on any model.
@@ -157,6 +164,7 @@ struct TokenLogprob {
 
 struct RequestOutput {
   std::string request_id;
+  int index = 0;                       // the choice (0..n-1) this output belongs to
   std::vector<int32_t> new_tokens;     // generated since the previous callback
   std::string new_text;                // their text (UTF-8 complete; stop strings removed)
   std::vector<TokenLogprob> new_logprobs;  // parallel to new_tokens when logprobs >= 0
@@ -206,7 +214,8 @@ class Engine {
   virtual ~Engine() = default;
 
   // Queues a request. InvalidArgument if the prompt is empty or does not fit
-  // max_model_len; AlreadyExists for a duplicate live id; ResourceExhausted when the
+  // max_model_len, if params.n is out of [1, max_num_seqs] or n > 1 comes with
+  // kv_transfer_params, or for a nonzero priority under fcfs; AlreadyExists for a duplicate live id; ResourceExhausted when the
   // waiting queue is full; Unavailable after Shutdown.
   virtual Status AddRequest(EngineRequest request) = 0;
 

@@ -4,12 +4,15 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "engine/engine.h"
+#include "common/metrics.h"
 #include "engine/engine_test_util.h"
 
 namespace tandem {
@@ -103,6 +106,158 @@ TEST(EngineSurfaceTest, HealthWatchdog) {
   EngineHealth after = h.engine().Health();
   EXPECT_FALSE(after.healthy);
   EXPECT_EQ(after.reason, "the engine loop has stopped");
+}
+
+// Runs requests straight on an Engine and gathers each choice (RequestOutput::index) of
+// each request until every choice finished.
+class Choices {
+ public:
+  Choices(const Model& model, EngineOptions options) {
+    auto engine = Engine::Create(model, options, &metrics_);
+    EXPECT_TRUE(engine.ok()) << engine.status().ToString();
+    engine_ = std::move(engine).value();
+  }
+
+  Status Submit(const std::string& id, std::vector<int32_t> prompt, GenerationParams params) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pending_ += params.n;
+      results_[id].resize(static_cast<size_t>(params.n));
+    }
+    EngineRequest r;
+    r.request_id = id;
+    r.prompt_tokens = std::move(prompt);
+    r.params = params;
+    r.on_output = [this, id](const RequestOutput& out) {
+      std::lock_guard<std::mutex> lock(mu_);
+      Collected& c = results_[id].at(static_cast<size_t>(out.index));
+      EXPECT_EQ(c.last.finished, false) << "output after the end of choice " << out.index;
+      c.tokens.insert(c.tokens.end(), out.new_tokens.begin(), out.new_tokens.end());
+      c.last = out;
+      ++c.callbacks;
+      if (out.finished && --pending_ == 0) cv_.notify_all();
+    };
+    Status s = engine_->AddRequest(std::move(r));
+    if (!s.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      pending_ -= params.n;
+      results_.erase(id);
+    }
+    return s;
+  }
+
+  std::map<std::string, std::vector<Collected>> Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    EXPECT_TRUE(cv_.wait_for(lock, std::chrono::seconds(120), [&] { return pending_ == 0; })) << "timed out";
+    return results_;
+  }
+
+  // vllm:prompt_tokens: prompt tokens the model has run.
+  double prompt_tokens_run() {
+    return metrics_.GetCounter("vllm:prompt_tokens", "", {{"model_name", "tandem"}, {"engine", "0"}})->value();
+  }
+  Engine& engine() { return *engine_; }
+
+ private:
+  MetricsRegistry metrics_;
+  std::unique_ptr<Engine> engine_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, std::vector<Collected>> results_;
+  int pending_ = 0;
+};
+
+// Greedy n = 3 with 4-token blocks (the 10-token prompt ends in a partial block that is
+// copied): the prompt runs once, and every choice equals a lone n = 1 run.
+TEST(EngineSurfaceTest, ParallelSamplingForksThePromptOnce) {
+  auto model = LoadFixture("llama.gguf");
+  ASSERT_NE(model, nullptr);
+  EngineOptions opts;
+  opts.block_size = 4;
+  opts.enable_prefix_caching = false;  // the fork alone shares the prompt
+  Choices engine(*model, opts);
+  std::vector<int32_t> prompt = model->tokenizer().Encode("once upon a time there was a fox", true, false);
+  prompt.resize(10, prompt.back());
+  ASSERT_EQ(prompt.size(), 10u);
+  ASSERT_TRUE(engine.Submit("alone", prompt, Tokens(12)).ok());
+  const std::vector<int32_t> alone = engine.Wait()["alone"][0].tokens;
+  ASSERT_EQ(alone.size(), 12u);
+  const double before = engine.prompt_tokens_run();
+  GenerationParams p = Tokens(12);
+  p.n = 3;
+  ASSERT_TRUE(engine.Submit("three", prompt, p).ok());
+  auto results = engine.Wait();
+  EXPECT_EQ(engine.prompt_tokens_run() - before, 10) << "the prompt is prefilled once for all choices";
+  ASSERT_EQ(results["three"].size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    const Collected& c = results["three"][static_cast<size_t>(i)];
+    EXPECT_EQ(c.tokens, alone) << "choice " << i;
+    EXPECT_TRUE(c.last.finished);
+    EXPECT_EQ(c.last.finish_reason, "length");
+    EXPECT_EQ(c.last.index, i);
+    EXPECT_EQ(c.last.completion_tokens, 12);
+    EXPECT_EQ(c.last.prompt_tokens, 10);
+  }
+  EXPECT_EQ(engine.engine().Snapshot().kv_cache_usage, 0) << "every block is free again";
+}
+
+// Seeded sampling: choice i draws as an n = 1 request with seed + i (vLLM's rule), its
+// first token included (drawn from the shared prompt logits).
+TEST(EngineSurfaceTest, ParallelSamplingSeedsAreSeedPlusIndex) {
+  auto model = LoadFixture("llama.gguf");
+  ASSERT_NE(model, nullptr);
+  EngineOptions opts;
+  opts.block_size = 4;
+  Choices engine(*model, opts);
+  const std::vector<int32_t> prompt = model->tokenizer().Encode("the quick brown fox", true, false);
+  GenerationParams p = Tokens(10);
+  p.sampling.temperature = 1.0f;
+  p.has_seed = true;
+  p.sampling.seed = 1234;
+  for (int i = 0; i < 3; ++i) {
+    GenerationParams one = p;
+    one.sampling.seed = p.sampling.seed + static_cast<uint64_t>(i);
+    ASSERT_TRUE(engine.Submit("seed" + std::to_string(i), prompt, one).ok());
+  }
+  p.n = 3;
+  ASSERT_TRUE(engine.Submit("three", prompt, p).ok());
+  auto results = engine.Wait();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(results["three"][static_cast<size_t>(i)].tokens, results["seed" + std::to_string(i)][0].tokens)
+        << "choice " << i;
+  }
+  EXPECT_NE(results["three"][0].tokens, results["three"][1].tokens);
+}
+
+// Aborting the request id ends every choice, forked or not; n is bounded by the seats.
+TEST(EngineSurfaceTest, ParallelSamplingAbortAndLimits) {
+  auto model = LoadFixture("llama.gguf");
+  ASSERT_NE(model, nullptr);
+  EngineOptions opts;
+  opts.max_num_seqs = 4;
+  opts.fault_step_delay_ms = 20;  // slow enough to abort mid-way
+  Choices engine(*model, opts);
+  GenerationParams p = Tokens(400);
+  p.n = 4;
+  ASSERT_TRUE(engine.Submit("many", {1, 2, 3, 4, 5}, p).ok());
+  engine.engine().AbortRequest("many");
+  auto results = engine.Wait();
+  for (const Collected& c : results["many"]) EXPECT_EQ(c.last.finish_reason, "abort");
+  p.n = 5;
+  Status s = engine.Submit("too_many", {1, 2, 3}, p);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "n must be at most 4 (--max-num-seqs), got 5.");
+  // The id is free again once all its choices are done (the engine lets it go just
+  // after the last callback).
+  p = Tokens(2);
+  p.n = 2;
+  Status again = engine.Submit("many", {1, 2, 3}, p);
+  for (int i = 0; i < 100 && again.code() == StatusCode::kAlreadyExists; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    again = engine.Submit("many", {1, 2, 3}, p);
+  }
+  ASSERT_TRUE(again.ok()) << again.ToString();
+  EXPECT_EQ(engine.Wait()["many"].size(), 2u);
 }
 
 }  // namespace

@@ -46,6 +46,17 @@ size_t Scheduler::VictimIndex() const {
   return worst;
 }
 
+void Scheduler::AddRunning(Request* request) {
+  request->status = RequestStatus::kRunning;
+  running_.push_back(request);
+}
+
+int Scheduler::NumSeats() const {
+  int seats = static_cast<int>(running_.size() + loading_.size());
+  for (const Request* r : running_) seats += static_cast<int>(r->fork_children.size());
+  return seats;
+}
+
 void Scheduler::FinishRequest(Request* request) {
   DetachRequest(request);
   kv_->Free(request->id);
@@ -127,9 +138,10 @@ SchedulerOutput Scheduler::Schedule() {
 
   // 2. Waiting requests, in order, while there is room. Nothing is admitted in a step
   // that had to preempt: the freed blocks go to the requests already running.
-  while (out.num_preempted == 0 && !waiting_.empty() && budget > 0 &&
-         static_cast<int>(running_.size() + loading_.size()) < max_num_seqs_) {
+  while (out.num_preempted == 0 && !waiting_.empty() && budget > 0) {
     Request* r = waiting_.front();
+    // A parallel-sampling request needs seats for the choices it will fork.
+    if (NumSeats() + 1 + static_cast<int>(r->fork_children.size()) > max_num_seqs_) break;
     kv::ComputedBlocks hit;
     if (r->num_computed_tokens == 0) hit = kv_->GetComputedBlocks(r->id, r->tokens, r->params.cache_salt);
     const int computed = hit.num_computed_tokens;

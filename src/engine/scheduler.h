@@ -55,6 +55,10 @@ class Scheduler {
 
   // To the back of the waiting queue (fcfs), or at its (priority, arrival_seq) place.
   void AddRequest(Request* request);
+  // A forked choice of a parallel-sampling request (its blocks already allocated, its
+  // prompt computed): runs from the next step on. Its seat was reserved when its
+  // parent was admitted (a parent counts 1 + fork_children.size() against max_num_seqs).
+  void AddRunning(Request* request);
   // Removes a request from the queues and frees its blocks (finish or abort).
   void FinishRequest(Request* request);
   // Removes a finished request from the queues but keeps its blocks (a producer parks
@@ -83,6 +87,9 @@ class Scheduler {
 
  private:
   void Preempt(Request* request);
+  // Seats taken against max_num_seqs: running and loading requests, plus the choices
+  // that running requests will fork.
+  int NumSeats() const;
   // Inserts into waiting_ at the request's place under the policy; `front` (fcfs only)
   // puts it first (a preempted request).
   void Enqueue(Request* request, bool front);

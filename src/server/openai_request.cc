@@ -1,5 +1,6 @@
 #include "server/openai_request.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -106,7 +107,8 @@ Status ReadSampling(JsonFields& fields, SamplingRequest* request) {
   }
   if (n.has_value() && *n < 1)
     return Invalid("n must be at least 1, got " + std::to_string(*n) + ".");
-  if (n.value_or(1) > 1) return UnimplementedError("n > 1 is not supported");
+  // The upper bound (--max-num-seqs) is the server's (ServingContext::CheckChoices).
+  p.n = static_cast<int>(std::min<int64_t>(n.value_or(1), INT32_MAX));
   if (max_tokens.has_value() && *max_tokens < 1) {
     return Invalid("max_tokens must be at least 1, got " + std::to_string(*max_tokens) + ".");
   }
@@ -312,7 +314,10 @@ StatusOr<CompletionRequest> ParseCompletionRequest(std::string_view body, int32_
     TANDEM_RETURN_IF_ERROR(CheckLogprobs(*logprobs, "logprobs"));
     request.sampling.params.logprobs = static_cast<int>(*logprobs);
   }
-  if (best_of.value_or(1) != 1) return UnimplementedError("best_of != 1 is not supported");
+  if (best_of.has_value() && *best_of < 1)
+    return Invalid("best_of must be at least 1, got " + std::to_string(*best_of) + ".");
+  // vLLM V1 refuses best_of > 1 too ("vLLM V1 does not yet support best_of.").
+  if (best_of.value_or(1) > 1) return Invalid("best_of > 1 is not supported (as in vLLM V1); use n");
   if (echo.value_or(false)) return UnimplementedError("echo is not supported");
   if (suffix.has_value() && !suffix->empty())
     return UnimplementedError("suffix is not currently supported");

@@ -110,6 +110,18 @@ TEST(ParseCompletion, CacheSalt) {
   EXPECT_EQ(chat->sampling.params.cache_salt, "t");
 }
 
+TEST(ParseCompletion, ChoicesAndPriority) {
+  auto r = ParseCompletionRequest(R"({"prompt":"x","n":3,"priority":-2,"best_of":1})", 1000);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->sampling.params.n, 3);
+  EXPECT_EQ(r->sampling.params.priority, -2);
+  EXPECT_TRUE(r->sampling.ignored_fields.empty());
+  auto chat = ParseChatRequest(R"({"messages":[{"role":"user","content":"hi"}],"n":2,"priority":4})");
+  ASSERT_TRUE(chat.ok()) << chat.status().message();
+  EXPECT_EQ(chat->sampling.params.n, 2);
+  EXPECT_EQ(chat->sampling.params.priority, 4);
+}
+
 TEST(ParseCompletion, RejectsOutOfRangeValuesWithVllmMessages) {
   ExpectBadRequest(R"({"prompt":"x","temperature":-1})",
                    "temperature must be non-negative, got -1.0.");
@@ -127,7 +139,11 @@ TEST(ParseCompletion, RejectsOutOfRangeValuesWithVllmMessages) {
                    "min_tokens must be greater than or equal to 0");
   ExpectBadRequest(R"({"prompt":"x","logprobs":21})", "greater than max allowed: 20");
   ExpectBadRequest(R"({"prompt":"x","logprobs":-1})", "logprobs must be non-negative");
-  ExpectBadRequest(R"({"prompt":"x","n":2})", "n > 1 is not supported");
+  ExpectBadRequest(R"({"prompt":"x","n":"2"})", "n: Input should be a valid integer");
+  ExpectBadRequest(R"({"prompt":"x","priority":"high"})", "priority: Input should be a valid integer");
+  ExpectBadRequest(R"({"prompt":"x","priority":1.5})", "priority: Input should be a valid integer");
+  ExpectBadRequest(R"({"prompt":"x","priority":9999999999})", "priority must be a 32-bit integer");
+  ExpectBadRequest(R"({"prompt":"x","best_of":0})", "best_of must be at least 1");
   ExpectBadRequest(R"({"prompt":"x","n":0})", "n must be at least 1");
   ExpectBadRequest(R"({"prompt":"x","echo":true})", "echo");
   ExpectBadRequest(R"({"prompt":"x","best_of":2})", "best_of");
@@ -164,7 +180,7 @@ TEST(ParseChat, Rejects) {
         R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":30})",
         R"({"messages":[{"role":"user","content":"x"}],"max_completion_tokens":0})",
         R"({"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":[]})",
-        R"({"messages":[{"role":"user","content":"x"}],"n":3})"}) {
+        R"({"messages":[{"role":"user","content":"x"}],"n":0})"}) {
     auto r = ParseChatRequest(body);
     EXPECT_FALSE(r.ok()) << body;
     EXPECT_EQ(HttpStatusFor(r.status()), 400) << body;

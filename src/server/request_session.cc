@@ -1,5 +1,6 @@
 #include "server/request_session.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "common/logging.h"
@@ -12,10 +13,19 @@ namespace tandem::server {
 
 RequestSession::RequestSession(SessionOptions options,
                                std::shared_ptr<net::HttpResponseWriter> writer,
-                               std::unique_ptr<parsers::ChatOutputParser> output_parser)
-    : options_(std::move(options)),
-      writer_(std::move(writer)),
-      formatter_(options_.response, std::move(output_parser)) {}
+                               std::vector<std::unique_ptr<parsers::ChatOutputParser>> output_parsers)
+    : options_(std::move(options)), writer_(std::move(writer)) {
+  const int n = std::max(1, options_.params.n);
+  for (int i = 0; i < n; ++i) {
+    ResponseContext context = options_.response;
+    context.index = i;
+    formatters_.emplace_back(std::move(context), static_cast<size_t>(i) < output_parsers.size()
+                                                     ? std::move(output_parsers[static_cast<size_t>(i)])
+                                                     : nullptr);
+  }
+  finish_reasons_.resize(formatters_.size());
+  stop_reasons_.resize(formatters_.size());
+}
 
 void RequestSession::Begin() {
   if (!options_.stream) return;
@@ -44,20 +54,57 @@ void RequestSession::OnOutput(const RequestOutput& output) {
     first_output_s_ =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   }
-  if (output.finished) {
-    FinishLocked(output);
+  if (output.index < 0 || output.index >= static_cast<int>(formatters_.size())) {
+    TANDEM_LOG(ERROR) << "request " << options_.response.id << ": output for unknown choice " << output.index;
     return;
   }
+  if (output.finished) {
+    ChoiceFinishedLocked(output);
+    return;
+  }
+  ResponseFormatter& formatter = formatters_[static_cast<size_t>(output.index)];
   if (!options_.stream) {
-    formatter_.Append(output);
+    formatter.Append(output);
     return;
   }
   if (!StartStreamLocked()) return;  // the client is gone; the abort is on its way
   UsageCounts usage{output.prompt_tokens, output.completion_tokens, output.cached_tokens};
   for (const std::string& payload :
-       formatter_.StreamChunks(output, "null", options_.continuous_usage ? &usage : nullptr)) {
+       formatter.StreamChunks(output, "null", options_.continuous_usage ? &usage : nullptr)) {
     WriteEventLocked(payload);
   }
+}
+
+void RequestSession::ChoiceFinishedLocked(const RequestOutput& output) {
+  const size_t i = static_cast<size_t>(output.index);
+  if (formatters_.size() == 1 || output.finish_reason == "error" ||
+      (!options_.stream && output.finish_reason == "abort")) {
+    // One choice, or an end that fails the whole response.
+    FinishLocked(output);
+    return;
+  }
+  if (!finish_reasons_[i].empty()) return;
+  finish_reasons_[i] = output.finish_reason;
+  stop_reasons_[i] = StopReasonJson(output, options_.params);
+  completion_tokens_ += output.completion_tokens;
+  if (options_.stream) {
+    if (!StartStreamLocked()) return;
+    UsageCounts usage{output.prompt_tokens, output.completion_tokens, output.cached_tokens};
+    for (const std::string& payload : formatters_[i].StreamChunks(output, stop_reasons_[i],
+                                                                  options_.continuous_usage ? &usage : nullptr)) {
+      WriteEventLocked(payload);
+    }
+  } else {
+    formatters_[i].Append(output);
+  }
+  if (++num_finished_ < static_cast<int>(formatters_.size())) return;
+  // Every choice is done: the last output stands for the request, its counts summed.
+  RequestOutput last = output;
+  last.completion_tokens = completion_tokens_;
+  last.new_tokens.clear();
+  last.new_text.clear();
+  last.new_logprobs.clear();
+  FinishLocked(last);
 }
 
 void RequestSession::FinishLocked(const RequestOutput& output) {
@@ -65,6 +112,24 @@ void RequestSession::FinishLocked(const RequestOutput& output) {
   LogFinished(output);
   const UsageCounts usage{output.prompt_tokens, output.completion_tokens, output.cached_tokens};
   const bool failed = output.finish_reason == "error";
+  if (formatters_.size() > 1 && !failed && !(output.finish_reason == "abort" && !options_.stream)) {
+    // n > 1 with every choice done (ChoiceFinishedLocked sent or folded their ends).
+    if (!options_.stream) {
+      std::vector<std::string> responses;
+      for (size_t i = 0; i < formatters_.size(); ++i) {
+        responses.push_back(formatters_[i].FinalResponse(finish_reasons_[i], stop_reasons_[i], usage));
+      }
+      writer_->SendResponse(200, {{"Content-Type", "application/json"}, {"X-Request-Id", options_.response.id}},
+                            MergeChoices(responses));
+      return;
+    }
+    if (!StartStreamLocked()) return;
+    if (options_.include_usage) WriteEventLocked(formatters_[0].UsageChunk(usage));
+    WriteEventLocked("[DONE]");
+    writer_->End();
+    return;
+  }
+  ResponseFormatter& formatter = formatters_[static_cast<size_t>(output.index)];
   if (!options_.stream) {
     if (failed || output.finish_reason == "abort") {
       Status error = failed ? output.error : UnavailableError("the request was aborted");
@@ -73,10 +138,10 @@ void RequestSession::FinishLocked(const RequestOutput& output) {
       writer_->SendResponse(status, {}, net::OpenAiErrorJson(status, error.message()));
       return;
     }
-    formatter_.Append(output);
+    formatter.Append(output);
     writer_->SendResponse(
         200, {{"Content-Type", "application/json"}, {"X-Request-Id", options_.response.id}},
-        formatter_.FinalResponse(output.finish_reason, StopReasonJson(output, options_.params),
+        formatter.FinalResponse(output.finish_reason, StopReasonJson(output, options_.params),
                                  usage,
                                  output.kv_transfer_params ? KvTransferParamsJson(*output.kv_transfer_params)
                                                            : std::string()));
@@ -90,11 +155,11 @@ void RequestSession::FinishLocked(const RequestOutput& output) {
     WriteEventLocked(net::OpenAiErrorJson(HttpStatusFor(error), error.message()));
   } else {
     for (const std::string& payload :
-         formatter_.StreamChunks(output, StopReasonJson(output, options_.params),
+         formatter.StreamChunks(output, StopReasonJson(output, options_.params),
                                  options_.continuous_usage ? &usage : nullptr)) {
       WriteEventLocked(payload);
     }
-    if (options_.include_usage) WriteEventLocked(formatter_.UsageChunk(usage));
+    if (options_.include_usage) WriteEventLocked(formatter.UsageChunk(usage));
   }
   WriteEventLocked("[DONE]");
   writer_->End();
@@ -117,13 +182,13 @@ void RequestSession::LogFinished(const RequestOutput& output) const {
 
 Status SubmitGeneration(Engine& engine, std::vector<int32_t> prompt_tokens, SessionOptions options,
                         std::shared_ptr<net::HttpResponseWriter> writer,
-                        std::unique_ptr<parsers::ChatOutputParser> output_parser) {
+                        std::vector<std::unique_ptr<parsers::ChatOutputParser>> output_parsers) {
   // A prefill-phase request runs under its own engine id: on a kv_both instance the
   // decode phase of the same request (same X-Request-Id) may arrive while it is parked.
   RequestKvTransfer kv = std::move(options.kv_transfer);
   const std::string id = options.response.id + (kv.do_remote_decode ? "-prefill" : "");
   auto session =
-      std::make_shared<RequestSession>(std::move(options), writer, std::move(output_parser));
+      std::make_shared<RequestSession>(std::move(options), writer, std::move(output_parsers));
   EngineRequest request;
   request.request_id = id;
   request.prompt_tokens = std::move(prompt_tokens);

@@ -84,11 +84,25 @@ StatusOr<std::unique_ptr<parsers::ChatOutputParser>> ServingContext::MakeOutputP
   return parsers::ChatOutputParser::Create(config);
 }
 
+Status ServingContext::CheckChoices(const SamplingRequest& request) const {
+  const int n = request.params.n;
+  const int seats = engine_.options().max_num_seqs;
+  if (n > seats) {
+    // Every choice runs at once on the prompt's forked KV: n is bounded by the seats.
+    return InvalidArgumentError("n must be at most " + std::to_string(seats) + " (--max-num-seqs), got " +
+                                std::to_string(n) + ".");
+  }
+  if (n > 1 && (request.kv_transfer.do_remote_decode || request.kv_transfer.remote_prefill)) {
+    return InvalidArgumentError("n > 1 is not supported with kv_transfer_params (disaggregated prefill); send n = 1");
+  }
+  return Status();
+}
+
 void ServingContext::StartGeneration(ApiKind kind, const net::HttpRequest& http,
                                      SamplingRequest& request, std::vector<int32_t> prompt_tokens,
                                      std::optional<int> default_max_tokens,
                                      const std::shared_ptr<net::HttpResponseWriter>& writer,
-                                     std::unique_ptr<parsers::ChatOutputParser> output_parser) {
+                                     std::vector<std::unique_ptr<parsers::ChatOutputParser>> output_parsers) {
   if (prompt_tokens.empty()) {
     return SendStatus(*writer, InvalidArgumentError("the prompt is empty after tokenization"));
   }
@@ -120,7 +134,7 @@ void ServingContext::StartGeneration(ApiKind kind, const net::HttpRequest& http,
   session.continuous_usage = request.continuous_usage;
   session.kv_transfer = request.kv_transfer;
   Status submitted = SubmitGeneration(engine_, std::move(prompt_tokens), std::move(session), writer,
-                                      std::move(output_parser));
+                                      std::move(output_parsers));
   if (!submitted.ok()) {
     if (submitted.code() == StatusCode::kResourceExhausted) {
       TANDEM_LOG(WARNING) << "rejecting a request (503): " << submitted.message();
