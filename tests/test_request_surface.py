@@ -130,6 +130,28 @@ def test_best_of(fx):
     assert fx.post("/v1/completions", {"model": MODEL, "prompt": "x", "best_of": 1, "max_tokens": 1}).status_code == 200
 
 
+def test_vllm_extra_fields(fx):
+    base = {"model": MODEL, "prompt": "one two three four", "max_tokens": 12, "temperature": 0, "ignore_eos": True}
+    full = fx.post("/v1/completions", base).json()["choices"][0]["text"]
+    stop = full[3:6]
+    assert stop.strip(), full
+    cut = fx.post("/v1/completions", {**base, "stop": [stop]}).json()["choices"][0]
+    kept = fx.post("/v1/completions", {**base, "stop": [stop], "include_stop_str_in_output": True}).json()["choices"][0]
+    assert cut["finish_reason"] == kept["finish_reason"] == "stop"
+    assert kept["text"] == cut["text"] + stop and full.startswith(kept["text"])
+    # request_id names the response unless X-Request-Id does (vLLM's order).
+    assert fx.post("/v1/completions", {**base, "request_id": "mine"}).json()["id"] == "cmpl-mine"
+    assert fx.post("/v1/completions", {**base, "request_id": "mine"},
+                   headers={"X-Request-Id": "hdr"}).json()["id"] == "cmpl-hdr"
+    # truncate_prompt_tokens keeps the last k prompt tokens.
+    n_prompt = fx.post("/v1/completions", base).json()["usage"]["prompt_tokens"]
+    assert n_prompt > 2
+    r = fx.post("/v1/completions", {**base, "truncate_prompt_tokens": 2}).json()
+    assert r["usage"]["prompt_tokens"] == 2
+    r = fx.post("/v1/completions", {**base, "truncate_prompt_tokens": 999})
+    assert r.status_code == 400 and "truncate_prompt_tokens" in r.json()["error"]["message"]
+
+
 def test_fcfs_accepts_priority_zero(fx):
     r = fx.post("/v1/completions", {"model": MODEL, "prompt": "x", "max_tokens": 2, "priority": 0})
     assert r.status_code == 200, r.text

@@ -132,7 +132,8 @@ struct GenerationParams {
   int max_tokens = 16;                   // >= 1 (clamped to fit the context)
   int min_tokens = 0;
   bool ignore_eos = false;
-  std::vector<std::string> stop;         // stop strings (not included in the output)
+  std::vector<std::string> stop;         // stop strings (not in the output unless the next is set)
+  bool include_stop_str_in_output = false;  // vLLM's: keep the matched stop string in the text
   std::vector<int32_t> stop_token_ids;
   std::vector<std::pair<int32_t, float>> logit_bias;  // added to the token's logit, [-100, 100]
   int logprobs = -1;                     // -1 = none; else top-N alternatives per token (0..20)

@@ -172,11 +172,21 @@ Status ReadSampling(JsonFields& fields, SamplingRequest* request) {
     }
     p.priority = static_cast<int>(*priority);
   }
-  // Known OpenAI/vLLM fields that need no action here (not "ignored" in the log sense).
-  for (const char* known :
-       {"response_format", "include_stop_str_in_output", "request_id",
-        "tool_choice", "parallel_tool_calls", "reasoning_effort", "store", "metadata",
-        "service_tier", "truncate_prompt_tokens"}) {
+  std::optional<bool> include_stop;
+  TANDEM_RETURN_IF_ERROR(fields.Bool("include_stop_str_in_output", &include_stop));
+  p.include_stop_str_in_output = include_stop.value_or(false);
+  std::optional<std::string> request_id;
+  TANDEM_RETURN_IF_ERROR(fields.String("request_id", &request_id));
+  request->request_id = request_id.value_or("");
+  std::optional<int64_t> truncate;
+  TANDEM_RETURN_IF_ERROR(fields.Integer("truncate_prompt_tokens", &truncate));
+  if (truncate.has_value() && *truncate < -1) {
+    return Invalid("truncate_prompt_tokens must be at least -1, got " + std::to_string(*truncate) + ".");
+  }
+  request->truncate_prompt_tokens = truncate;
+  // Known fields read elsewhere (response_format: structured outputs); unknown ones
+  // (tool_choice on completions included) end up in ignored_fields, logged as vLLM does.
+  for (const char* known : {"response_format"}) {
     fields.Raw(known);
   }
   return Status();
@@ -343,6 +353,24 @@ StatusOr<ChatRequest> ParseChatRequest(std::string_view body) {
   TANDEM_RETURN_IF_ERROR(ReadChatInputs(fields, &request.messages_json, &request.tools_json,
                                         &request.chat_template_kwargs_json));
   TANDEM_RETURN_IF_ERROR(ReadToolChoice(fields, &request));
+  // OpenAI's reasoning_effort reaches the chat template as a variable (as vLLM passes it
+  // to templates that read it), unless chat_template_kwargs sets one.
+  std::optional<std::string> effort;
+  TANDEM_RETURN_IF_ERROR(fields.String("reasoning_effort", &effort));
+  if (effort.has_value()) {
+    if (*effort != "low" && *effort != "medium" && *effort != "high") {
+      return Invalid("reasoning_effort: Input should be 'low', 'medium' or 'high'");
+    }
+    Json kwargs = request.chat_template_kwargs_json.empty() ? Json::object()
+                                                            : Json::parse(request.chat_template_kwargs_json);
+    if (!kwargs.contains("reasoning_effort")) kwargs["reasoning_effort"] = *effort;
+    request.chat_template_kwargs_json = DumpJson(kwargs);
+  }
+  std::optional<bool> parallel_tool_calls;
+  TANDEM_RETURN_IF_ERROR(fields.Bool("parallel_tool_calls", &parallel_tool_calls));
+  if (!parallel_tool_calls.value_or(true) && !request.tools_json.empty()) {
+    return Invalid("parallel_tool_calls: false is not supported (a reply may call several tools)");
+  }
   if (!request.chat_template_kwargs_json.empty()) {
     Json kwargs = Json::parse(request.chat_template_kwargs_json);
     auto thinking = kwargs.find("enable_thinking");

@@ -122,6 +122,38 @@ TEST(ParseCompletion, ChoicesAndPriority) {
   EXPECT_EQ(chat->sampling.params.priority, 4);
 }
 
+TEST(ParseCompletion, VllmExtraFields) {
+  auto r = ParseCompletionRequest(
+      R"({"prompt":"x","include_stop_str_in_output":true,"request_id":"abc","truncate_prompt_tokens":-1,
+          "store":false,"tool_choice":"auto"})",
+      1000);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(r->sampling.params.include_stop_str_in_output);
+  EXPECT_EQ(r->sampling.request_id, "abc");
+  EXPECT_EQ(r->sampling.truncate_prompt_tokens, -1);
+  // Not fields of a completion (vLLM ignores them too): listed, so the server logs them.
+  EXPECT_EQ(r->sampling.ignored_fields, (std::vector<std::string>{"store", "tool_choice"}));
+  ExpectBadRequest(R"({"prompt":"x","truncate_prompt_tokens":-2})", "truncate_prompt_tokens must be at least -1");
+  ExpectBadRequest(R"({"prompt":"x","include_stop_str_in_output":"yes"})", "include_stop_str_in_output");
+}
+
+TEST(ParseChat, ReasoningEffortAndParallelToolCalls) {
+  auto r = ParseChatRequest(R"({"messages":[{"role":"user","content":"x"}],"reasoning_effort":"low",
+      "parallel_tool_calls":false})");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->chat_template_kwargs_json, R"({"reasoning_effort":"low"})");
+  auto kept = ParseChatRequest(R"({"messages":[{"role":"user","content":"x"}],"reasoning_effort":"low",
+      "chat_template_kwargs":{"reasoning_effort":"high"}})");
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(kept->chat_template_kwargs_json, R"({"reasoning_effort":"high"})");
+  auto bad = ParseChatRequest(R"({"messages":[{"role":"user","content":"x"}],"reasoning_effort":"max"})");
+  EXPECT_NE(bad.status().message().find("reasoning_effort"), std::string::npos);
+  auto serial = ParseChatRequest(R"({"messages":[{"role":"user","content":"x"}],"parallel_tool_calls":false,
+      "tools":[{"type":"function","function":{"name":"f"}}]})");
+  EXPECT_EQ(HttpStatusFor(serial.status()), 400);
+  EXPECT_NE(serial.status().message().find("parallel_tool_calls"), std::string::npos);
+}
+
 TEST(ParseCompletion, RejectsOutOfRangeValuesWithVllmMessages) {
   ExpectBadRequest(R"({"prompt":"x","temperature":-1})",
                    "temperature must be non-negative, got -1.0.");

@@ -10,6 +10,18 @@
 #include "server/openai_request.h"
 
 namespace tandem::server {
+namespace {
+
+// A client string for one log line: at most 128 bytes, control characters as '?'.
+std::string LogSafe(const std::string& text) {
+  std::string out = text.substr(0, 128);
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  return out;
+}
+
+}  // namespace
 
 RequestSession::RequestSession(SessionOptions options,
                                std::shared_ptr<net::HttpResponseWriter> writer,
@@ -176,6 +188,7 @@ void RequestSession::LogFinished(const RequestOutput& output) const {
                    << " cached_tokens=" << output.cached_tokens
                    << " completion_tokens=" << output.completion_tokens
                    << " finish_reason=" << output.finish_reason << " " << timing
+                   << (options_.user.empty() ? std::string() : " user=" + LogSafe(options_.user))
                    << (output.finish_reason == "error" ? " error=" + output.error.message()
                                                        : std::string());
 }

@@ -40,6 +40,7 @@ struct SessionOptions {
   bool include_usage = false;           // stream_options.include_usage
   bool continuous_usage = false;        // stream_options.continuous_usage_stats
   RequestKvTransfer kv_transfer;        // the request's kv_transfer_params
+  std::string user;                     // OpenAI's `user` (the end user), logged; empty = none
 };
 
 class RequestSession : public std::enable_shared_from_this<RequestSession> {

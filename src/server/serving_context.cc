@@ -36,10 +36,12 @@ Status ServingContext::CheckModel(const std::string& model) const {
   return NotFoundError("The model `" + model + "` does not exist.");
 }
 
-std::string ServingContext::NewRequestId(const char* prefix, const net::HttpRequest& request) {
+std::string ServingContext::NewRequestId(const char* prefix, const net::HttpRequest& request,
+                                         const std::string& body_id) {
   if (auto header = request.headers.Get("X-Request-Id"); header.has_value() && !header->empty()) {
     return std::string(prefix) + std::string(header->substr(0, 256));
   }
+  if (!body_id.empty()) return std::string(prefix) + body_id.substr(0, 256);
   uint64_t a, b;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -103,6 +105,19 @@ void ServingContext::StartGeneration(ApiKind kind, const net::HttpRequest& http,
                                      std::optional<int> default_max_tokens,
                                      const std::shared_ptr<net::HttpResponseWriter>& writer,
                                      std::vector<std::unique_ptr<parsers::ChatOutputParser>> output_parsers) {
+  if (request.truncate_prompt_tokens.has_value()) {
+    // vLLM's truncate_prompt_tokens: the last k tokens (-1: max_model_len of them).
+    const int64_t k = *request.truncate_prompt_tokens == -1 ? options_.max_model_len : *request.truncate_prompt_tokens;
+    if (k > options_.max_model_len) {
+      return SendStatus(*writer, InvalidArgumentError("truncate_prompt_tokens value (" + std::to_string(k) +
+                                                      ") is greater than max_model_len (" +
+                                                      std::to_string(options_.max_model_len) +
+                                                      "). Please, select a smaller truncation size."));
+    }
+    if (static_cast<int64_t>(prompt_tokens.size()) > k) {
+      prompt_tokens.erase(prompt_tokens.begin(), prompt_tokens.end() - k);
+    }
+  }
   if (prompt_tokens.empty()) {
     return SendStatus(*writer, InvalidArgumentError("the prompt is empty after tokenization"));
   }
@@ -117,7 +132,8 @@ void ServingContext::StartGeneration(ApiKind kind, const net::HttpRequest& http,
   if (!options_.scripted_tokens.empty()) request.params.scripted_tokens = options_.scripted_tokens;
   SessionOptions session;
   session.response.kind = kind;
-  session.response.id = NewRequestId(kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-", http);
+  session.response.id = NewRequestId(kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-", http, request.request_id);
+  session.user = request.user;
   session.response.model = served_model();
   session.response.created = std::chrono::duration_cast<std::chrono::seconds>(
                                  std::chrono::system_clock::now().time_since_epoch())
