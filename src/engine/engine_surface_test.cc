@@ -122,7 +122,7 @@ class Choices {
     {
       std::lock_guard<std::mutex> lock(mu_);
       pending_ += params.n;
-      results_[id].resize(static_cast<size_t>(params.n));
+      results_[id] = std::vector<Collected>(static_cast<size_t>(params.n));  // a reused id starts afresh
     }
     EngineRequest r;
     r.request_id = id;
@@ -227,6 +227,30 @@ TEST(EngineSurfaceTest, ParallelSamplingSeedsAreSeedPlusIndex) {
         << "choice " << i;
   }
   EXPECT_NE(results["three"][0].tokens, results["three"][1].tokens);
+}
+
+// No free block for the copy of the partial block: the second choice is queued, computes
+// its prompt itself once choice 0 is done, and still gives the same greedy tokens.
+TEST(EngineSurfaceTest, ParallelSamplingWithoutABlockForTheCopy) {
+  auto model = LoadFixture("llama.gguf");
+  ASSERT_NE(model, nullptr);
+  EngineOptions opts;
+  opts.block_size = 4;
+  opts.num_kv_blocks = 3;  // the 10-token prompt takes them all
+  Choices engine(*model, opts);
+  const std::vector<int32_t> prompt = {1, 5, 9, 13, 17, 21, 25, 29, 33, 37};
+  ASSERT_TRUE(engine.Submit("alone", prompt, Tokens(2)).ok());
+  const std::vector<int32_t> alone = engine.Wait()["alone"][0].tokens;
+  GenerationParams p = Tokens(2);
+  p.n = 2;
+  const double before = engine.prompt_tokens_run();
+  ASSERT_TRUE(engine.Submit("two", prompt, p).ok());
+  auto results = engine.Wait();
+  // Both choices hit the 2 cached full blocks and ran the 2 tokens after them: choice 1
+  // was not forked (there was no block for the copy) but computed them itself.
+  EXPECT_EQ(engine.prompt_tokens_run() - before, 4);
+  EXPECT_EQ(results["two"][0].tokens, alone);
+  EXPECT_EQ(results["two"][1].tokens, alone);
 }
 
 // Aborting the request id ends every choice, forked or not; n is bounded by the seats.

@@ -91,8 +91,9 @@ void RequestSession::ChoiceFinishedLocked(const RequestOutput& output) {
   const size_t i = static_cast<size_t>(output.index);
   if (formatters_.size() == 1 || output.finish_reason == "error" ||
       (!options_.stream && output.finish_reason == "abort")) {
-    // One choice, or an end that fails the whole response.
+    // One choice, or an end that fails the whole response (the other choices stop).
     FinishLocked(output);
+    if (formatters_.size() > 1 && abort_) abort_();
     return;
   }
   if (!finish_reasons_[i].empty()) return;
@@ -207,6 +208,7 @@ Status SubmitGeneration(Engine& engine, std::vector<int32_t> prompt_tokens, Sess
   request.prompt_tokens = std::move(prompt_tokens);
   request.params = session->options().params;
   request.on_output = [session](const RequestOutput& output) { session->OnOutput(output); };
+  if (session->options().params.n > 1) session->set_abort([&engine, id] { engine.AbortRequest(id); });
   if (!kv.problem.empty()) TANDEM_LOG(WARNING) << "request " << id << ": " << kv.problem << "; computing locally";
   request.kv_transfer = std::move(kv);  // the typed part travels on to the connectors
   TANDEM_RETURN_IF_ERROR(engine.AddRequest(std::move(request)));

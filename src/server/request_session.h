@@ -20,6 +20,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -58,6 +59,10 @@ class RequestSession : public std::enable_shared_from_this<RequestSession> {
 
   const SessionOptions& options() const { return options_; }
 
+  // n > 1: called (engine thread) when one choice fails the whole response, to stop the
+  // others. Set once, before the engine has the request.
+  void set_abort(std::function<void()> abort) { abort_ = std::move(abort); }
+
  private:
   bool StartStreamLocked();
   void WriteEventLocked(const std::string& payload);
@@ -69,6 +74,7 @@ class RequestSession : public std::enable_shared_from_this<RequestSession> {
   const SessionOptions options_;
   const std::shared_ptr<net::HttpResponseWriter> writer_;
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::function<void()> abort_;  // may be empty
 
   std::mutex mu_;
   // Per choice (index): the formatter, and its finish_reason / stop_reason JSON once done.
