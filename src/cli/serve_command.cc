@@ -158,8 +158,8 @@ int RunServe(ServeConfig config, const std::vector<CLI::Option*>& ignored) {
   if (!engine_options.ok()) return ReportError(engine_options.status());
   if (const char* delay = std::getenv("TANDEM_FAULT_ENGINE_STEP_DELAY_MS"); delay != nullptr) {
     engine_options->fault_step_delay_ms = std::atoi(delay);  // TEST ONLY: a stuck step loop
-    TANDEM_LOG(WARNING) << "TEST ONLY: every engine step is delayed by " << engine_options->fault_step_delay_ms
-                        << " ms";
+    TANDEM_LOG(WARNING) << "TEST ONLY: every engine step is delayed by "
+                        << engine_options->fault_step_delay_ms << " ms";
   }
   KvTransferOptions& kv = engine_options->kv_transfer;
   if ((kv.producer || kv.consumer) && kv.advertise_host.empty()) kv.advertise_host = DefaultAdvertiseHost();
@@ -306,8 +306,9 @@ void RegisterServe(CLI::App& app, RunFn* run) {
   cmd->add_option("--scheduling-policy", c.scheduling_policy,
                   "fcfs (arrival order) or priority (the request's `priority`, lower first)")
       ->capture_default_str();
-  cmd->add_option("--health-watchdog-s", c.health_watchdog_s,
-                  "/health answers 503 when work is queued and no engine step completed for this long")
+  cmd->add_option(
+         "--health-watchdog-s", c.health_watchdog_s,
+         "/health answers 503 when work is queued and no engine step completed for this long")
       ->capture_default_str();
   cmd->add_flag("--enable-chunked-prefill", c.enable_chunked_prefill,
                 "accepted (chunked prefill is always on)");

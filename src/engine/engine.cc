@@ -17,15 +17,15 @@
 #include "common/thread_pool.h"
 #include "engine/engine_metrics.h"
 #include "engine/kv_arena.h"
-#include "engine/logits_processor.h"
-#include "engine/output_processor.h"
 #include "engine/kv_connector.h"
+#include "engine/logits_processor.h"
+#include "engine/model_runner.h"
+#include "engine/output_processor.h"
 #include "engine/request.h"
 #include "engine/request_validation.h"
-#include "engine/spec_decode.h"
-#include "engine/model_runner.h"
-#include "engine/step_draw.h"
 #include "engine/scheduler.h"
+#include "engine/spec_decode.h"
+#include "engine/step_draw.h"
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_events.h"
 #include "model/model.h"
@@ -34,7 +34,8 @@ namespace tandem {
 namespace {
 
 int64_t SteadyNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
@@ -50,7 +51,8 @@ class EngineImpl final : public Engine {
         kv_(kv::KvCacheConfig{static_cast<int32_t>(arena_.num_blocks()), options.block_size,
                               options.enable_prefix_caching, model.fingerprint(), "f16"}),
         runner_(model.config(), model.weights(), pool_.get(), &arena_, &kv_),
-        scheduler_(&kv_, options.max_num_seqs, options.max_num_batched_tokens, options.scheduling_policy),
+        scheduler_(&kv_, options.max_num_seqs, options.max_num_batched_tokens,
+                   options.scheduling_policy),
         output_(model.tokenizer()),
         metrics_(metrics, options.model_name),
         metrics_registry_(metrics),
@@ -102,19 +104,23 @@ class EngineImpl final : public Engine {
   Status AddRequest(EngineRequest request) override {
     const int n = static_cast<int>(request.prompt_tokens.size());
     const int n_choices = request.params.n;
-    if (n_choices < 1) return InvalidArgumentError("n must be at least 1, got " + std::to_string(n_choices) + ".");
+    if (n_choices < 1)
+      return InvalidArgumentError("n must be at least 1, got " + std::to_string(n_choices) + ".");
     if (n_choices > options_.max_num_seqs) {
       // Every choice runs at once (they share the prompt's KV), so n cannot exceed the seats.
       return InvalidArgumentError("n must be at most " + std::to_string(options_.max_num_seqs) +
                                   " (--max-num-seqs), got " + std::to_string(n_choices) + ".");
     }
-    if (n_choices > 1 && (request.kv_transfer.do_remote_decode || request.kv_transfer.remote_prefill)) {
-      return InvalidArgumentError("n > 1 is not supported with kv_transfer_params (disaggregated prefill); "
-                                  "send n = 1");
+    if (n_choices > 1 &&
+        (request.kv_transfer.do_remote_decode || request.kv_transfer.remote_prefill)) {
+      return InvalidArgumentError(
+          "n > 1 is not supported with kv_transfer_params (disaggregated prefill); "
+          "send n = 1");
     }
     TANDEM_RETURN_IF_ERROR(ValidateEngineRequest(request, model_.config().n_vocab, options_.max_model_len,
                                                  arena_.num_blocks() * options_.block_size));
-    if (request.params.priority != 0 && options_.scheduling_policy != EngineOptions::SchedulingPolicy::kPriority) {
+    if (request.params.priority != 0 &&
+        options_.scheduling_policy != EngineOptions::SchedulingPolicy::kPriority) {
       // vLLM's rule and message.
       return InvalidArgumentError("Got priority " + std::to_string(request.params.priority) +
                                   " but Priority scheduling is not enabled.");
@@ -133,7 +139,8 @@ class EngineImpl final : public Engine {
     if (live_ids_.count(request.request_id) || families_.count(request.request_id)) {
       return AlreadyExistsError("duplicate request id " + request.request_id);
     }
-    if (num_waiting_.load() + static_cast<int>(inbox_.size()) + n_choices - 1 >= options_.max_waiting) {
+    if (num_waiting_.load() + static_cast<int>(inbox_.size()) + n_choices - 1 >=
+        options_.max_waiting) {
       return ResourceExhaustedError("the server is overloaded: " + std::to_string(options_.max_waiting) +
                                     " requests are already waiting");
     }
@@ -143,7 +150,8 @@ class EngineImpl final : public Engine {
     has_work_.store(true);
     if (n_choices == 1) {
       live_ids_.insert(request.request_id);
-      auto r = std::make_unique<Request>(std::move(request), request.params.has_seed ? request.params.sampling.seed : rng_());
+      auto r = std::make_unique<Request>(
+          std::move(request), request.params.has_seed ? request.params.sampling.seed : rng_());
       r->max_tokens = std::max(1, std::min(r->params.max_tokens, options_.max_model_len - n));
       r->arrival_seq = next_arrival_seq_++;
       inbox_.push_back(std::move(r));
@@ -188,8 +196,10 @@ class EngineImpl final : public Engine {
     if (has_work_.load() && h.seconds_since_step > options_.health_watchdog_s) {
       h.healthy = false;
       char why[160];
-      std::snprintf(why, sizeof(why), "the engine loop has not completed a step for %.1f s with work queued "
-                    "(watchdog %.1f s)", h.seconds_since_step, options_.health_watchdog_s);
+      std::snprintf(why, sizeof(why),
+                    "the engine loop has not completed a step for %.1f s with work queued "
+                    "(watchdog %.1f s)",
+                    h.seconds_since_step, options_.health_watchdog_s);
       h.reason = why;
     }
     return h;
@@ -262,7 +272,8 @@ class EngineImpl final : public Engine {
         return;
       }
       if (options_.fault_step_delay_ms > 0 && scheduler_.has_work()) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(options_.fault_step_delay_ms));  // TEST ONLY
+        std::this_thread::sleep_for(
+            std::chrono::milliseconds(options_.fault_step_delay_ms));  // TEST ONLY
       }
       Step();
       last_progress_ns_.store(SteadyNs());
@@ -329,7 +340,8 @@ class EngineImpl final : public Engine {
     const int32_t n_vocab = model_.config().n_vocab;
     for (Request* c : std::exchange(r->fork_children, {})) {
       c->fork_parent = nullptr;
-      std::optional<kv::KvCacheManager::ForkCopy> copy = kv_.Fork(r->id, c->id, r->num_computed_tokens);
+      std::optional<kv::KvCacheManager::ForkCopy> copy =
+          kv_.Fork(r->id, c->id, r->num_computed_tokens);
       if (!copy) {
         scheduler_.AddRequest(c);
         continue;
@@ -357,7 +369,9 @@ class EngineImpl final : public Engine {
       e.params = request.params;
       e.params.n = 1;
       e.on_output = request.on_output;
-      const uint64_t seed = request.params.has_seed ? request.params.sampling.seed + static_cast<uint64_t>(i) : rng_();
+      const uint64_t seed = request.params.has_seed
+                                ? request.params.sampling.seed + static_cast<uint64_t>(i)
+                                : rng_();
       auto r = std::make_unique<Request>(std::move(e), seed);
       r->max_tokens = std::max(1, std::min(r->params.max_tokens, options_.max_model_len - n));
       r->arrival_seq = next_arrival_seq_++;
@@ -526,7 +540,7 @@ class EngineImpl final : public Engine {
   std::unique_ptr<KvConnector> connector_;
   std::unique_ptr<SpecDecoder> spec_;                 // --speculative-config (else null)
   int step_tokens_ = 0;                               // tokens emitted in the current step
-  std::vector<std::vector<float>> fork_rows_;         // n > 1: this step's logits copies, [n_vocab] each
+  std::vector<std::vector<float>> fork_rows_;  // n > 1: this step's logits copies, [n_vocab] each
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -216,8 +216,8 @@ class Engine {
 
   // Queues a request. InvalidArgument if the prompt is empty or does not fit
   // max_model_len, if params.n is out of [1, max_num_seqs] or n > 1 comes with
-  // kv_transfer_params, or for a nonzero priority under fcfs; AlreadyExists for a duplicate live id; ResourceExhausted when the
-  // waiting queue is full; Unavailable after Shutdown.
+  // kv_transfer_params, or for a nonzero priority under fcfs; AlreadyExists for a duplicate
+  // live id; ResourceExhausted when the waiting queue is full; Unavailable after Shutdown.
   virtual Status AddRequest(EngineRequest request) = 0;
 
   // Finishes the request with "abort" (no-op if unknown or already finished).

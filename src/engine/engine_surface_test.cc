@@ -11,8 +11,8 @@
 #include <thread>
 #include <vector>
 
-#include "engine/engine.h"
 #include "common/metrics.h"
+#include "engine/engine.h"
 #include "engine/engine_test_util.h"
 
 namespace tandem {
@@ -122,7 +122,8 @@ class Choices {
     {
       std::lock_guard<std::mutex> lock(mu_);
       pending_ += params.n;
-      results_[id] = std::vector<Collected>(static_cast<size_t>(params.n));  // a reused id starts afresh
+      results_[id] =
+          std::vector<Collected>(static_cast<size_t>(params.n));  // a reused id starts afresh
     }
     EngineRequest r;
     r.request_id = id;
@@ -148,13 +149,16 @@ class Choices {
 
   std::map<std::string, std::vector<Collected>> Wait() {
     std::unique_lock<std::mutex> lock(mu_);
-    EXPECT_TRUE(cv_.wait_for(lock, std::chrono::seconds(120), [&] { return pending_ == 0; })) << "timed out";
+    EXPECT_TRUE(cv_.wait_for(lock, std::chrono::seconds(120), [&] { return pending_ == 0; }))
+        << "timed out";
     return results_;
   }
 
   // vllm:prompt_tokens: prompt tokens the model has run.
   double prompt_tokens_run() {
-    return metrics_.GetCounter("vllm:prompt_tokens", "", {{"model_name", "tandem"}, {"engine", "0"}})->value();
+    return metrics_
+        .GetCounter("vllm:prompt_tokens", "", {{"model_name", "tandem"}, {"engine", "0"}})
+        ->value();
   }
   Engine& engine() { return *engine_; }
 
@@ -176,7 +180,8 @@ TEST(EngineSurfaceTest, ParallelSamplingForksThePromptOnce) {
   opts.block_size = 4;
   opts.enable_prefix_caching = false;  // the fork alone shares the prompt
   Choices engine(*model, opts);
-  std::vector<int32_t> prompt = model->tokenizer().Encode("once upon a time there was a fox", true, false);
+  std::vector<int32_t> prompt =
+      model->tokenizer().Encode("once upon a time there was a fox", true, false);
   prompt.resize(10, prompt.back());
   ASSERT_EQ(prompt.size(), 10u);
   ASSERT_TRUE(engine.Submit("alone", prompt, Tokens(12)).ok());
@@ -187,7 +192,8 @@ TEST(EngineSurfaceTest, ParallelSamplingForksThePromptOnce) {
   p.n = 3;
   ASSERT_TRUE(engine.Submit("three", prompt, p).ok());
   auto results = engine.Wait();
-  EXPECT_EQ(engine.prompt_tokens_run() - before, 10) << "the prompt is prefilled once for all choices";
+  EXPECT_EQ(engine.prompt_tokens_run() - before, 10)
+      << "the prompt is prefilled once for all choices";
   ASSERT_EQ(results["three"].size(), 3u);
   for (int i = 0; i < 3; ++i) {
     const Collected& c = results["three"][static_cast<size_t>(i)];
@@ -223,7 +229,8 @@ TEST(EngineSurfaceTest, ParallelSamplingSeedsAreSeedPlusIndex) {
   ASSERT_TRUE(engine.Submit("three", prompt, p).ok());
   auto results = engine.Wait();
   for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(results["three"][static_cast<size_t>(i)].tokens, results["seed" + std::to_string(i)][0].tokens)
+    EXPECT_EQ(results["three"][static_cast<size_t>(i)].tokens,
+              results["seed" + std::to_string(i)][0].tokens)
         << "choice " << i;
   }
   EXPECT_NE(results["three"][0].tokens, results["three"][1].tokens);

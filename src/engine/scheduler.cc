@@ -16,8 +16,12 @@ bool RunsBefore(const Request* a, const Request* b) {
 
 }  // namespace
 
-Scheduler::Scheduler(kv::KvCacheManager* kv, int max_num_seqs, int max_num_batched_tokens, Policy policy)
-    : kv_(kv), max_num_seqs_(max_num_seqs), max_num_batched_tokens_(max_num_batched_tokens), policy_(policy) {}
+Scheduler::Scheduler(kv::KvCacheManager* kv, int max_num_seqs, int max_num_batched_tokens,
+                     Policy policy)
+    : kv_(kv),
+      max_num_seqs_(max_num_seqs),
+      max_num_batched_tokens_(max_num_batched_tokens),
+      policy_(policy) {}
 
 void Scheduler::AddRequest(Request* request) {
   request->status = RequestStatus::kWaiting;

@@ -17,7 +17,8 @@ class SchedulerPolicyTest : public ::testing::Test {
  protected:
   // `num_blocks` blocks of 4 tokens, no prefix caching.
   void Init(Policy policy, int max_num_seqs, int num_blocks, int budget = 64) {
-    kv_ = std::make_unique<kv::KvCacheManager>(kv::KvCacheConfig{num_blocks, 4, false, "fp", "f16"});
+    kv_ =
+        std::make_unique<kv::KvCacheManager>(kv::KvCacheConfig{num_blocks, 4, false, "fp", "f16"});
     scheduler_ = std::make_unique<Scheduler>(kv_.get(), max_num_seqs, budget, policy);
   }
 

@@ -183,10 +183,12 @@ void KvCacheManager::FreeTail(const std::string& request_id, int32_t num_tokens)
 }
 
 std::optional<KvCacheManager::ForkCopy> KvCacheManager::Fork(const std::string& parent_id,
-                                                              const std::string& child_id, int32_t num_tokens) {
+                                                             const std::string& child_id,
+                                                             int32_t num_tokens) {
   auto parent = requests_.find(parent_id);
   TANDEM_CHECK(parent != requests_.end()) << "fork of unknown request " << parent_id;
-  TANDEM_CHECK(requests_.count(child_id) == 0) << "fork into request " << child_id << " which holds blocks";
+  TANDEM_CHECK(requests_.count(child_id) == 0)
+      << "fork into request " << child_id << " which holds blocks";
   const std::vector<int32_t>& table = parent->second.block_table;
   TANDEM_CHECK(num_tokens >= 0 && BlocksFor(num_tokens) <= static_cast<int32_t>(table.size()))
       << "fork of " << num_tokens << " tokens from a request holding " << table.size() << " blocks";

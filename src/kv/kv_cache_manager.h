@@ -139,7 +139,8 @@ class KvCacheManager {
     int32_t copy_from = -1;  // -1: no partial block (nothing to copy)
     int32_t copy_to = -1;
   };
-  std::optional<ForkCopy> Fork(const std::string& parent_id, const std::string& child_id, int32_t num_tokens);
+  std::optional<ForkCopy> Fork(const std::string& parent_id, const std::string& child_id,
+                               int32_t num_tokens);
 
   // The request's physical block ids in sequence order; empty for an unknown id.
   // The reference is valid until the next non-const call.

@@ -18,7 +18,8 @@ void HealthProber::Probe(const BackendAddress& address, std::function<void(bool 
   ProbeStatus(address, [done = std::move(done)](int status) { done(status == 200); });
 }
 
-void HealthProber::ProbeStatus(const BackendAddress& address, std::function<void(int status)> done) {
+void HealthProber::ProbeStatus(const BackendAddress& address,
+                               std::function<void(int status)> done) {
   net::HttpClientRequest request;
   request.method = "GET";
   request.host = address.host;

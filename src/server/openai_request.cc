@@ -181,7 +181,8 @@ Status ReadSampling(JsonFields& fields, SamplingRequest* request) {
   std::optional<int64_t> truncate;
   TANDEM_RETURN_IF_ERROR(fields.Integer("truncate_prompt_tokens", &truncate));
   if (truncate.has_value() && *truncate < -1) {
-    return Invalid("truncate_prompt_tokens must be at least -1, got " + std::to_string(*truncate) + ".");
+    return Invalid("truncate_prompt_tokens must be at least -1, got " + std::to_string(*truncate) +
+                   ".");
   }
   request->truncate_prompt_tokens = truncate;
   // Known fields read elsewhere (response_format: structured outputs); unknown ones
@@ -327,7 +328,8 @@ StatusOr<CompletionRequest> ParseCompletionRequest(std::string_view body, int32_
   if (best_of.has_value() && *best_of < 1)
     return Invalid("best_of must be at least 1, got " + std::to_string(*best_of) + ".");
   // vLLM V1 refuses best_of > 1 too ("vLLM V1 does not yet support best_of.").
-  if (best_of.value_or(1) > 1) return Invalid("best_of > 1 is not supported (as in vLLM V1); use n");
+  if (best_of.value_or(1) > 1)
+    return Invalid("best_of > 1 is not supported (as in vLLM V1); use n");
   if (echo.value_or(false)) return UnimplementedError("echo is not supported");
   if (suffix.has_value() && !suffix->empty())
     return UnimplementedError("suffix is not currently supported");
@@ -361,8 +363,9 @@ StatusOr<ChatRequest> ParseChatRequest(std::string_view body) {
     if (*effort != "low" && *effort != "medium" && *effort != "high") {
       return Invalid("reasoning_effort: Input should be 'low', 'medium' or 'high'");
     }
-    Json kwargs = request.chat_template_kwargs_json.empty() ? Json::object()
-                                                            : Json::parse(request.chat_template_kwargs_json);
+    Json kwargs = request.chat_template_kwargs_json.empty()
+                      ? Json::object()
+                      : Json::parse(request.chat_template_kwargs_json);
     if (!kwargs.contains("reasoning_effort")) kwargs["reasoning_effort"] = *effort;
     request.chat_template_kwargs_json = DumpJson(kwargs);
   }

@@ -116,7 +116,8 @@ TEST(ParseCompletion, ChoicesAndPriority) {
   EXPECT_EQ(r->sampling.params.n, 3);
   EXPECT_EQ(r->sampling.params.priority, -2);
   EXPECT_TRUE(r->sampling.ignored_fields.empty());
-  auto chat = ParseChatRequest(R"({"messages":[{"role":"user","content":"hi"}],"n":2,"priority":4})");
+  auto chat =
+      ParseChatRequest(R"({"messages":[{"role":"user","content":"hi"}],"n":2,"priority":4})");
   ASSERT_TRUE(chat.ok()) << chat.status().message();
   EXPECT_EQ(chat->sampling.params.n, 2);
   EXPECT_EQ(chat->sampling.params.priority, 4);
@@ -133,8 +134,10 @@ TEST(ParseCompletion, VllmExtraFields) {
   EXPECT_EQ(r->sampling.truncate_prompt_tokens, -1);
   // Not fields of a completion (vLLM ignores them too): listed, so the server logs them.
   EXPECT_EQ(r->sampling.ignored_fields, (std::vector<std::string>{"store", "tool_choice"}));
-  ExpectBadRequest(R"({"prompt":"x","truncate_prompt_tokens":-2})", "truncate_prompt_tokens must be at least -1");
-  ExpectBadRequest(R"({"prompt":"x","include_stop_str_in_output":"yes"})", "include_stop_str_in_output");
+  ExpectBadRequest(R"({"prompt":"x","truncate_prompt_tokens":-2})",
+                   "truncate_prompt_tokens must be at least -1");
+  ExpectBadRequest(R"({"prompt":"x","include_stop_str_in_output":"yes"})",
+                   "include_stop_str_in_output");
 }
 
 TEST(ParseChat, ReasoningEffortAndParallelToolCalls) {
@@ -142,13 +145,16 @@ TEST(ParseChat, ReasoningEffortAndParallelToolCalls) {
       "parallel_tool_calls":false})");
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->chat_template_kwargs_json, R"({"reasoning_effort":"low"})");
-  auto kept = ParseChatRequest(R"({"messages":[{"role":"user","content":"x"}],"reasoning_effort":"low",
+  auto kept =
+      ParseChatRequest(R"({"messages":[{"role":"user","content":"x"}],"reasoning_effort":"low",
       "chat_template_kwargs":{"reasoning_effort":"high"}})");
   ASSERT_TRUE(kept.ok());
   EXPECT_EQ(kept->chat_template_kwargs_json, R"({"reasoning_effort":"high"})");
-  auto bad = ParseChatRequest(R"({"messages":[{"role":"user","content":"x"}],"reasoning_effort":"max"})");
+  auto bad =
+      ParseChatRequest(R"({"messages":[{"role":"user","content":"x"}],"reasoning_effort":"max"})");
   EXPECT_NE(bad.status().message().find("reasoning_effort"), std::string::npos);
-  auto serial = ParseChatRequest(R"({"messages":[{"role":"user","content":"x"}],"parallel_tool_calls":false,
+  auto serial =
+      ParseChatRequest(R"({"messages":[{"role":"user","content":"x"}],"parallel_tool_calls":false,
       "tools":[{"type":"function","function":{"name":"f"}}]})");
   EXPECT_EQ(HttpStatusFor(serial.status()), 400);
   EXPECT_NE(serial.status().message().find("parallel_tool_calls"), std::string::npos);
@@ -172,7 +178,8 @@ TEST(ParseCompletion, RejectsOutOfRangeValuesWithVllmMessages) {
   ExpectBadRequest(R"({"prompt":"x","logprobs":21})", "greater than max allowed: 20");
   ExpectBadRequest(R"({"prompt":"x","logprobs":-1})", "logprobs must be non-negative");
   ExpectBadRequest(R"({"prompt":"x","n":"2"})", "n: Input should be a valid integer");
-  ExpectBadRequest(R"({"prompt":"x","priority":"high"})", "priority: Input should be a valid integer");
+  ExpectBadRequest(R"({"prompt":"x","priority":"high"})",
+                   "priority: Input should be a valid integer");
   ExpectBadRequest(R"({"prompt":"x","priority":1.5})", "priority: Input should be a valid integer");
   ExpectBadRequest(R"({"prompt":"x","priority":9999999999})", "priority must be a 32-bit integer");
   ExpectBadRequest(R"({"prompt":"x","best_of":0})", "best_of must be at least 1");

@@ -23,17 +23,18 @@ std::string LogSafe(const std::string& text) {
 
 }  // namespace
 
-RequestSession::RequestSession(SessionOptions options,
-                               std::shared_ptr<net::HttpResponseWriter> writer,
-                               std::vector<std::unique_ptr<parsers::ChatOutputParser>> output_parsers)
+RequestSession::RequestSession(
+    SessionOptions options, std::shared_ptr<net::HttpResponseWriter> writer,
+    std::vector<std::unique_ptr<parsers::ChatOutputParser>> output_parsers)
     : options_(std::move(options)), writer_(std::move(writer)) {
   const int n = std::max(1, options_.params.n);
   for (int i = 0; i < n; ++i) {
     ResponseContext context = options_.response;
     context.index = i;
-    formatters_.emplace_back(std::move(context), static_cast<size_t>(i) < output_parsers.size()
-                                                     ? std::move(output_parsers[static_cast<size_t>(i)])
-                                                     : nullptr);
+    formatters_.emplace_back(std::move(context),
+                             static_cast<size_t>(i) < output_parsers.size()
+                                 ? std::move(output_parsers[static_cast<size_t>(i)])
+                                 : nullptr);
   }
   finish_reasons_.resize(formatters_.size());
   stop_reasons_.resize(formatters_.size());
@@ -67,7 +68,8 @@ void RequestSession::OnOutput(const RequestOutput& output) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   }
   if (output.index < 0 || output.index >= static_cast<int>(formatters_.size())) {
-    TANDEM_LOG(ERROR) << "request " << options_.response.id << ": output for unknown choice " << output.index;
+    TANDEM_LOG(ERROR) << "request " << options_.response.id << ": output for unknown choice "
+                      << output.index;
     return;
   }
   if (output.finished) {
@@ -103,8 +105,8 @@ void RequestSession::ChoiceFinishedLocked(const RequestOutput& output) {
   if (options_.stream) {
     if (!StartStreamLocked()) return;
     UsageCounts usage{output.prompt_tokens, output.completion_tokens, output.cached_tokens};
-    for (const std::string& payload : formatters_[i].StreamChunks(output, stop_reasons_[i],
-                                                                  options_.continuous_usage ? &usage : nullptr)) {
+    for (const std::string& payload : formatters_[i].StreamChunks(
+             output, stop_reasons_[i], options_.continuous_usage ? &usage : nullptr)) {
       WriteEventLocked(payload);
     }
   } else {
@@ -130,10 +132,12 @@ void RequestSession::FinishLocked(const RequestOutput& output) {
     if (!options_.stream) {
       std::vector<std::string> responses;
       for (size_t i = 0; i < formatters_.size(); ++i) {
-        responses.push_back(formatters_[i].FinalResponse(finish_reasons_[i], stop_reasons_[i], usage));
+        responses.push_back(
+            formatters_[i].FinalResponse(finish_reasons_[i], stop_reasons_[i], usage));
       }
-      writer_->SendResponse(200, {{"Content-Type", "application/json"}, {"X-Request-Id", options_.response.id}},
-                            MergeChoices(responses));
+      writer_->SendResponse(
+          200, {{"Content-Type", "application/json"}, {"X-Request-Id", options_.response.id}},
+          MergeChoices(responses));
       return;
     }
     if (!StartStreamLocked()) return;
@@ -154,10 +158,10 @@ void RequestSession::FinishLocked(const RequestOutput& output) {
     formatter.Append(output);
     writer_->SendResponse(
         200, {{"Content-Type", "application/json"}, {"X-Request-Id", options_.response.id}},
-        formatter.FinalResponse(output.finish_reason, StopReasonJson(output, options_.params),
-                                 usage,
-                                 output.kv_transfer_params ? KvTransferParamsJson(*output.kv_transfer_params)
-                                                           : std::string()));
+        formatter.FinalResponse(
+            output.finish_reason, StopReasonJson(output, options_.params), usage,
+            output.kv_transfer_params ? KvTransferParamsJson(*output.kv_transfer_params)
+                                      : std::string()));
     return;
   }
   if (!StartStreamLocked()) return;
@@ -169,7 +173,7 @@ void RequestSession::FinishLocked(const RequestOutput& output) {
   } else {
     for (const std::string& payload :
          formatter.StreamChunks(output, StopReasonJson(output, options_.params),
-                                 options_.continuous_usage ? &usage : nullptr)) {
+                                options_.continuous_usage ? &usage : nullptr)) {
       WriteEventLocked(payload);
     }
     if (options_.include_usage) WriteEventLocked(formatter.UsageChunk(usage));
@@ -208,7 +212,8 @@ Status SubmitGeneration(Engine& engine, std::vector<int32_t> prompt_tokens, Sess
   request.prompt_tokens = std::move(prompt_tokens);
   request.params = session->options().params;
   request.on_output = [session](const RequestOutput& output) { session->OnOutput(output); };
-  if (session->options().params.n > 1) session->set_abort([&engine, id] { engine.AbortRequest(id); });
+  if (session->options().params.n > 1)
+    session->set_abort([&engine, id] { engine.AbortRequest(id); });
   if (!kv.problem.empty()) TANDEM_LOG(WARNING) << "request " << id << ": " << kv.problem << "; computing locally";
   request.kv_transfer = std::move(kv);  // the typed part travels on to the connectors
   TANDEM_RETURN_IF_ERROR(engine.AddRequest(std::move(request)));

@@ -28,8 +28,8 @@
 
 #include "common/status.h"
 #include "engine/engine.h"
-#include "server/kv_transfer_params.h"
 #include "net/http_response_writer.h"
+#include "server/kv_transfer_params.h"
 #include "server/openai_response.h"
 
 namespace tandem::server {
@@ -79,10 +79,10 @@ class RequestSession : public std::enable_shared_from_this<RequestSession> {
   std::mutex mu_;
   // Per choice (index): the formatter, and its finish_reason / stop_reason JSON once done.
   std::vector<ResponseFormatter> formatters_;  // guarded by mu_
-  std::vector<std::string> finish_reasons_;     // guarded by mu_; empty = running
-  std::vector<std::string> stop_reasons_;       // guarded by mu_
-  int num_finished_ = 0;                        // choices done; guarded by mu_
-  int completion_tokens_ = 0;                   // summed over finished choices; guarded by mu_
+  std::vector<std::string> finish_reasons_;    // guarded by mu_; empty = running
+  std::vector<std::string> stop_reasons_;      // guarded by mu_
+  int num_finished_ = 0;                       // choices done; guarded by mu_
+  int completion_tokens_ = 0;                  // summed over finished choices; guarded by mu_
   bool stream_started_ = false;  // guarded by mu_
   bool finished_ = false;        // guarded by mu_
   double first_output_s_ = -1;   // seconds from start to the first token; guarded by mu_

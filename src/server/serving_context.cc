@@ -91,28 +91,31 @@ Status ServingContext::CheckChoices(const SamplingRequest& request) const {
   const int seats = engine_.options().max_num_seqs;
   if (n > seats) {
     // Every choice runs at once on the prompt's forked KV: n is bounded by the seats.
-    return InvalidArgumentError("n must be at most " + std::to_string(seats) + " (--max-num-seqs), got " +
-                                std::to_string(n) + ".");
+    return InvalidArgumentError("n must be at most " + std::to_string(seats) +
+                                " (--max-num-seqs), got " + std::to_string(n) + ".");
   }
   if (n > 1 && (request.kv_transfer.do_remote_decode || request.kv_transfer.remote_prefill)) {
-    return InvalidArgumentError("n > 1 is not supported with kv_transfer_params (disaggregated prefill); send n = 1");
+    return InvalidArgumentError(
+        "n > 1 is not supported with kv_transfer_params (disaggregated prefill); send n = 1");
   }
   return Status();
 }
 
-void ServingContext::StartGeneration(ApiKind kind, const net::HttpRequest& http,
-                                     SamplingRequest& request, std::vector<int32_t> prompt_tokens,
-                                     std::optional<int> default_max_tokens,
-                                     const std::shared_ptr<net::HttpResponseWriter>& writer,
-                                     std::vector<std::unique_ptr<parsers::ChatOutputParser>> output_parsers) {
+void ServingContext::StartGeneration(
+    ApiKind kind, const net::HttpRequest& http, SamplingRequest& request,
+    std::vector<int32_t> prompt_tokens, std::optional<int> default_max_tokens,
+    const std::shared_ptr<net::HttpResponseWriter>& writer,
+    std::vector<std::unique_ptr<parsers::ChatOutputParser>> output_parsers) {
   if (request.truncate_prompt_tokens.has_value()) {
     // vLLM's truncate_prompt_tokens: the last k tokens (-1: max_model_len of them).
-    const int64_t k = *request.truncate_prompt_tokens == -1 ? options_.max_model_len : *request.truncate_prompt_tokens;
+    const int64_t k = *request.truncate_prompt_tokens == -1 ? options_.max_model_len
+                                                            : *request.truncate_prompt_tokens;
     if (k > options_.max_model_len) {
-      return SendStatus(*writer, InvalidArgumentError("truncate_prompt_tokens value (" + std::to_string(k) +
-                                                      ") is greater than max_model_len (" +
-                                                      std::to_string(options_.max_model_len) +
-                                                      "). Please, select a smaller truncation size."));
+      return SendStatus(*writer,
+                        InvalidArgumentError("truncate_prompt_tokens value (" + std::to_string(k) +
+                                             ") is greater than max_model_len (" +
+                                             std::to_string(options_.max_model_len) +
+                                             "). Please, select a smaller truncation size."));
     }
     if (static_cast<int64_t>(prompt_tokens.size()) > k) {
       prompt_tokens.erase(prompt_tokens.begin(), prompt_tokens.end() - k);
@@ -132,7 +135,8 @@ void ServingContext::StartGeneration(ApiKind kind, const net::HttpRequest& http,
   if (!options_.scripted_tokens.empty()) request.params.scripted_tokens = options_.scripted_tokens;
   SessionOptions session;
   session.response.kind = kind;
-  session.response.id = NewRequestId(kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-", http, request.request_id);
+  session.response.id =
+      NewRequestId(kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-", http, request.request_id);
   session.user = request.user;
   session.response.model = served_model();
   session.response.created = std::chrono::duration_cast<std::chrono::seconds>(

@@ -69,7 +69,8 @@ class ServingContext {
 
   // "<prefix><X-Request-Id>" when the client sent one, else "<prefix><body_id>" when the
   // body's request_id is set (vLLM's order), else "<prefix><32 hex digits>".
-  std::string NewRequestId(const char* prefix, const net::HttpRequest& request, const std::string& body_id = "");
+  std::string NewRequestId(const char* prefix, const net::HttpRequest& request,
+                           const std::string& body_id = "");
 
   // Logs (once per field name) request fields that were accepted but ignored.
   void LogIgnoredFields(const std::vector<std::string>& fields);
