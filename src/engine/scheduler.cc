@@ -134,7 +134,7 @@ SchedulerOutput Scheduler::Schedule() {
       ++out.num_preempted;
       if (victim == r) break;
     }
-    if (!scheduled) continue;  // r itself was preempted (erased at i): on to the next
+    if (!scheduled) break;  // r itself was preempted: as vLLM, no more running requests this step
     out.scheduled.push_back({r, n});
     budget -= n;
     ++i;
