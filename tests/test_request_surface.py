@@ -251,3 +251,29 @@ def test_health_watchdog_and_the_proxy(tandem_bin, fixture_dir, tmp_path):
         proxy.stop()
         ok.stop()
         stuck.stop()
+
+
+def test_n_through_the_pd_proxy_is_a_400_naming_n(tandem_bin, fixture_dir, tmp_path):
+    """PD with n > 1 is not supported: the prefiller refuses it (400 naming n) and the
+    proxy hands the client that 400; n = 1 goes through."""
+    from tandem_procs import free_port
+
+    def engine(role, name):
+        kv = json.dumps({"kv_connector": "MooncakeConnectorV1", "kv_role": role, "kv_port": str(free_port()),
+                         "engine_id": name})
+        return Server(tandem_bin, fixture_dir / "llama.gguf",
+                      ["--served-model-name", MODEL, "--kv-transfer-config", kv], tmp_path, name=name)
+
+    p0 = engine("kv_producer", "p0")
+    d0 = engine("kv_consumer", "d0")
+    proxy = Proxy(tandem_bin, p0, d0, tmp_path)
+    try:
+        r = proxy.post("/v1/completions", {"model": MODEL, "prompt": "hello", "max_tokens": 3, "n": 2})
+        assert r.status_code == 400, r.text
+        assert "n > 1 is not supported with kv_transfer_params" in r.json()["error"]["message"]
+        r = proxy.post("/v1/completions", {"model": MODEL, "prompt": "hello", "max_tokens": 3})
+        assert r.status_code == 200, r.text
+    finally:
+        proxy.stop()
+        d0.stop()
+        p0.stop()
