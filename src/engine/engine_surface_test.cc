@@ -207,6 +207,28 @@ TEST(EngineSurfaceTest, ParallelSamplingForksThePromptOnce) {
   EXPECT_EQ(engine.engine().Snapshot().kv_cache_usage, 0) << "every block is free again";
 }
 
+// With ngram speculative decoding the forked choices verify drafts on their own and still
+// give the tokens of a lone greedy run.
+TEST(EngineSurfaceTest, ParallelSamplingWithSpeculativeDecoding) {
+  auto model = LoadFixture("llama.gguf");
+  ASSERT_NE(model, nullptr);
+  EngineOptions opts;
+  opts.block_size = 4;
+  opts.speculative.method = SpeculativeOptions::Method::kNgram;
+  opts.speculative.num_speculative_tokens = 3;
+  opts.speculative.prompt_lookup_min = 1;
+  opts.speculative.prompt_lookup_max = 2;
+  Choices engine(*model, opts);
+  const std::vector<int32_t> prompt = {1, 5, 9, 5, 9, 5, 9, 5, 9, 13, 17};
+  ASSERT_TRUE(engine.Submit("alone", prompt, Tokens(16)).ok());
+  const std::vector<int32_t> alone = engine.Wait()["alone"][0].tokens;
+  GenerationParams p = Tokens(16);
+  p.n = 3;
+  ASSERT_TRUE(engine.Submit("three", prompt, p).ok());
+  auto results = engine.Wait();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(results["three"][static_cast<size_t>(i)].tokens, alone) << "choice " << i;
+}
+
 // Seeded sampling: choice i draws as an n = 1 request with seed + i (vLLM's rule), its
 // first token included (drawn from the shared prompt logits).
 TEST(EngineSurfaceTest, ParallelSamplingSeedsAreSeedPlusIndex) {
