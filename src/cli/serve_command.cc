@@ -156,6 +156,11 @@ int RunServe(ServeConfig config, const std::vector<CLI::Option*>& ignored) {
   if (auto http = server::MakeHttpOptions(config); !http.ok()) return ReportError(http.status());
   auto engine_options = server::MakeEngineOptions(config, cpu_ids);
   if (!engine_options.ok()) return ReportError(engine_options.status());
+  if (const char* delay = std::getenv("TANDEM_FAULT_ENGINE_STEP_DELAY_MS"); delay != nullptr) {
+    engine_options->fault_step_delay_ms = std::atoi(delay);  // TEST ONLY: a stuck step loop
+    TANDEM_LOG(WARNING) << "TEST ONLY: every engine step is delayed by "
+                        << engine_options->fault_step_delay_ms << " ms";
+  }
   KvTransferOptions& kv = engine_options->kv_transfer;
   if ((kv.producer || kv.consumer) && kv.advertise_host.empty()) kv.advertise_host = DefaultAdvertiseHost();
   if (const char* token = std::getenv("TANDEM_KV_AUTH_TOKEN"); kv.auth_token.empty() && token != nullptr) {
@@ -297,6 +302,13 @@ void RegisterServe(CLI::App& app, RunFn* run) {
       ->capture_default_str();
   cmd->add_option("--max-waiting-requests", c.max_waiting_requests,
                   "queued requests beyond the running ones; more get 503")
+      ->capture_default_str();
+  cmd->add_option("--scheduling-policy", c.scheduling_policy,
+                  "fcfs (arrival order) or priority (the request's `priority`, lower first)")
+      ->capture_default_str();
+  cmd->add_option(
+         "--health-watchdog-s", c.health_watchdog_s,
+         "/health answers 503 when work is queued and no engine step completed for this long")
       ->capture_default_str();
   cmd->add_flag("--enable-chunked-prefill", c.enable_chunked_prefill,
                 "accepted (chunked prefill is always on)");

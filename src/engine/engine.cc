@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -17,16 +18,16 @@
 #include "engine/draft_model_proposer.h"
 #include "engine/engine_metrics.h"
 #include "engine/kv_arena.h"
-#include "engine/logits_processor.h"
-#include "engine/output_processor.h"
 #include "engine/kv_connector.h"
-#include "engine/request.h"
-#include "engine/request_validation.h"
-#include "engine/spec_decode.h"
+#include "engine/logits_processor.h"
 #include "engine/model_runner.h"
 #include "engine/mtp_proposer.h"
-#include "engine/step_draw.h"
+#include "engine/output_processor.h"
+#include "engine/request.h"
+#include "engine/request_validation.h"
 #include "engine/scheduler.h"
+#include "engine/spec_decode.h"
+#include "engine/step_draw.h"
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_events.h"
 #include "model/model.h"
@@ -45,6 +46,12 @@ std::string KvFingerprint(const Model& model, const EngineOptions& o) {
   return UsesMtp(o) ? model.fingerprint() + ":mtp" : model.fingerprint();
 }
 
+int64_t SteadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 class EngineImpl final : public Engine {
  public:
   EngineImpl(const Model& model, const EngineOptions& options, MetricsRegistry* metrics,
@@ -57,7 +64,8 @@ class EngineImpl final : public Engine {
         kv_(kv::KvCacheConfig{static_cast<int32_t>(arena_.num_blocks()), options.block_size,
                               options.enable_prefix_caching, KvFingerprint(model, options), "f16"}),
         runner_(model.config(), model.weights(), pool_.get(), &arena_, &kv_, UsesMtp(options)),
-        scheduler_(&kv_, options.max_num_seqs, options.max_num_batched_tokens),
+        scheduler_(&kv_, options.max_num_seqs, options.max_num_batched_tokens,
+                   options.scheduling_policy),
         output_(model.tokenizer()),
         metrics_(metrics, options.model_name),
         metrics_registry_(metrics),
@@ -120,8 +128,28 @@ class EngineImpl final : public Engine {
 
   Status AddRequest(EngineRequest request) override {
     const int n = static_cast<int>(request.prompt_tokens.size());
+    const int n_choices = request.params.n;
+    if (n_choices < 1)
+      return InvalidArgumentError("n must be at least 1, got " + std::to_string(n_choices) + ".");
+    if (n_choices > options_.max_num_seqs) {
+      // Every choice runs at once (they share the prompt's KV), so n cannot exceed the seats.
+      return InvalidArgumentError("n must be at most " + std::to_string(options_.max_num_seqs) +
+                                  " (--max-num-seqs), got " + std::to_string(n_choices) + ".");
+    }
+    if (n_choices > 1 &&
+        (request.kv_transfer.do_remote_decode || request.kv_transfer.remote_prefill)) {
+      return InvalidArgumentError(
+          "n > 1 is not supported with kv_transfer_params (disaggregated prefill); "
+          "send n = 1");
+    }
     TANDEM_RETURN_IF_ERROR(ValidateEngineRequest(request, model_.config().n_vocab, options_.max_model_len,
                                                  arena_.num_blocks() * options_.block_size));
+    if (request.params.priority != 0 &&
+        options_.scheduling_policy != EngineOptions::SchedulingPolicy::kPriority) {
+      // vLLM's rule and message.
+      return InvalidArgumentError("Got priority " + std::to_string(request.params.priority) +
+                                  " but Priority scheduling is not enabled.");
+    }
     if (connector_) {
       connector_->AcceptRequest(&request.kv_transfer, n);
     } else {
@@ -133,21 +161,37 @@ class EngineImpl final : public Engine {
     }
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return UnavailableError("the engine is shutting down");
-    if (live_ids_.count(request.request_id)) return AlreadyExistsError("duplicate request id " + request.request_id);
-    if (num_waiting_.load() + static_cast<int>(inbox_.size()) >= options_.max_waiting) {
+    if (live_ids_.count(request.request_id) || families_.count(request.request_id)) {
+      return AlreadyExistsError("duplicate request id " + request.request_id);
+    }
+    if (num_waiting_.load() + static_cast<int>(inbox_.size()) + n_choices - 1 >=
+        options_.max_waiting) {
       return ResourceExhaustedError("the server is overloaded: " + std::to_string(options_.max_waiting) +
                                     " requests are already waiting");
     }
-    live_ids_.insert(request.request_id);
-    auto r = std::make_unique<Request>(std::move(request), request.params.has_seed ? request.params.sampling.seed : rng_());
-    r->max_tokens = std::max(1, std::min(r->params.max_tokens, options_.max_model_len - n));
-    inbox_.push_back(std::move(r));
+    // Work arriving at an idle engine starts the watchdog's clock afresh (the last step
+    // may be long ago); a busy or stuck engine's clock is left alone.
+    if (inbox_.empty() && !has_work_.load()) last_progress_ns_.store(SteadyNs());
+    has_work_.store(true);
+    if (n_choices == 1) {
+      live_ids_.insert(request.request_id);
+      auto r = std::make_unique<Request>(
+          std::move(request), request.params.has_seed ? request.params.sampling.seed : rng_());
+      r->max_tokens = std::max(1, std::min(r->params.max_tokens, options_.max_model_len - n));
+      r->arrival_seq = next_arrival_seq_++;
+      inbox_.push_back(std::move(r));
+    } else {
+      AddChoicesLocked(std::move(request));
+    }
     cv_.notify_one();
     return Status::Ok();
   }
 
   void AbortRequest(const std::string& request_id) override {
     std::lock_guard<std::mutex> lock(mu_);
+    if (auto family = families_.find(request_id); family != families_.end()) {
+      aborts_.insert(aborts_.end(), family->second.begin(), family->second.end());  // every choice
+    }
     aborts_.push_back(request_id);
     cv_.notify_one();
   }
@@ -164,6 +208,27 @@ class EngineImpl final : public Engine {
   }
 
   const EngineOptions& options() const override { return options_; }
+
+  EngineHealth Health() const override {
+    EngineHealth h;
+    if (loop_exited_.load()) {
+      h.healthy = false;
+      h.reason = "the engine loop has stopped";
+      return h;
+    }
+    const int64_t now = SteadyNs();
+    h.seconds_since_step = static_cast<double>(now - last_progress_ns_.load()) / 1e9;
+    if (has_work_.load() && h.seconds_since_step > options_.health_watchdog_s) {
+      h.healthy = false;
+      char why[160];
+      std::snprintf(why, sizeof(why),
+                    "the engine loop has not completed a step for %.1f s with work queued "
+                    "(watchdog %.1f s)",
+                    h.seconds_since_step, options_.health_watchdog_s);
+      h.reason = why;
+    }
+    return h;
+  }
 
   void Shutdown() override {
     {
@@ -201,7 +266,7 @@ class EngineImpl final : public Engine {
         for (auto& r : inbox_) {
           Request* raw = r.get();
           requests_[raw->id] = std::move(r);
-          scheduler_.AddRequest(raw);
+          if (raw->fork_parent == nullptr) scheduler_.AddRequest(raw);  // else waits for the fork
         }
         inbox_.clear();
         aborts.swap(aborts_);
@@ -228,9 +293,15 @@ class EngineImpl final : public Engine {
       if (stop_seen && requests_.empty()) {
         if (options_.kv_event_sink) options_.kv_event_sink->EndStep();
         PublishGauges();
+        loop_exited_.store(true);
         return;
       }
+      if (options_.fault_step_delay_ms > 0 && scheduler_.has_work()) {
+        std::this_thread::sleep_for(
+            std::chrono::milliseconds(options_.fault_step_delay_ms));  // TEST ONLY
+      }
       Step();
+      last_progress_ns_.store(SteadyNs());
       if (options_.kv_event_sink) options_.kv_event_sink->EndStep();  // KV events: one batch per step
       PublishGauges();
       metrics_.MaybeLogStats(scheduler_.num_running(), scheduler_.num_waiting(), kv_.usage(), kv_.prefix_cache_stats());
@@ -256,6 +327,7 @@ class EngineImpl final : public Engine {
     if (plan.scheduled.empty()) return;
     StepLogits logits = runner_.Run(plan.scheduled);
     if (spec_) spec_->AfterForward(plan.scheduled, logits);  // MTP rows before any block is cached
+    fork_rows_.clear();
     std::vector<DrawInput> sampling;   // the draws of requests without drafts, in parallel
     std::vector<DrawInput> verifying;  // requests with drafts (their first row)
     for (size_t i = 0; i < plan.scheduled.size(); ++i) {
@@ -266,6 +338,10 @@ class EngineImpl final : public Engine {
       r->num_computed_tokens += plan.scheduled[i].num_new_tokens;
       kv_.CacheComputedBlocks(r->id, r->tokens, r->num_computed_tokens);
       if (connector_) connector_->SaveKv(*r);
+      if (!r->fork_children.empty() && logits.first_row[i] != nullptr &&
+          r->num_computed_tokens == static_cast<int>(r->tokens.size())) {
+        ForkChoices(r, logits.first_row[i], &sampling);  // the prompt is done: n > 1 forks here
+      }
     }
     for (const StepDraw& d : DrawTokens(sampling, model_.tokenizer(), model_.config().n_vocab, pool_.get())) {
       if (d.token < 0) {
@@ -279,6 +355,65 @@ class EngineImpl final : public Engine {
     if (spec_ && !logits.has_prompt_tokens) {
       spec_->OnDecodeStep(!verifying.empty(), step_tokens_,
                           std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count());
+    }
+  }
+
+  // Parallel sampling: `r` (choice 0) has just computed its whole prompt; each waiting
+  // choice gets the prompt's KV (full blocks shared, the partial one copied) and draws its
+  // first token from a copy of the same logits row, in this step's draws. A choice that
+  // finds no free block for the copy is queued to compute the prompt itself (prefix
+  // caching still shares the full blocks).
+  void ForkChoices(Request* r, const float* row, std::vector<DrawInput>* sampling) {
+    const int32_t n_vocab = model_.config().n_vocab;
+    for (Request* c : std::exchange(r->fork_children, {})) {
+      c->fork_parent = nullptr;
+      std::optional<kv::KvCacheManager::ForkCopy> copy =
+          kv_.Fork(r->id, c->id, r->num_computed_tokens);
+      if (!copy) {
+        scheduler_.AddRequest(c);
+        continue;
+      }
+      if (copy->copy_from >= 0) arena_.CopyBlock(copy->copy_from, copy->copy_to);
+      c->num_computed_tokens = r->num_computed_tokens;
+      c->num_cached_tokens = r->num_cached_tokens;
+      if (spec_) spec_->OnFork(r->id, c->id);  // MTP: the choice drafts from the prompt's last hidden state
+      scheduler_.AddRunning(c);
+      fork_rows_.emplace_back(row, row + n_vocab);
+      sampling->push_back({c, fork_rows_.back().data()});
+    }
+  }
+
+  // Queues the n choices of a parallel-sampling request: choice 0 prefills, the others
+  // wait for its fork (ForkChoices). Ids and seeds follow vLLM's ParentRequest.
+  void AddChoicesLocked(EngineRequest request) {
+    const int n_choices = request.params.n;
+    const int n = static_cast<int>(request.prompt_tokens.size());
+    std::vector<std::string>& family = families_[request.request_id];
+    Request* first = nullptr;
+    for (int i = 0; i < n_choices; ++i) {
+      EngineRequest e;
+      e.request_id = std::to_string(i) + "_" + request.request_id;
+      e.prompt_tokens = request.prompt_tokens;
+      e.params = request.params;
+      e.params.n = 1;
+      e.on_output = request.on_output;
+      const uint64_t seed = request.params.has_seed
+                                ? request.params.sampling.seed + static_cast<uint64_t>(i)
+                                : rng_();
+      auto r = std::make_unique<Request>(std::move(e), seed);
+      r->max_tokens = std::max(1, std::min(r->params.max_tokens, options_.max_model_len - n));
+      r->arrival_seq = next_arrival_seq_++;
+      r->choice_index = i;
+      r->family_id = request.request_id;
+      if (first == nullptr) {
+        first = r.get();
+      } else {
+        r->fork_parent = first;
+        first->fork_children.push_back(r.get());
+      }
+      family.push_back(r->id);
+      live_ids_.insert(r->id);
+      inbox_.push_back(std::move(r));
     }
   }
 
@@ -318,12 +453,16 @@ class EngineImpl final : public Engine {
     metrics_.OnToken(r);
     if (std::optional<std::string> finish = output_.AppendToken(*r, token, lp)) return Finish(r, *finish);
     RequestOutput out = output_.TakeOutput(*r, "");
+    out.index = r->choice_index;
     if (!out.new_tokens.empty() || !out.new_text.empty()) r->on_output(out);
   }
 
   // `stop_reason` (optional) replaces the one the output processor found.
   void Finish(Request* r, const std::string& reason, const Status& error = Status::Ok(),
               const std::string& stop_reason = "") {
+    // n > 1: choices not forked yet end with the one that was to fork them.
+    const std::vector<Request*> unforked = std::exchange(r->fork_children, {});
+    if (r->fork_parent != nullptr) std::erase(r->fork_parent->fork_children, r);
     KvFinishAction action = connector_ ? connector_->RequestFinished(*r, reason) : KvFinishAction{};
     if (action.keep_blocks) {
       scheduler_.DetachRequest(r);
@@ -331,6 +470,7 @@ class EngineImpl final : public Engine {
       scheduler_.FinishRequest(r);
     }
     RequestOutput out = output_.TakeOutput(*r, reason);
+    out.index = r->choice_index;
     out.kv_transfer_params = std::move(action.kv_transfer_params);
     if (!stop_reason.empty()) out.stop_reason = stop_reason;
     if (reason == "error") out.error = error.ok() ? InternalError("the request failed") : error;
@@ -346,8 +486,17 @@ class EngineImpl final : public Engine {
       // A kept request keeps its id (and its blocks) until the connector frees them.
       std::lock_guard<std::mutex> lock(mu_);
       live_ids_.erase(r->id);
+      if (auto family = families_.find(r->family_id); family != families_.end()) {
+        std::erase(family->second, r->id);
+        if (family->second.empty()) families_.erase(family);
+      }
     }
-    requests_.erase(r->id);
+    const std::string id = r->id;
+    requests_.erase(id);  // r is gone
+    for (Request* c : unforked) {
+      c->fork_parent = nullptr;
+      Finish(c, reason, error, stop_reason);
+    }
   }
 
   // Loads the connectors finished (the requests resume or end) and kept blocks they let go.
@@ -399,6 +548,7 @@ class EngineImpl final : public Engine {
     num_running_.store(scheduler_.num_running() + scheduler_.num_loading());
     num_waiting_.store(scheduler_.num_waiting());
     kv_usage_.store(kv_.usage());
+    has_work_.store(scheduler_.has_work());
     num_parked_.store(connector_ ? connector_->num_kept() : 0);
     metrics_.SetGauges(scheduler_.num_running(), scheduler_.num_waiting(), kv_.usage(), kv_.prefix_cache_stats());
   }
@@ -419,20 +569,29 @@ class EngineImpl final : public Engine {
   std::unique_ptr<KvConnector> connector_;
   std::unique_ptr<SpecDecoder> spec_;                 // --speculative-config (else null)
   int step_tokens_ = 0;                               // tokens emitted in the current step
+  std::vector<std::vector<float>> fork_rows_;  // n > 1: this step's logits copies, [n_vocab] each
 
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::unique_ptr<Request>> inbox_;  // guarded by mu_
   std::vector<std::string> aborts_;              // guarded by mu_
   std::unordered_set<std::string> live_ids_;     // guarded by mu_
+  // n > 1: the client's request id -> its live choices' ids (AbortRequest, duplicates).
+  std::unordered_map<std::string, std::vector<std::string>> families_;  // guarded by mu_
   bool stopping_ = false;                        // guarded by mu_
   bool connector_event_ = false;                 // guarded by mu_
   bool reset_prefix_cache_ = false;              // guarded by mu_
   std::mt19937_64 rng_;                          // guarded by mu_
+  uint64_t next_arrival_seq_ = 0;                // guarded by mu_
   std::atomic<int> num_parked_{0};
   std::atomic<int> num_running_{0};
   std::atomic<int> num_waiting_{0};
   std::atomic<double> kv_usage_{0};
+  // /health's watchdog: steady-clock ns of the last completed step (or of work arriving
+  // at an idle engine), whether requests wait or run, whether the loop has returned.
+  std::atomic<int64_t> last_progress_ns_{SteadyNs()};
+  std::atomic<bool> has_work_{false};
+  std::atomic<bool> loop_exited_{false};
   std::thread thread_;
 };
 

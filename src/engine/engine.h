@@ -104,6 +104,18 @@ struct EngineOptions {
   // "stop" and stop_reason "recomputed" (what it generated so far included), and the
   // proxy re-sends the rest through a prefill instance.
   bool recompute_scheduler = false;
+  // --scheduling-policy (vLLM's): kFcfs admits in arrival order and preempts the newest
+  // running request; kPriority admits by (priority, arrival) and preempts the running
+  // request with the largest (priority, arrival). Under kFcfs a nonzero request
+  // priority is refused (vLLM's rule).
+  enum class SchedulingPolicy { kFcfs, kPriority };
+  SchedulingPolicy scheduling_policy = SchedulingPolicy::kFcfs;
+  // /health's watchdog (--health-watchdog-s): the engine reports itself stalled when work
+  // is queued and no step completed for this long (Engine::Health).
+  double health_watchdog_s = 60;
+  // TEST ONLY (env TANDEM_FAULT_ENGINE_STEP_DELAY_MS in `tandem serve`): every step that
+  // has work first sleeps this long, as a stuck loop would, so tests can watch /health.
+  int fault_step_delay_ms = 0;
   SpeculativeOptions speculative;
   // KV cache events (--kv-events-config): the prefix cache reports to this sink on the
   // engine thread, and the engine closes one batch per step (EndStep). Null = none.
@@ -121,7 +133,8 @@ struct GenerationParams {
   int max_tokens = 16;                   // >= 1 (clamped to fit the context)
   int min_tokens = 0;
   bool ignore_eos = false;
-  std::vector<std::string> stop;         // stop strings (not included in the output)
+  std::vector<std::string> stop;         // stop strings (not in the output unless the next is set)
+  bool include_stop_str_in_output = false;  // vLLM's: keep the matched stop string in the text
   std::vector<int32_t> stop_token_ids;
   std::vector<std::pair<int32_t, float>> logit_bias;  // added to the token's logit, [-100, 100]
   int logprobs = -1;                     // -1 = none; else top-N alternatives per token (0..20)
@@ -129,6 +142,16 @@ struct GenerationParams {
   // Goes into every KV block hash of the request: only requests with the same salt share
   // prefix-cache blocks (vLLM's cache_salt; empty = the shared cache).
   std::string cache_salt;
+  // vLLM's request priority: lower runs first (ties by arrival). Only with
+  // --scheduling-policy priority; under fcfs a nonzero value is refused.
+  int priority = 0;
+  // Parallel sampling: choices generated for the prompt (1..max_num_seqs). With n > 1 the
+  // engine runs child requests "<i>_<request_id>" (vLLM's ids; AbortRequest of the
+  // request id aborts them all); the prompt is prefilled once and its KV forked to every
+  // child (full blocks shared, the partial last block copied); each child draws its own
+  // first token from the prompt's logits, with the seed `seed + i` (vLLM's rule) or, with
+  // no seed, a seed of its own.
+  int n = 1;
   // Test-only: when non-empty, these tokens are emitted in order instead of sampled
   // (the model still runs), and the request then stops with finish_reason "stop". Lets
   // tests drive the output parsers with exact model output on any model.
@@ -143,6 +166,7 @@ struct TokenLogprob {
 
 struct RequestOutput {
   std::string request_id;
+  int index = 0;                       // the choice (0..n-1) this output belongs to
   std::vector<int32_t> new_tokens;     // generated since the previous callback
   std::string new_text;                // their text (UTF-8 complete; stop strings removed)
   std::vector<TokenLogprob> new_logprobs;  // parallel to new_tokens when logprobs >= 0
@@ -166,6 +190,13 @@ struct EngineRequest {
   KvTransferRequest kv_transfer;       // PD: what the proxy asked of this instance
 };
 
+// Whether the step loop is making progress (GET /health).
+struct EngineHealth {
+  bool healthy = true;
+  std::string reason;              // why not, when !healthy
+  double seconds_since_step = 0;   // since the last completed step (or since work arrived)
+};
+
 // A point-in-time view for /health and logs.
 struct EngineSnapshot {
   int num_running = 0;
@@ -185,8 +216,9 @@ class Engine {
   virtual ~Engine() = default;
 
   // Queues a request. InvalidArgument if the prompt is empty or does not fit
-  // max_model_len; AlreadyExists for a duplicate live id; ResourceExhausted when the
-  // waiting queue is full; Unavailable after Shutdown.
+  // max_model_len, if params.n is out of [1, max_num_seqs] or n > 1 comes with
+  // kv_transfer_params, or for a nonzero priority under fcfs; AlreadyExists for a duplicate
+  // live id; ResourceExhausted when the waiting queue is full; Unavailable after Shutdown.
   virtual Status AddRequest(EngineRequest request) = 0;
 
   // Finishes the request with "abort" (no-op if unknown or already finished).
@@ -205,6 +237,11 @@ class Engine {
   virtual int kv_transfer_port() const = 0;
 
   virtual EngineSnapshot Snapshot() const = 0;
+
+  // Unhealthy when the step loop has exited (Shutdown) or when work is queued and no step
+  // completed within options().health_watchdog_s (a stuck loop). An idle engine is
+  // healthy however long ago its last step was.
+  virtual EngineHealth Health() const = 0;
   virtual const EngineOptions& options() const = 0;
 
   // Aborts everything still running and stops the step thread.

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -49,6 +50,12 @@ class KvArena {
   // The whole of block `block`: K then V parts (for copies between arenas).
   uint16_t* BlockKeys(int32_t block) { return keys_ + block * k_block_elems_; }
   uint16_t* BlockValues(int32_t block) { return values_ + block * v_block_elems_; }
+  // Copies block `src` (all layers, K and V) over block `dst` (n > 1's copy-on-write of
+  // a prompt's partial last block).
+  void CopyBlock(int32_t src, int32_t dst) {
+    std::memcpy(BlockKeys(dst), BlockKeys(src), static_cast<size_t>(k_block_elems_) * 2);
+    std::memcpy(BlockValues(dst), BlockValues(src), static_cast<size_t>(v_block_elems_) * 2);
+  }
   int64_t k_block_elems() const { return k_block_elems_; }
   int64_t v_block_elems() const { return v_block_elems_; }
   // The transfer's view of this memory (with the memfd when shared).

@@ -114,6 +114,14 @@ void MtpProposer::AfterForward(const std::vector<ScheduledRequest>& scheduled, c
   if (!batch.empty()) RunBlock(batch, h_in_, false);
 }
 
+void MtpProposer::Fork(const std::string& parent, const std::string& child) {
+  auto it = states_.find(parent);
+  if (it == states_.end()) return;
+  State copy = it->second;
+  copy.verify_rows = nullptr;
+  states_[child] = std::move(copy);
+}
+
 void MtpProposer::OnVerified(const Request& r, int accepted) {
   auto it = states_.find(r.id);
   if (it == states_.end() || it->second.verify_rows == nullptr) return;

@@ -63,6 +63,8 @@ class MtpProposer {
   // After VerifyDrafts: `accepted` drafts of `r` were kept.
   void OnVerified(const Request& r, int accepted);
   void Release(const std::string& request_id) { states_.erase(request_id); }
+  // n > 1: `child` continues from a copy of `parent`'s KV, so from its hidden state too.
+  void Fork(const std::string& parent, const std::string& child);
 
  private:
   struct State {

@@ -56,7 +56,7 @@ std::optional<std::string> OutputProcessor::AppendToken(Request& r, int32_t toke
       }
     }
     if (matched != nullptr) {
-      r.pending_text.resize(best);
+      r.pending_text.resize(best + (p.include_stop_str_in_output ? matched->size() : 0));
       r.stop_reason = *matched;
       r.utf8.Flush();  // anything incomplete came after the stop string
       return "stop";

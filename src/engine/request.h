@@ -69,7 +69,16 @@ struct Request {
   std::vector<TokenLogprob> pending_logprobs;
   std::string stop_reason;            // matched stop string or stop token id
 
+  // Parallel sampling (GenerationParams::n > 1). Choice 0 prefills the prompt; the other
+  // choices wait in `fork_children` (in no scheduler queue, `fork_parent` set) until the
+  // step that completes the prompt forks its KV to them.
+  int choice_index = 0;
+  std::string family_id;               // the client's request id (n > 1), else empty
+  Request* fork_parent = nullptr;
+  std::vector<Request*> fork_children;
+
   Clock::time_point arrival;
+  uint64_t arrival_seq = 0;           // the engine's arrival counter (ties in priority order)
   Clock::time_point first_token_time;
   Clock::time_point last_token_time;
   bool has_first_token = false;

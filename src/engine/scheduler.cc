@@ -6,12 +6,59 @@
 
 namespace tandem {
 
-Scheduler::Scheduler(kv::KvCacheManager* kv, int max_num_seqs, int max_num_batched_tokens)
-    : kv_(kv), max_num_seqs_(max_num_seqs), max_num_batched_tokens_(max_num_batched_tokens) {}
+namespace {
+
+// vLLM's priority order: lower priority value first, then earlier arrival.
+bool RunsBefore(const Request* a, const Request* b) {
+  if (a->params.priority != b->params.priority) return a->params.priority < b->params.priority;
+  return a->arrival_seq < b->arrival_seq;
+}
+
+}  // namespace
+
+Scheduler::Scheduler(kv::KvCacheManager* kv, int max_num_seqs, int max_num_batched_tokens,
+                     Policy policy)
+    : kv_(kv),
+      max_num_seqs_(max_num_seqs),
+      max_num_batched_tokens_(max_num_batched_tokens),
+      policy_(policy) {}
 
 void Scheduler::AddRequest(Request* request) {
   request->status = RequestStatus::kWaiting;
-  waiting_.push_back(request);
+  Enqueue(request, /*front=*/false);
+}
+
+void Scheduler::Enqueue(Request* request, bool front) {
+  if (policy_ == Policy::kFcfs) {
+    if (front) {
+      waiting_.push_front(request);
+    } else {
+      waiting_.push_back(request);
+    }
+    return;
+  }
+  waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), request, RunsBefore), request);
+}
+
+size_t Scheduler::VictimIndex() const {
+  TANDEM_CHECK(!running_.empty());
+  if (policy_ == Policy::kFcfs) return running_.size() - 1;
+  size_t worst = 0;
+  for (size_t i = 1; i < running_.size(); ++i) {
+    if (RunsBefore(running_[worst], running_[i])) worst = i;
+  }
+  return worst;
+}
+
+void Scheduler::AddRunning(Request* request) {
+  request->status = RequestStatus::kRunning;
+  running_.push_back(request);
+}
+
+int Scheduler::NumSeats() const {
+  int seats = static_cast<int>(running_.size() + loading_.size());
+  for (const Request* r : running_) seats += static_cast<int>(r->fork_children.size());
+  return seats;
 }
 
 void Scheduler::FinishRequest(Request* request) {
@@ -38,14 +85,14 @@ void Scheduler::Preempt(Request* request) {
   request->spec_tokens.clear();
   request->num_computed_tokens = 0;
   request->status = RequestStatus::kWaiting;
-  waiting_.push_front(request);
+  Enqueue(request, /*front=*/true);
 }
 
 SchedulerOutput Scheduler::Schedule() {
   SchedulerOutput out;
   int budget = max_num_batched_tokens_;
 
-  // 1. Running requests, oldest first; preempt the newest when blocks run out.
+  // 1. Running requests, oldest first; preempt a victim (VictimIndex) when blocks run out.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Request* r = running_[i];
     const int remaining =
@@ -64,9 +111,11 @@ SchedulerOutput Scheduler::Schedule() {
         scheduled = true;
         break;
       }
-      // Out of blocks: free the newest running request (possibly r itself).
-      Request* victim = running_.back();
-      running_.pop_back();
+      // Out of blocks: free the victim (possibly r itself).
+      const size_t v = VictimIndex();
+      Request* victim = running_[v];
+      running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(v));
+      if (v < i) --i;  // (priority) a request already scheduled this step
       // A victim scheduled earlier in this step loses its slot in the batch too.
       out.scheduled.erase(std::remove_if(out.scheduled.begin(), out.scheduled.end(),
                                          [&](const ScheduledRequest& s) {
@@ -85,7 +134,7 @@ SchedulerOutput Scheduler::Schedule() {
       ++out.num_preempted;
       if (victim == r) break;
     }
-    if (!scheduled) break;  // r itself was preempted; everything after it is gone too
+    if (!scheduled) break;  // r itself was preempted: as vLLM, no more running requests this step
     out.scheduled.push_back({r, n});
     budget -= n;
     ++i;
@@ -93,9 +142,10 @@ SchedulerOutput Scheduler::Schedule() {
 
   // 2. Waiting requests, in order, while there is room. Nothing is admitted in a step
   // that had to preempt: the freed blocks go to the requests already running.
-  while (out.num_preempted == 0 && !waiting_.empty() && budget > 0 &&
-         static_cast<int>(running_.size() + loading_.size()) < max_num_seqs_) {
+  while (out.num_preempted == 0 && !waiting_.empty() && budget > 0) {
     Request* r = waiting_.front();
+    // A parallel-sampling request needs seats for the choices it will fork.
+    if (NumSeats() + 1 + static_cast<int>(r->fork_children.size()) > max_num_seqs_) break;
     kv::ComputedBlocks hit;
     if (r->num_computed_tokens == 0) hit = kv_->GetComputedBlocks(r->id, r->tokens, r->params.cache_salt);
     const int computed = hit.num_computed_tokens;

@@ -10,6 +10,12 @@
 // waiting queue (its generated tokens are kept and recomputed with the prompt).
 // Running out of blocks is expected scarcity, never an error.
 //
+// Policies (--scheduling-policy, vLLM's): fcfs as above; priority keeps the waiting
+// queue ordered by (priority, arrival) — lower priority values first — so admission
+// follows it, and the preemption victim is the running request with the largest
+// (priority, arrival), which goes back into the queue at its ordered place. Running
+// requests are never preempted just to admit a waiting one (as vLLM v1).
+//
 // Thread safety: engine thread only.
 #pragma once
 
@@ -43,9 +49,16 @@ struct SchedulerOutput {
 
 class Scheduler {
  public:
-  Scheduler(kv::KvCacheManager* kv, int max_num_seqs, int max_num_batched_tokens);
+  using Policy = EngineOptions::SchedulingPolicy;
+  Scheduler(kv::KvCacheManager* kv, int max_num_seqs, int max_num_batched_tokens,
+            Policy policy = Policy::kFcfs);
 
-  void AddRequest(Request* request);  // to the back of the waiting queue
+  // To the back of the waiting queue (fcfs), or at its (priority, arrival_seq) place.
+  void AddRequest(Request* request);
+  // A forked choice of a parallel-sampling request (its blocks already allocated, its
+  // prompt computed): runs from the next step on. Its seat was reserved when its
+  // parent was admitted (a parent counts 1 + fork_children.size() against max_num_seqs).
+  void AddRunning(Request* request);
   // Removes a request from the queues and frees its blocks (finish or abort).
   void FinishRequest(Request* request);
   // Removes a finished request from the queues but keeps its blocks (a producer parks
@@ -74,10 +87,19 @@ class Scheduler {
 
  private:
   void Preempt(Request* request);
+  // Seats taken against max_num_seqs: running and loading requests, plus the choices
+  // that running requests will fork.
+  int NumSeats() const;
+  // Inserts into waiting_ at the request's place under the policy; `front` (fcfs only)
+  // puts it first (a preempted request).
+  void Enqueue(Request* request, bool front);
+  // The running request to preempt when blocks run out.
+  size_t VictimIndex() const;
 
   kv::KvCacheManager* kv_;
   int max_num_seqs_;
   int max_num_batched_tokens_;
+  Policy policy_;
   std::deque<Request*> waiting_;
   std::vector<Request*> running_;  // arrival (admission) order
   std::vector<Request*> loading_;  // admitted, waiting for a connector's load

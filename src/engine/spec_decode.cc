@@ -147,6 +147,10 @@ void SpecDecoder::AfterForward(const std::vector<ScheduledRequest>& scheduled, c
   if (mtp_) mtp_->AfterForward(scheduled, logits.hidden, logits.first_token);
 }
 
+void SpecDecoder::OnFork(const std::string& parent, const std::string& child) {
+  if (mtp_) mtp_->Fork(parent, child);
+}
+
 void SpecDecoder::OnFinished(const std::string& request_id) {
   if (draft_) draft_->Release(request_id);
   if (mtp_) mtp_->Release(request_id);

@@ -117,6 +117,8 @@ class SpecDecoder {
   bool wants_hidden() const { return mtp_ != nullptr; }
   // A request ended: its proposer state (the draft model's cache) goes.
   void OnFinished(const std::string& request_id);
+  // n > 1: `child` took a copy of `parent`'s prompt KV (MTP: and its last hidden state).
+  void OnFork(const std::string& parent, const std::string& child);
   // A verification of `drafted` drafts of `r`, `accepted` of them kept. `r` may be
   // finished (null): only the metrics count it then.
   void OnVerified(Request* r, int drafted, int accepted);

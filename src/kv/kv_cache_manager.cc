@@ -182,6 +182,35 @@ void KvCacheManager::FreeTail(const std::string& request_id, int32_t num_tokens)
   table.resize(keep);
 }
 
+std::optional<KvCacheManager::ForkCopy> KvCacheManager::Fork(const std::string& parent_id,
+                                                             const std::string& child_id,
+                                                             int32_t num_tokens) {
+  auto parent = requests_.find(parent_id);
+  TANDEM_CHECK(parent != requests_.end()) << "fork of unknown request " << parent_id;
+  TANDEM_CHECK(requests_.count(child_id) == 0)
+      << "fork into request " << child_id << " which holds blocks";
+  const std::vector<int32_t>& table = parent->second.block_table;
+  TANDEM_CHECK(num_tokens >= 0 && BlocksFor(num_tokens) <= static_cast<int32_t>(table.size()))
+      << "fork of " << num_tokens << " tokens from a request holding " << table.size() << " blocks";
+  const int32_t num_full = num_tokens / config_.block_size_tokens;
+  const bool partial = num_tokens % config_.block_size_tokens != 0;
+  if (partial && pool_.num_free() < 1) return std::nullopt;
+  RequestState child(parent->second.hasher);
+  child.block_table.assign(table.begin(), table.begin() + num_full);
+  child.num_cached_blocks = std::min(parent->second.num_cached_blocks, num_full);
+  pool_.Touch(child.block_table);  // in use by the parent: one more reference each
+  ForkCopy copy;
+  if (partial) {
+    std::optional<std::vector<int32_t>> fresh = pool_.Allocate(1);
+    TANDEM_CHECK(fresh.has_value()) << "free-block accounting is wrong";
+    copy.copy_from = table[num_full];
+    copy.copy_to = fresh->front();
+    child.block_table.push_back(copy.copy_to);
+  }
+  requests_.emplace(child_id, std::move(child));
+  return copy;
+}
+
 const std::vector<int32_t>& KvCacheManager::GetBlockTable(const std::string& request_id) const {
   auto it = requests_.find(request_id);
   return it == requests_.end() ? kNoBlocks : it->second.block_table;

@@ -127,6 +127,21 @@ class KvCacheManager {
   // Blocks registered in the prefix cache are never released here. Unknown ids are ignored.
   void FreeTail(const std::string& request_id, int32_t num_tokens);
 
+  // Parallel sampling (n > 1): gives `child_id` (which holds nothing yet) the KV of the
+  // first `num_tokens` tokens of `parent_id`: the full blocks are shared (one more
+  // reference each; they are never written again), and the partial last block, if any,
+  // is a fresh block the caller must fill by copying `copy_from` into `copy_to`
+  // (copy-on-write: both sequences write their next tokens into that block). The child
+  // inherits the parent's hashes and cache salt. Returns nullopt, with nothing changed,
+  // when no block is free for the copy.
+  // Precondition: the parent holds at least ceil(num_tokens / block_size) blocks.
+  struct ForkCopy {
+    int32_t copy_from = -1;  // -1: no partial block (nothing to copy)
+    int32_t copy_to = -1;
+  };
+  std::optional<ForkCopy> Fork(const std::string& parent_id, const std::string& child_id,
+                               int32_t num_tokens);
+
   // The request's physical block ids in sequence order; empty for an unknown id.
   // The reference is valid until the next non-const call.
   const std::vector<int32_t>& GetBlockTable(const std::string& request_id) const;

@@ -57,6 +57,47 @@ TEST(KvCacheManagerTest, AllocatesBlocksForTokens) {
   EXPECT_TRUE(m.GetBlockTable("unknown").empty());
 }
 
+// n > 1: the child shares the parent's full blocks and gets a fresh copy of the partial
+// one; freeing either leaves the other's blocks in use.
+TEST(KvCacheManagerTest, ForkSharesFullBlocksAndCopiesThePartialOne) {
+  KvCacheManager m(Config(8));
+  const auto prompt = Tokens(10);  // 2 full blocks + 2 tokens
+  ASSERT_EQ(Prefill(m, "p", prompt), 0);
+  const Ids parent = m.GetBlockTable("p");
+  ASSERT_EQ(parent.size(), 3u);
+  auto copy = m.Fork("p", "c", 10);
+  ASSERT_TRUE(copy.has_value());
+  const Ids child = m.GetBlockTable("c");
+  ASSERT_EQ(child.size(), 3u);
+  EXPECT_EQ(child[0], parent[0]);
+  EXPECT_EQ(child[1], parent[1]);
+  EXPECT_NE(child[2], parent[2]);
+  EXPECT_EQ(copy->copy_from, parent[2]);
+  EXPECT_EQ(copy->copy_to, child[2]);
+  EXPECT_EQ(m.pool().ref_count(parent[0]), 2);
+  EXPECT_EQ(m.pool().ref_count(parent[2]), 1);
+  EXPECT_EQ(m.num_free_blocks(), 4);
+  // A fork at a block boundary copies nothing.
+  auto aligned = m.Fork("p", "c2", 8);
+  ASSERT_TRUE(aligned.has_value());
+  EXPECT_EQ(aligned->copy_from, -1);
+  EXPECT_EQ(m.GetBlockTable("c2").size(), 2u);
+  EXPECT_EQ(m.num_free_blocks(), 4);
+  m.Free("p");
+  EXPECT_EQ(m.pool().ref_count(parent[0]), 2);  // c and c2
+  m.Free("c");
+  m.Free("c2");
+  EXPECT_EQ(m.num_free_blocks(), 8);
+}
+
+TEST(KvCacheManagerTest, ForkWithoutAFreeBlockChangesNothing) {
+  KvCacheManager m(Config(3));
+  ASSERT_EQ(Prefill(m, "p", Tokens(10)), 0);  // all 3 blocks
+  EXPECT_FALSE(m.Fork("p", "c", 10).has_value());
+  EXPECT_TRUE(m.GetBlockTable("c").empty());
+  EXPECT_EQ(m.pool().ref_count(m.GetBlockTable("p")[0]), 1);
+}
+
 TEST(KvCacheManagerTest, AllocationFailureChangesNothing) {
   KvCacheManager m(Config(4));
   ASSERT_TRUE(m.AllocateSlots("a", 0, 12).has_value());  // 3 blocks

@@ -13,6 +13,7 @@ void HandleCompletion(ServingContext& ctx, const net::HttpRequest& request,
   CompletionRequest& r = *parsed;
   if (Status s = ctx.CheckModel(r.sampling.model); !s.ok()) return SendStatus(*writer, s);
   ctx.LogIgnoredFields(r.sampling.ignored_fields);
+  if (Status s = ctx.CheckChoices(r.sampling); !s.ok()) return SendStatus(*writer, s);
   std::vector<int32_t> tokens = r.prompt_is_tokens
                                     ? std::move(r.prompt_tokens)
                                     : ctx.tokenizer().Encode(r.prompt_text, r.add_special_tokens,
@@ -37,8 +38,14 @@ void HandleChatCompletion(ServingContext& ctx, const net::HttpRequest& request,
                                                     "--enable-auto-tool-choice and "
                                                     "--tool-call-parser to be set"));
   }
-  auto output_parser = ctx.MakeOutputParser(r);
-  if (!output_parser.ok()) return SendStatus(*writer, output_parser.status());
+  if (Status s = ctx.CheckChoices(r.sampling); !s.ok()) return SendStatus(*writer, s);
+  std::vector<std::unique_ptr<parsers::ChatOutputParser>> output_parsers;  // one per choice
+  for (int i = 0; i < r.sampling.params.n; ++i) {
+    auto output_parser = ctx.MakeOutputParser(r);
+    if (!output_parser.ok()) return SendStatus(*writer, output_parser.status());
+    if (*output_parser == nullptr) break;  // no parsing
+    output_parsers.push_back(std::move(*output_parser));
+  }
   ChatInputs inputs;
   inputs.messages_json = std::move(r.messages_json);
   inputs.tools_json = std::move(r.tools_json);
@@ -51,7 +58,7 @@ void HandleChatCompletion(ServingContext& ctx, const net::HttpRequest& request,
   if (!tokens.ok()) return SendStatus(*writer, tokens.status());
   // Chat has no default max_tokens: the rest of the context, as vLLM does.
   ctx.StartGeneration(ApiKind::kChat, request, r.sampling, std::move(*tokens), std::nullopt, writer,
-                      std::move(*output_parser));
+                      std::move(output_parsers));
 }
 
 }  // namespace tandem::server

@@ -1,7 +1,9 @@
 #include "server/openai_request.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 
 #include "server/json_fields.h"
@@ -105,7 +107,8 @@ Status ReadSampling(JsonFields& fields, SamplingRequest* request) {
   }
   if (n.has_value() && *n < 1)
     return Invalid("n must be at least 1, got " + std::to_string(*n) + ".");
-  if (n.value_or(1) > 1) return UnimplementedError("n > 1 is not supported");
+  // The upper bound (--max-num-seqs) is the server's (ServingContext::CheckChoices).
+  p.n = static_cast<int>(std::min<int64_t>(n.value_or(1), INT32_MAX));
   if (max_tokens.has_value() && *max_tokens < 1) {
     return Invalid("max_tokens must be at least 1, got " + std::to_string(*max_tokens) + ".");
   }
@@ -159,11 +162,32 @@ Status ReadSampling(JsonFields& fields, SamplingRequest* request) {
     if (salt->empty()) return Invalid("Parameter 'cache_salt' must be a non-empty string if provided.");
     p.cache_salt = std::move(*salt);
   }
-  // Known OpenAI/vLLM fields that need no action here (not "ignored" in the log sense).
-  for (const char* known :
-       {"response_format", "include_stop_str_in_output", "request_id", "priority",
-        "tool_choice", "parallel_tool_calls", "reasoning_effort", "store", "metadata",
-        "service_tier", "truncate_prompt_tokens"}) {
+  // vLLM's request priority (lower runs first); the engine refuses a nonzero value
+  // unless --scheduling-policy priority.
+  std::optional<int64_t> priority;
+  TANDEM_RETURN_IF_ERROR(fields.Integer("priority", &priority));
+  if (priority.has_value()) {
+    if (*priority < INT32_MIN || *priority > INT32_MAX) {
+      return Invalid("priority must be a 32-bit integer, got " + std::to_string(*priority) + ".");
+    }
+    p.priority = static_cast<int>(*priority);
+  }
+  std::optional<bool> include_stop;
+  TANDEM_RETURN_IF_ERROR(fields.Bool("include_stop_str_in_output", &include_stop));
+  p.include_stop_str_in_output = include_stop.value_or(false);
+  std::optional<std::string> request_id;
+  TANDEM_RETURN_IF_ERROR(fields.String("request_id", &request_id));
+  request->request_id = request_id.value_or("");
+  std::optional<int64_t> truncate;
+  TANDEM_RETURN_IF_ERROR(fields.Integer("truncate_prompt_tokens", &truncate));
+  if (truncate.has_value() && *truncate < -1) {
+    return Invalid("truncate_prompt_tokens must be at least -1, got " + std::to_string(*truncate) +
+                   ".");
+  }
+  request->truncate_prompt_tokens = truncate;
+  // Known fields read elsewhere (response_format: structured outputs); unknown ones
+  // (tool_choice on completions included) end up in ignored_fields, logged as vLLM does.
+  for (const char* known : {"response_format"}) {
     fields.Raw(known);
   }
   return Status();
@@ -301,7 +325,11 @@ StatusOr<CompletionRequest> ParseCompletionRequest(std::string_view body, int32_
     TANDEM_RETURN_IF_ERROR(CheckLogprobs(*logprobs, "logprobs"));
     request.sampling.params.logprobs = static_cast<int>(*logprobs);
   }
-  if (best_of.value_or(1) != 1) return UnimplementedError("best_of != 1 is not supported");
+  if (best_of.has_value() && *best_of < 1)
+    return Invalid("best_of must be at least 1, got " + std::to_string(*best_of) + ".");
+  // vLLM V1 refuses best_of > 1 too ("vLLM V1 does not yet support best_of.").
+  if (best_of.value_or(1) > 1)
+    return Invalid("best_of > 1 is not supported (as in vLLM V1); use n");
   if (echo.value_or(false)) return UnimplementedError("echo is not supported");
   if (suffix.has_value() && !suffix->empty())
     return UnimplementedError("suffix is not currently supported");
@@ -327,6 +355,25 @@ StatusOr<ChatRequest> ParseChatRequest(std::string_view body) {
   TANDEM_RETURN_IF_ERROR(ReadChatInputs(fields, &request.messages_json, &request.tools_json,
                                         &request.chat_template_kwargs_json));
   TANDEM_RETURN_IF_ERROR(ReadToolChoice(fields, &request));
+  // OpenAI's reasoning_effort reaches the chat template as a variable (as vLLM passes it
+  // to templates that read it), unless chat_template_kwargs sets one.
+  std::optional<std::string> effort;
+  TANDEM_RETURN_IF_ERROR(fields.String("reasoning_effort", &effort));
+  if (effort.has_value()) {
+    if (*effort != "low" && *effort != "medium" && *effort != "high") {
+      return Invalid("reasoning_effort: Input should be 'low', 'medium' or 'high'");
+    }
+    Json kwargs = request.chat_template_kwargs_json.empty()
+                      ? Json::object()
+                      : Json::parse(request.chat_template_kwargs_json);
+    if (!kwargs.contains("reasoning_effort")) kwargs["reasoning_effort"] = *effort;
+    request.chat_template_kwargs_json = DumpJson(kwargs);
+  }
+  std::optional<bool> parallel_tool_calls;
+  TANDEM_RETURN_IF_ERROR(fields.Bool("parallel_tool_calls", &parallel_tool_calls));
+  if (!parallel_tool_calls.value_or(true) && !request.tools_json.empty()) {
+    return Invalid("parallel_tool_calls: false is not supported (a reply may call several tools)");
+  }
   if (!request.chat_template_kwargs_json.empty()) {
     Json kwargs = Json::parse(request.chat_template_kwargs_json);
     auto thinking = kwargs.find("enable_thinking");

@@ -36,7 +36,10 @@ struct SamplingRequest {
   bool include_usage = false;               // stream_options.include_usage
   bool continuous_usage = false;            // stream_options.continuous_usage_stats (vLLM)
   RequestKvTransfer kv_transfer;            // kv_transfer_params (PD), parsed
-  std::string user;                         // accepted, unused
+  std::string user;                         // the end user (OpenAI's); in the request log line
+  std::string request_id;                   // vLLM's request_id (X-Request-Id wins); empty = none
+  // vLLM's truncate_prompt_tokens: keep only the last k prompt tokens (-1: max_model_len).
+  std::optional<int64_t> truncate_prompt_tokens;
   std::vector<std::string> ignored_fields;  // unknown fields (logged, as vLLM does)
 };
 

@@ -110,6 +110,56 @@ TEST(ParseCompletion, CacheSalt) {
   EXPECT_EQ(chat->sampling.params.cache_salt, "t");
 }
 
+TEST(ParseCompletion, ChoicesAndPriority) {
+  auto r = ParseCompletionRequest(R"({"prompt":"x","n":3,"priority":-2,"best_of":1})", 1000);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->sampling.params.n, 3);
+  EXPECT_EQ(r->sampling.params.priority, -2);
+  EXPECT_TRUE(r->sampling.ignored_fields.empty());
+  auto chat =
+      ParseChatRequest(R"({"messages":[{"role":"user","content":"hi"}],"n":2,"priority":4})");
+  ASSERT_TRUE(chat.ok()) << chat.status().message();
+  EXPECT_EQ(chat->sampling.params.n, 2);
+  EXPECT_EQ(chat->sampling.params.priority, 4);
+}
+
+TEST(ParseCompletion, VllmExtraFields) {
+  auto r = ParseCompletionRequest(
+      R"({"prompt":"x","include_stop_str_in_output":true,"request_id":"abc","truncate_prompt_tokens":-1,
+          "store":false,"tool_choice":"auto"})",
+      1000);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(r->sampling.params.include_stop_str_in_output);
+  EXPECT_EQ(r->sampling.request_id, "abc");
+  EXPECT_EQ(r->sampling.truncate_prompt_tokens, -1);
+  // Not fields of a completion (vLLM ignores them too): listed, so the server logs them.
+  EXPECT_EQ(r->sampling.ignored_fields, (std::vector<std::string>{"store", "tool_choice"}));
+  ExpectBadRequest(R"({"prompt":"x","truncate_prompt_tokens":-2})",
+                   "truncate_prompt_tokens must be at least -1");
+  ExpectBadRequest(R"({"prompt":"x","include_stop_str_in_output":"yes"})",
+                   "include_stop_str_in_output");
+}
+
+TEST(ParseChat, ReasoningEffortAndParallelToolCalls) {
+  auto r = ParseChatRequest(R"({"messages":[{"role":"user","content":"x"}],"reasoning_effort":"low",
+      "parallel_tool_calls":false})");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->chat_template_kwargs_json, R"({"reasoning_effort":"low"})");
+  auto kept =
+      ParseChatRequest(R"({"messages":[{"role":"user","content":"x"}],"reasoning_effort":"low",
+      "chat_template_kwargs":{"reasoning_effort":"high"}})");
+  ASSERT_TRUE(kept.ok());
+  EXPECT_EQ(kept->chat_template_kwargs_json, R"({"reasoning_effort":"high"})");
+  auto bad =
+      ParseChatRequest(R"({"messages":[{"role":"user","content":"x"}],"reasoning_effort":"max"})");
+  EXPECT_NE(bad.status().message().find("reasoning_effort"), std::string::npos);
+  auto serial =
+      ParseChatRequest(R"({"messages":[{"role":"user","content":"x"}],"parallel_tool_calls":false,
+      "tools":[{"type":"function","function":{"name":"f"}}]})");
+  EXPECT_EQ(HttpStatusFor(serial.status()), 400);
+  EXPECT_NE(serial.status().message().find("parallel_tool_calls"), std::string::npos);
+}
+
 TEST(ParseCompletion, RejectsOutOfRangeValuesWithVllmMessages) {
   ExpectBadRequest(R"({"prompt":"x","temperature":-1})",
                    "temperature must be non-negative, got -1.0.");
@@ -127,7 +177,12 @@ TEST(ParseCompletion, RejectsOutOfRangeValuesWithVllmMessages) {
                    "min_tokens must be greater than or equal to 0");
   ExpectBadRequest(R"({"prompt":"x","logprobs":21})", "greater than max allowed: 20");
   ExpectBadRequest(R"({"prompt":"x","logprobs":-1})", "logprobs must be non-negative");
-  ExpectBadRequest(R"({"prompt":"x","n":2})", "n > 1 is not supported");
+  ExpectBadRequest(R"({"prompt":"x","n":"2"})", "n: Input should be a valid integer");
+  ExpectBadRequest(R"({"prompt":"x","priority":"high"})",
+                   "priority: Input should be a valid integer");
+  ExpectBadRequest(R"({"prompt":"x","priority":1.5})", "priority: Input should be a valid integer");
+  ExpectBadRequest(R"({"prompt":"x","priority":9999999999})", "priority must be a 32-bit integer");
+  ExpectBadRequest(R"({"prompt":"x","best_of":0})", "best_of must be at least 1");
   ExpectBadRequest(R"({"prompt":"x","n":0})", "n must be at least 1");
   ExpectBadRequest(R"({"prompt":"x","echo":true})", "echo");
   ExpectBadRequest(R"({"prompt":"x","best_of":2})", "best_of");
@@ -164,7 +219,7 @@ TEST(ParseChat, Rejects) {
         R"({"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":30})",
         R"({"messages":[{"role":"user","content":"x"}],"max_completion_tokens":0})",
         R"({"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":[]})",
-        R"({"messages":[{"role":"user","content":"x"}],"n":3})"}) {
+        R"({"messages":[{"role":"user","content":"x"}],"n":0})"}) {
     auto r = ParseChatRequest(body);
     EXPECT_FALSE(r.ok()) << body;
     EXPECT_EQ(HttpStatusFor(r.status()), 400) << body;

@@ -102,6 +102,15 @@ std::string StopReasonJson(const RequestOutput& output, const GenerationParams& 
   return "null";
 }
 
+std::string MergeChoices(const std::vector<std::string>& responses) {
+  Json merged = Json::parse(responses.front());
+  for (size_t i = 1; i < responses.size(); ++i) {
+    const Json response = Json::parse(responses[i]);
+    for (const Json& choice : response["choices"]) merged["choices"].push_back(choice);
+  }
+  return DumpJson(merged);
+}
+
 ResponseFormatter::ResponseFormatter(ResponseContext context,
                                      std::unique_ptr<parsers::ChatOutputParser> output_parser)
     : context_(std::move(context)), output_parser_(std::move(output_parser)) {
@@ -131,7 +140,7 @@ std::vector<std::string> ResponseFormatter::ParsedStreamChunks(const RequestOutp
   for (size_t i = 0; i < deltas.size(); ++i) {
     const bool last = output.finished && i + 1 == deltas.size();
     Json choice;
-    choice["index"] = 0;
+    choice["index"] = context_.index;
     choice["delta"] = Json::parse(deltas[i]);
     choice["logprobs"] =
         i == 0 && has_logprobs ? ChatLogprobs(output.new_logprobs, context_) : Json(nullptr);
@@ -158,7 +167,7 @@ std::vector<std::string> ResponseFormatter::StreamChunks(const RequestOutput& ou
   if (chat && !sent_role_) {
     sent_role_ = true;
     Json j = Envelope(context_, object);
-    j["choices"] = Json::array({Json{{"index", 0},
+    j["choices"] = Json::array({Json{{"index", context_.index},
                                      {"delta", {{"role", "assistant"}, {"content", ""}}},
                                      {"logprobs", nullptr},
                                      {"finish_reason", nullptr}}});
@@ -173,7 +182,7 @@ std::vector<std::string> ResponseFormatter::StreamChunks(const RequestOutput& ou
   if (output.new_text.empty() && !has_logprobs && !output.finished) return payloads;
 
   Json choice;
-  choice["index"] = 0;
+  choice["index"] = context_.index;
   if (chat) {
     choice["delta"] = output.new_text.empty() && output.finished
                           ? Json::object()
@@ -220,7 +229,7 @@ std::string ResponseFormatter::FinalResponse(const std::string& finish_reason,
                                              const std::string& kv_transfer_params_json) const {
   const bool chat = context_.kind == ApiKind::kChat;
   Json choice;
-  choice["index"] = 0;
+  choice["index"] = context_.index;
   if (chat) {
     if (output_parser_ != nullptr) {
       const Json parsed = Json::parse(output_parser_->MessageJson());

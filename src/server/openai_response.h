@@ -42,6 +42,7 @@ struct ResponseContext {
   int64_t created = 0;                             // unix seconds
   bool include_cached_tokens = false;              // --enable-prompt-tokens-details
   int logprobs = -1;                               // GenerationParams::logprobs of the request
+  int index = 0;                                   // the choice's index (n > 1: 0..n-1)
   std::function<std::string(int32_t)> token_text;  // token id -> text (logprobs only)
 };
 
@@ -54,6 +55,11 @@ struct UsageCounts {
 // vLLM's stop_reason as JSON text: null (EOS, length, abort), the matched stop string,
 // or the matched stop token id (an integer).
 std::string StopReasonJson(const RequestOutput& output, const GenerationParams& params);
+
+// n > 1: one whole response (FinalResponse of choice 0, with the usage of all choices)
+// with the `choices` of every response in `responses` (one FinalResponse per choice, in
+// index order).
+std::string MergeChoices(const std::vector<std::string>& responses);
 
 class ResponseFormatter {
  public:

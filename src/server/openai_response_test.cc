@@ -52,6 +52,27 @@ TEST(ResponseFormatter, CompletionResponse) {
   EXPECT_TRUE(j["kv_transfer_params"].is_null());
 }
 
+// n > 1: each choice's formatter writes its index; MergeChoices joins the responses.
+TEST(ResponseFormatter, ChoicesCarryTheirIndexAndMerge) {
+  std::vector<std::string> responses;
+  for (int i = 0; i < 2; ++i) {
+    ResponseContext c = Context(ApiKind::kChat);
+    c.index = i;
+    ResponseFormatter f(c);
+    std::vector<std::string> chunks = f.StreamChunks(Output("w" + std::to_string(i)), "null", nullptr);
+    ASSERT_EQ(chunks.size(), 2u);  // the role chunk, then the text
+    for (const std::string& chunk : chunks) EXPECT_EQ(json::parse(chunk)["choices"][0]["index"], i);
+    f.Append(Output("w" + std::to_string(i), true, "stop"));
+    responses.push_back(f.FinalResponse("stop", "null", {3, 4, 0}));
+  }
+  json merged = json::parse(MergeChoices(responses));
+  ASSERT_EQ(merged["choices"].size(), 2u);
+  EXPECT_EQ(merged["choices"][0]["index"], 0);
+  EXPECT_EQ(merged["choices"][1]["index"], 1);
+  EXPECT_EQ(merged["choices"][1]["message"]["content"], "w1");
+  EXPECT_EQ(merged["usage"]["completion_tokens"], 4);
+}
+
 TEST(ResponseFormatter, ChatResponseWithCachedTokensAndStopString) {
   ResponseContext c = Context(ApiKind::kChat);
   c.include_cached_tokens = true;

@@ -53,7 +53,14 @@ void OpenAiServer::AddRoutes() {
   route("POST", "/kv_transfer/abort", HandleKvTransferAbort);
   route("POST", "/reset_prefix_cache", HandleResetPrefixCache);
   route("GET", "/metrics", HandleMetrics);
-  route("GET", "/health", [](ServingContext&, const net::HttpRequest&, const WriterPtr& writer) {
+  route("GET", "/health", [](ServingContext& c, const net::HttpRequest&, const WriterPtr& writer) {
+    // 503 with the reason when the engine loop is stuck or gone (Engine::Health), so
+    // the proxy's health checks take this instance out.
+    const EngineHealth health = c.engine().Health();
+    if (!health.healthy) {
+      net::SendError(*writer, 503, health.reason);
+      return;
+    }
     writer->SendResponse(200, {{"Content-Type", "text/plain"}}, "");
   });
   route("GET", "/version", [](ServingContext&, const net::HttpRequest&, const WriterPtr& writer) {

@@ -43,6 +43,14 @@ class FakeEngine : public Engine {
   void ResetPrefixCache() override { ++resets; }
   int kv_transfer_port() const override { return 0; }
   EngineSnapshot Snapshot() const override { return EngineSnapshot{1, 2, 0.25, 100, 1600}; }
+  EngineHealth Health() const override {
+    EngineHealth h;
+    if (stuck) {
+      h.healthy = false;
+      h.reason = "the engine loop has not completed a step";
+    }
+    return h;
+  }
   const EngineOptions& options() const override { return options_; }
   void Shutdown() override {
     std::vector<std::thread> threads;
@@ -61,6 +69,7 @@ class FakeEngine : public Engine {
   std::atomic<bool> reject{false};
   std::atomic<bool> hold{false};
   std::atomic<int> resets{0};
+  std::atomic<bool> stuck{false};
   GenerationParams last_params;
 
  private:
@@ -197,6 +206,12 @@ TEST_F(OpenAiServerTest, InfoRoutes) {
   auto health = Call("GET", "/health");
   EXPECT_EQ(health.status, 200);
   EXPECT_TRUE(health.body.empty());
+  engine_.stuck = true;  // the engine's watchdog fired: 503 with the reason
+  health = Call("GET", "/health");
+  EXPECT_EQ(health.status, 503);
+  EXPECT_NE(health.body.find("has not completed a step"), std::string::npos) << health.body;
+  engine_.stuck = false;
+  EXPECT_EQ(Call("GET", "/health").status, 200);
   json models = json::parse(Call("GET", "/v1/models").body);
   EXPECT_EQ(models["data"].size(), 2u);
   EXPECT_EQ(models["data"][0]["id"], "served");

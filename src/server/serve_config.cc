@@ -99,7 +99,16 @@ StatusOr<EngineOptions> MakeEngineOptions(const ServeConfig& config,
   if (config.max_waiting_requests <= 0)
     return InvalidArgumentError("--max-waiting-requests must be positive");
   if (config.max_model_len < 0) return InvalidArgumentError("--max-model-len must be positive");
+  if (!(config.health_watchdog_s > 0))
+    return InvalidArgumentError("--health-watchdog-s must be positive");
   EngineOptions options;
+  if (config.scheduling_policy == "priority") {
+    options.scheduling_policy = EngineOptions::SchedulingPolicy::kPriority;
+  } else if (config.scheduling_policy != "fcfs") {
+    return InvalidArgumentError("--scheduling-policy must be fcfs or priority, got '" +
+                                config.scheduling_policy + "'");
+  }
+  options.health_watchdog_s = config.health_watchdog_s;
   options.block_size = config.block_size;
   options.kv_cache_bytes =
       static_cast<int64_t>(static_cast<double>(*budget) * config.gpu_memory_utilization);

@@ -76,6 +76,27 @@ TEST(ServeConfigSecurity, LogsCarryNoSecrets) {
   EXPECT_EQ(RedactSecrets("{bad"), "<not JSON>");
 }
 
+TEST(ServeConfig, SchedulingPolicyAndHealthWatchdog) {
+  ServeConfig c;
+  auto engine = MakeEngineOptions(c, {});
+  ASSERT_TRUE(engine.ok());
+  EXPECT_EQ(engine->scheduling_policy, EngineOptions::SchedulingPolicy::kFcfs);
+  EXPECT_EQ(engine->health_watchdog_s, 60);
+  c.scheduling_policy = "priority";
+  c.health_watchdog_s = 2.5;
+  engine = MakeEngineOptions(c, {});
+  ASSERT_TRUE(engine.ok());
+  EXPECT_EQ(engine->scheduling_policy, EngineOptions::SchedulingPolicy::kPriority);
+  EXPECT_EQ(engine->health_watchdog_s, 2.5);
+  c.scheduling_policy = "lifo";
+  engine = MakeEngineOptions(c, {});
+  EXPECT_NE(engine.status().message().find("--scheduling-policy"), std::string::npos);
+  c.scheduling_policy = "fcfs";
+  c.health_watchdog_s = 0;
+  engine = MakeEngineOptions(c, {});
+  EXPECT_NE(engine.status().message().find("--health-watchdog-s"), std::string::npos);
+}
+
 TEST(ServeConfig, AdditionalConfigRecomputeScheduler) {
   ServeConfig c;
   auto engine = MakeEngineOptions(c, {});

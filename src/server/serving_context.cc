@@ -36,10 +36,12 @@ Status ServingContext::CheckModel(const std::string& model) const {
   return NotFoundError("The model `" + model + "` does not exist.");
 }
 
-std::string ServingContext::NewRequestId(const char* prefix, const net::HttpRequest& request) {
+std::string ServingContext::NewRequestId(const char* prefix, const net::HttpRequest& request,
+                                         const std::string& body_id) {
   if (auto header = request.headers.Get("X-Request-Id"); header.has_value() && !header->empty()) {
     return std::string(prefix) + std::string(header->substr(0, 256));
   }
+  if (!body_id.empty()) return std::string(prefix) + body_id.substr(0, 256);
   uint64_t a, b;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -84,11 +86,41 @@ StatusOr<std::unique_ptr<parsers::ChatOutputParser>> ServingContext::MakeOutputP
   return parsers::ChatOutputParser::Create(config);
 }
 
-void ServingContext::StartGeneration(ApiKind kind, const net::HttpRequest& http,
-                                     SamplingRequest& request, std::vector<int32_t> prompt_tokens,
-                                     std::optional<int> default_max_tokens,
-                                     const std::shared_ptr<net::HttpResponseWriter>& writer,
-                                     std::unique_ptr<parsers::ChatOutputParser> output_parser) {
+Status ServingContext::CheckChoices(const SamplingRequest& request) const {
+  const int n = request.params.n;
+  const int seats = engine_.options().max_num_seqs;
+  if (n > seats) {
+    // Every choice runs at once on the prompt's forked KV: n is bounded by the seats.
+    return InvalidArgumentError("n must be at most " + std::to_string(seats) +
+                                " (--max-num-seqs), got " + std::to_string(n) + ".");
+  }
+  if (n > 1 && (request.kv_transfer.do_remote_decode || request.kv_transfer.remote_prefill)) {
+    return InvalidArgumentError(
+        "n > 1 is not supported with kv_transfer_params (disaggregated prefill); send n = 1");
+  }
+  return Status();
+}
+
+void ServingContext::StartGeneration(
+    ApiKind kind, const net::HttpRequest& http, SamplingRequest& request,
+    std::vector<int32_t> prompt_tokens, std::optional<int> default_max_tokens,
+    const std::shared_ptr<net::HttpResponseWriter>& writer,
+    std::vector<std::unique_ptr<parsers::ChatOutputParser>> output_parsers) {
+  if (request.truncate_prompt_tokens.has_value()) {
+    // vLLM's truncate_prompt_tokens: the last k tokens (-1: max_model_len of them).
+    const int64_t k = *request.truncate_prompt_tokens == -1 ? options_.max_model_len
+                                                            : *request.truncate_prompt_tokens;
+    if (k > options_.max_model_len) {
+      return SendStatus(*writer,
+                        InvalidArgumentError("truncate_prompt_tokens value (" + std::to_string(k) +
+                                             ") is greater than max_model_len (" +
+                                             std::to_string(options_.max_model_len) +
+                                             "). Please, select a smaller truncation size."));
+    }
+    if (static_cast<int64_t>(prompt_tokens.size()) > k) {
+      prompt_tokens.erase(prompt_tokens.begin(), prompt_tokens.end() - k);
+    }
+  }
   if (prompt_tokens.empty()) {
     return SendStatus(*writer, InvalidArgumentError("the prompt is empty after tokenization"));
   }
@@ -103,7 +135,9 @@ void ServingContext::StartGeneration(ApiKind kind, const net::HttpRequest& http,
   if (!options_.scripted_tokens.empty()) request.params.scripted_tokens = options_.scripted_tokens;
   SessionOptions session;
   session.response.kind = kind;
-  session.response.id = NewRequestId(kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-", http);
+  session.response.id =
+      NewRequestId(kind == ApiKind::kChat ? "chatcmpl-" : "cmpl-", http, request.request_id);
+  session.user = request.user;
   session.response.model = served_model();
   session.response.created = std::chrono::duration_cast<std::chrono::seconds>(
                                  std::chrono::system_clock::now().time_since_epoch())
@@ -120,7 +154,7 @@ void ServingContext::StartGeneration(ApiKind kind, const net::HttpRequest& http,
   session.continuous_usage = request.continuous_usage;
   session.kv_transfer = request.kv_transfer;
   Status submitted = SubmitGeneration(engine_, std::move(prompt_tokens), std::move(session), writer,
-                                      std::move(output_parser));
+                                      std::move(output_parsers));
   if (!submitted.ok()) {
     if (submitted.code() == StatusCode::kResourceExhausted) {
       TANDEM_LOG(WARNING) << "rejecting a request (503): " << submitted.message();

@@ -67,8 +67,10 @@ class ServingContext {
   // NotFound with vLLM's message unless `model` is empty or a served name.
   Status CheckModel(const std::string& model) const;
 
-  // "<prefix><X-Request-Id>" when the client sent one, else "<prefix><32 hex digits>".
-  std::string NewRequestId(const char* prefix, const net::HttpRequest& request);
+  // "<prefix><X-Request-Id>" when the client sent one, else "<prefix><body_id>" when the
+  // body's request_id is set (vLLM's order), else "<prefix><32 hex digits>".
+  std::string NewRequestId(const char* prefix, const net::HttpRequest& request,
+                           const std::string& body_id = "");
 
   // Logs (once per field name) request fields that were accepted but ignored.
   void LogIgnoredFields(const std::vector<std::string>& fields);
@@ -81,13 +83,19 @@ class ServingContext {
   StatusOr<std::unique_ptr<parsers::ChatOutputParser>> MakeOutputParser(
       const ChatRequest& request) const;
 
+  // InvalidArgument naming `n` when the request's n cannot be served: more choices than
+  // --max-num-seqs seats, or n > 1 with kv_transfer_params. Check before building
+  // per-choice state.
+  Status CheckChoices(const SamplingRequest& request) const;
+
   // Validates the length, fills in a seed, and hands the request to the engine; answers
   // the client through `writer` in every case (an error, a stream, or a response).
-  // `output_parser` (chat only, may be null) is owned by the request from here on.
+  // `output_parsers` (chat only: one per choice, or empty) are owned by the request from
+  // here on.
   void StartGeneration(ApiKind kind, const net::HttpRequest& http, SamplingRequest& request,
                        std::vector<int32_t> prompt_tokens, std::optional<int> default_max_tokens,
                        const std::shared_ptr<net::HttpResponseWriter>& writer,
-                       std::unique_ptr<parsers::ChatOutputParser> output_parser = nullptr);
+                       std::vector<std::unique_ptr<parsers::ChatOutputParser>> output_parsers = {});
 
  private:
   const ServerOptions options_;
