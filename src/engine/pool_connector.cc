@@ -120,10 +120,13 @@ void PoolConnector::CancelLoad(const std::string& request_id) {
 
 KvLoadResult PoolConnector::OnLoadDone(const LoadDone& done) {
   const int loaded = done.result.blocks_loaded;
-  context_.metrics->OnExternalHit(loaded * block_size_, loaded - done.result.blocks_remote, done.result.blocks_remote);
+  const PoolLoadResult& r = done.result;
+  const int memory = loaded - r.blocks_disk - r.blocks_remote;
+  context_.metrics->OnExternalHit(loaded * block_size_, memory, r.blocks_disk, r.blocks_remote);
   if (loaded > 0) {
     TANDEM_LOG(DEBUG) << "request " << done.request_id << ": " << loaded << " blocks from the KV pool ("
-                      << done.result.blocks_remote << " from another node)";
+                      << memory << " local memory, " << r.blocks_disk << " local disk, " << r.blocks_remote
+                      << " remote worker)";
   }
   KvLoadResult out;
   out.request_id = done.request_id;

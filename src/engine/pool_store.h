@@ -51,6 +51,7 @@ struct PoolStoreOptions {
 
 struct PoolLoadResult {
   int blocks_loaded = 0;  // leading blocks now in the arena
+  int blocks_disk = 0;    // of which the local worker read from its disk tier
   int blocks_remote = 0;  // of which another worker held
 };
 
@@ -59,6 +60,7 @@ struct PoolStoreStats {
   std::atomic<uint64_t> skipped_existing{0};
   std::atomic<uint64_t> dropped_saves{0};
   std::atomic<uint64_t> loaded_local{0};
+  std::atomic<uint64_t> loaded_disk{0};
   std::atomic<uint64_t> loaded_remote{0};
   std::atomic<uint64_t> failures{0};
 };
