@@ -79,6 +79,7 @@ void AddWorkerFlags(CLI::App* cmd, PoolFlags* f) {
       "(must exist and be writable; empty = no disk tier)");
   add("spill_size_limit", &c.spill_size_limit,
       "disk tier size limit in bytes (0 = 95% of the directory's free space at start)");
+  f->options["spill_size_limit"]->check(CLI::NonNegativeNumber);
   add("eviction_high_watermark_ratio", &c.eviction_high_watermark_ratio,
       "arena eviction starts when an allocation would pass this fraction of the arena");
   add("eviction_ratio", &c.eviction_ratio, "fraction of the arena one eviction frees");

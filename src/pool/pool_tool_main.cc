@@ -40,7 +40,7 @@ int Fail(const std::string& msg) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) return Fail("usage: pool_tool put|get|exist|hold --prefix P --count N ...");
+  if (argc < 2) return Fail("usage: pool_tool put|get|exist|pin|hold --prefix P --count N ...");
   std::string cmd = argv[1];
   std::map<std::string, std::string> flags;
   for (int i = 2; i + 1 < argc; i += 2) {
@@ -83,18 +83,20 @@ int main(int argc, char** argv) {
   if (cmd == "get") {
     auto r = (*client)->Get(keys);
     if (!r.ok()) return Fail(r.status().ToString());
-    size_t hits = 0, remote = 0, corrupt = 0;
+    size_t hits = 0, remote = 0, disk = 0, corrupt = 0;
     for (size_t i = 0; i < count; ++i) {
       if (!(*r)->found(i)) continue;
       ++hits;
       remote += (*r)->remote(i) ? 1 : 0;
+      disk += (*r)->source(i) == tandem::pool::ObjectSource::kDisk ? 1 : 0;
       auto data = (*r)->data(i);
       bool good = data.size() == size;
       for (size_t j = 0; good && j < data.size(); ++j) good = data[j] == PatternByte(start + i, j);
       corrupt += good ? 0 : 1;
     }
-    std::printf("{\"hits\": %zu, \"misses\": %zu, \"remote\": %zu, \"corrupt\": %zu}\n", hits,
-                count - hits, remote, corrupt);
+    std::printf(
+        "{\"hits\": %zu, \"misses\": %zu, \"remote\": %zu, \"disk\": %zu, \"corrupt\": %zu}\n",
+        hits, count - hits, remote, disk, corrupt);
     return 0;
   }
   if (cmd == "exist") {
@@ -105,6 +107,14 @@ int main(int argc, char** argv) {
     size_t n = 0;
     for (bool b : *r) n += b ? 1 : 0;
     std::printf("{\"exist\": %zu, \"prefix\": %zu}\n", n, *prefix_n);
+    return 0;
+  }
+  if (cmd == "pin") {  // soft pin, --ttl_ms (0 = the worker's default)
+    auto r = (*client)->SoftPin(keys, static_cast<uint32_t>(num("ttl_ms", 0)));
+    if (!r.ok()) return Fail(r.status().ToString());
+    size_t n = 0;
+    for (bool b : *r) n += b ? 1 : 0;
+    std::printf("{\"pinned\": %zu}\n", n);
     return 0;
   }
   if (cmd == "hold") {

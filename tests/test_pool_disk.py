@@ -1,0 +1,208 @@
+"""The KV pool's disk tier with real workers and the real etcd: objects evicted from a small
+arena spill to `--spill_directory` and come back on a get; a worker killed with -9 and
+restarted on the same directory serves its disk objects again; a corrupted spill file is
+never served (the engine recomputes, with the same output); a full disk (a tiny size limit,
+or a small tmpfs) leaves the worker serving from memory, logging once per interval; bad
+flags exit 2 naming the flag. Every process started here is stopped by pid."""
+import os
+import pathlib
+import subprocess
+import time
+
+import pytest
+
+from tandem_procs import free_port
+from test_pool import BLOCK, Worker, etcd, tool, wait_for  # noqa: F401 (etcd is a fixture)
+from test_pool import pool_tool  # noqa: F401 (a fixture)
+
+
+@pytest.fixture
+def workers(tandem_bin, tmp_path, etcd):  # noqa: F811
+    started = []
+
+    def make(**kw):
+        w = Worker(tandem_bin, tmp_path, etcd, name=f"w{len(started)}", **kw)
+        started.append(w)
+        return w
+    yield make
+    for w in started:
+        if w.alive():
+            w.kill9()
+
+
+def spill_dir(tmp_path, name="spill"):
+    d = tmp_path / name
+    d.mkdir(exist_ok=True)
+    return d
+
+
+def files(d):
+    return sorted(p for p in pathlib.Path(d).glob("*.kv"))
+
+
+def disk_args(d, limit=0, lease_ms=0):
+    return ("--spill_directory", str(d), "--spill_size_limit", str(limit),
+            "--default_kv_lease_ttl", str(lease_ms))
+
+
+def settled(w, spills):
+    """Waits until the worker wrote `spills` files (the writer is asynchronous)."""
+    return wait_for(lambda: (w.metric("tandem_pool_spills_total") or 0) >= spills, 10)
+
+
+def test_spill_then_promote_with_a_small_arena(workers, pool_tool, tmp_path):  # noqa: F811
+    d = spill_dir(tmp_path)
+    w = workers(shm_mb=4, extra=disk_args(d))  # 16 blocks of 256 KiB; evicts from 90 % to 80 %
+    for batch in range(8):  # 64 blocks: four arenas' worth
+        assert tool(pool_tool, w, "put", "b", 8, start=batch * 8)["stored"] == 8
+    evicted = w.metric("tandem_pool_evictions_total")
+    assert evicted >= 48
+    assert settled(w, evicted)
+    assert len(files(d)) == evicted
+    assert w.metric("tandem_pool_tier_objects") >= 64  # memory + disk (a promoted file stays)
+
+    got = tool(pool_tool, w, "get", "b", 8, start=0)  # the oldest: on disk only
+    assert got == {"hits": 8, "misses": 0, "remote": 0, "disk": 8, "corrupt": 0}, got
+    newest = tool(pool_tool, w, "get", "b", 4, start=60)
+    assert newest["hits"] == 4 and newest["disk"] == 0  # still in the arena
+    assert tool(pool_tool, w, "exist", "b", 64)["exist"] == 64
+    assert w.metric("tandem_pool_promotions_total") == 8
+    assert w.metric("tandem_pool_hits_total") >= 12
+    assert w.metric("tandem_pool_disk_read_bytes_total") == 8 * BLOCK
+    # (The promotions evicted more: each of those was written too.)
+    assert w.metric("tandem_pool_disk_write_bytes_total") == w.metric("tandem_pool_spills_total") * BLOCK
+    # Every object, wherever it is, reads back intact.
+    for start in range(0, 64, 8):
+        r = tool(pool_tool, w, "get", "b", 8, start=start)
+        assert r["hits"] == 8 and r["corrupt"] == 0, (start, r)
+    assert w.alive()
+
+
+def test_kill9_and_restart_serves_disk_objects_again(workers, pool_tool, tmp_path):  # noqa: F811
+    d = spill_dir(tmp_path)
+    w = workers(shm_mb=4, extra=disk_args(d))
+    for batch in range(6):
+        assert tool(pool_tool, w, "put", "r", 8, start=batch * 8)["stored"] == 8
+    evicted = w.metric("tandem_pool_evictions_total")
+    assert settled(w, evicted)
+    on_disk = len(files(d))
+    assert on_disk == evicted >= 32
+    w.kill9()
+    w.start()  # same flags, same directory
+    assert wait_for(lambda: w.metric("tandem_pool_tier_objects") is not None, 10)
+    assert f"{on_disk} objects (" in w.log()  # "... re-indexed" at start
+    # What was in the arena died with the process; everything spilled is served again (in
+    # gets of 8: one get pins what it promotes, and 36 blocks do not fit the arena at once).
+    got = [tool(pool_tool, w, "get", "r", 8, start=s) for s in range(0, 48, 8)]
+    assert sum(g["hits"] for g in got) == on_disk, got
+    assert sum(g["disk"] for g in got) == on_disk, got
+    assert sum(g["corrupt"] for g in got) == 0, got
+
+
+def test_corrupt_or_truncated_spill_files_are_never_served(workers, pool_tool, tmp_path):  # noqa: F811
+    d = spill_dir(tmp_path)
+    w = workers(shm_mb=4, extra=disk_args(d))
+    for batch in range(4):
+        assert tool(pool_tool, w, "put", "c", 8, start=batch * 8)["stored"] == 8
+    assert settled(w, w.metric("tandem_pool_evictions_total"))
+    w.stop()  # graceful: the arena's objects are lost, the files stay
+    spilled = files(d)
+    assert len(spilled) >= 16
+    flipped, truncated = spilled[0], spilled[1]
+    with open(flipped, "r+b") as f:  # one bit of the value
+        f.seek(BLOCK // 2)
+        byte = f.read(1)
+        f.seek(BLOCK // 2)
+        f.write(bytes([byte[0] ^ 0x10]))
+    os.truncate(truncated, BLOCK // 3)
+    w.start()
+    assert wait_for(lambda: w.metric("tandem_pool_disk_corrupt_total") is not None, 10)
+    assert w.metric("tandem_pool_disk_corrupt_total") == 1  # the truncated one, at the scan
+    got = [tool(pool_tool, w, "get", "c", 8, start=s) for s in range(0, 32, 8)]
+    assert sum(g["corrupt"] for g in got) == 0, got  # no bad byte reached a reader
+    assert sum(g["hits"] for g in got) == len(spilled) - 2, got
+    assert w.metric("tandem_pool_disk_corrupt_total") == 2  # the flipped one, on read
+    assert not flipped.exists() and not truncated.exists()
+
+
+def test_full_disk_keeps_serving_from_memory(workers, pool_tool, tmp_path):  # noqa: F811
+    d = spill_dir(tmp_path)
+    # A limit below one block (256 KiB): no object fits, every spill is dropped.
+    w = workers(shm_mb=4, extra=disk_args(d, limit=128 << 10))
+    for batch in range(8):
+        assert tool(pool_tool, w, "put", "f", 8, start=batch * 8)["stored"] == 8
+    assert w.metric("tandem_pool_spill_drops_total") >= 48
+    assert w.metric("tandem_pool_spills_total") == 0
+    assert tool(pool_tool, w, "get", "f", 8, start=56)["hits"] == 8  # the arena serves
+    assert tool(pool_tool, w, "get", "f", 8, start=0)["hits"] == 0   # dropped: a miss
+    assert tool(pool_tool, w, "exist", "f", 8, start=0)["exist"] == 0  # and not announced
+    warnings = [l for l in w.log().splitlines() if "not spilled" in l]
+    assert 1 <= len(warnings) <= 2, warnings  # once per 10 s interval, not once per object
+    assert w.alive()
+
+    # A limit of a few blocks: the disk tier's own LRU keeps it under the limit.
+    d2 = spill_dir(tmp_path, "spill2")
+    w2 = workers(shm_mb=4, extra=disk_args(d2, limit=4 * (BLOCK + 4096)))
+    for batch in range(8):
+        assert tool(pool_tool, w2, "put", "g", 8, start=batch * 8)["stored"] == 8
+    assert settled(w2, w2.metric("tandem_pool_evictions_total"))
+    assert len(files(d2)) <= 4
+    assert sum(p.stat().st_size for p in files(d2)) <= 4 * (BLOCK + 4096)
+    assert w2.metric("tandem_pool_disk_evictions_total") >= 40
+    assert tool(pool_tool, w2, "get", "g", 8, start=56)["hits"] == 8
+    assert w2.alive()
+
+
+def test_no_space_left_on_a_tmpfs(workers, pool_tool, tmp_path):  # noqa: F811
+    d = spill_dir(tmp_path, "tmpfs")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(d)],
+                             capture_output=True, timeout=10).returncode == 0
+    if not mounted:
+        pytest.skip("cannot mount a tmpfs here (needs CAP_SYS_ADMIN)")
+    try:
+        # The size limit (the default: 95 % of the free space) would allow 3 blocks; fill
+        # the tmpfs behind the worker's back so that writes fail with ENOSPC.
+        w = workers(shm_mb=4, extra=("--spill_directory", str(d), "--default_kv_lease_ttl", "0"))
+        with open(d / "filler", "wb") as f:
+            try:
+                f.write(b"x" * (1 << 20))
+            except OSError:
+                pass
+        for batch in range(8):
+            assert tool(pool_tool, w, "put", "t", 8, start=batch * 8)["stored"] == 8
+        assert wait_for(lambda: w.metric("tandem_pool_spill_drops_total") >= 40, 10)
+        assert tool(pool_tool, w, "get", "t", 8, start=56)["hits"] == 8
+        warnings = [l for l in w.log().splitlines() if "not spilled" in l]
+        assert 1 <= len(warnings) <= 2 and "No space left" in warnings[0], warnings
+        assert not list(d.glob("*.tmp"))  # failed writes leave nothing behind
+        assert w.alive()
+        w.stop()
+    finally:
+        subprocess.run(["umount", "-l", str(d)], capture_output=True, timeout=10)
+
+
+def test_bad_disk_flags_exit_2_naming_the_flag(tandem_bin, tmp_path):
+    env = dict(os.environ, TANDEM_POOL_RUN_DIR=str(tmp_path))
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("x")
+    base = ["--worker_address", f"127.0.0.1:{free_port()}", "--etcd_address", "127.0.0.1:1"]
+    cases = [
+        (["--spill_directory", str(tmp_path / "absent")], "--spill_directory"),
+        (["--spill_directory", str(not_a_dir)], "--spill_directory"),
+        (["--spill_directory", str(tmp_path), "--spill_size_limit", "1000"], "--spill_size_limit"),
+        (["--spill_size_limit", "1000000"], "--spill_size_limit"),
+        (["--spill_directory", str(tmp_path), "--spill_size_limit", "-5"], "spill_size_limit"),
+        (["--eviction_high_watermark_ratio", "1.5"], "--eviction_high_watermark_ratio"),
+        (["--eviction_ratio", "0.95"], "--eviction_ratio"),
+        (["--default_kv_lease_ttl", "-1"], "--default_kv_lease_ttl"),
+    ]
+    if os.geteuid() != 0:  # root writes anywhere
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o500)
+        cases.append((["--spill_directory", str(ro)], "--spill_directory"))
+    for args, word in cases:
+        r = subprocess.run([tandem_bin, "pool", "start", "-w", *base, *args], env=env,
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        assert word in r.stderr, (args, r.stderr)
