@@ -45,9 +45,11 @@ def disk_args(d, limit=0, lease_ms=0):
             "--default_kv_lease_ttl", str(lease_ms))
 
 
-def settled(w, spills):
-    """Waits until the worker wrote `spills` files (the writer is asynchronous)."""
-    return wait_for(lambda: (w.metric("tandem_pool_spills_total") or 0) >= spills, 10)
+def settled(w, spills=0):
+    """Waits until the disk writer (asynchronous) wrote everything evicted so far and at
+    least `spills` files in all."""
+    return wait_for(lambda: w.metric("tandem_pool_spill_queue_bytes") == 0
+                    and (w.metric("tandem_pool_spills_total") or 0) >= spills, 10)
 
 
 def test_spill_then_promote_with_a_small_arena(workers, pool_tool, tmp_path):  # noqa: F811
@@ -206,3 +208,69 @@ def test_bad_disk_flags_exit_2_naming_the_flag(tandem_bin, tmp_path):
                            capture_output=True, text=True, timeout=30)
         assert r.returncode == 2, (args, r.stdout, r.stderr)
         assert word in r.stderr, (args, r.stderr)
+
+
+def spill_file_keys(d):
+    """{path: key} of the spill files (the key follows the 32-byte header)."""
+    out = {}
+    for p in files(d):
+        with open(p, "rb") as f:
+            head = f.read(32)
+            key_len = int.from_bytes(head[8:12], "little")
+            out[p] = f.read(key_len).decode(errors="replace")
+    return out
+
+
+def test_engine_loads_from_disk_and_recomputes_past_a_corrupt_file(
+        workers, pool_tool, tandem_bin, fixture_dir, tmp_path):  # noqa: F811
+    from test_pool_connector import complete, engine, long_prompt, total
+    d = spill_dir(tmp_path)
+    w = workers(shm_mb=4, extra=disk_args(d))
+    prompt = long_prompt("disk", 60)
+
+    def fresh_engine(name):  # an empty prefix cache: what it reuses comes from the pool
+        return engine(tandem_bin, fixture_dir, tmp_path, w, name)
+
+    def evict(prefix):  # 20 blocks of 256 KiB through the 4 MiB arena (in puts of 5)
+        for start in range(0, 20, 5):
+            assert tool(pool_tool, w, "put", prefix, 5, start=start)["stored"] == 5
+        assert settled(w)
+
+    a = fresh_engine("a")
+    try:
+        want = complete(a, prompt)
+        full_blocks = (want["usage"]["prompt_tokens"] - 1) // 16
+        assert wait_for(lambda: total(a, "tandem_pool_connector_blocks_saved_total",
+                                      outcome="stored") >= full_blocks, 10)
+    finally:
+        a.stop()
+    evict("filler")
+    keys = spill_file_keys(d)
+    ours = [p for p, k in keys.items() if not k.startswith("filler@")]
+    assert len(ours) == full_blocks, keys
+
+    b = fresh_engine("b")
+    try:
+        got = complete(b, prompt)
+        assert got["choices"][0]["text"] == want["choices"][0]["text"]
+        assert got["usage"]["prompt_tokens_details"]["cached_tokens"] == full_blocks * 16
+        assert total(b, "tandem_pool_connector_blocks_loaded_total", source="disk") == full_blocks
+        assert total(b, "tandem_pool_connector_blocks_loaded_total", source="local") == 0
+    finally:
+        b.stop()
+
+    evict("filler2")  # out of the arena again (the files stay)
+    for p in ours:
+        with open(p, "r+b") as f:
+            f.seek(-100, os.SEEK_END)
+            f.write(b"\0" * 50)
+    c = fresh_engine("c")
+    try:
+        got = complete(c, prompt)
+        assert got["choices"][0]["text"] == want["choices"][0]["text"]  # recomputed
+        assert got["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+        assert total(c, "tandem_pool_connector_blocks_loaded_total", source="disk") == 0
+        assert w.metric("tandem_pool_disk_corrupt_total") >= 1
+        assert w.alive()
+    finally:
+        c.stop()

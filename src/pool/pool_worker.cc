@@ -74,6 +74,8 @@ WorkerMetrics::WorkerMetrics(MetricsRegistry* r)
                               "Objects soft-pinned by an engine (evicted last)")),
       hits_disk(r->GetCounter("tandem_pool_hits", "Gets answered from this arena",
                               {{"tier", "disk"}})),
+      spill_queue_bytes(r->GetGauge("tandem_pool_spill_queue_bytes",
+                                    "Evicted bytes waiting for the disk writer")),
       spills(r->GetCounter("tandem_pool_spills", "Evicted objects written to the disk tier")),
       spill_drops(r->GetCounter("tandem_pool_spill_drops",
                                 "Evicted objects not written (queue full, no room, disk error)")),
@@ -385,6 +387,7 @@ void PoolWorker::Impl::UpdateGauges() {
     metrics_->tier_objects[kDiskTier]->Set(static_cast<double>(d.objects));
     metrics_->tier_bytes[kDiskTier]->Set(static_cast<double>(d.bytes));
     metrics_->tier_capacity[kDiskTier]->Set(static_cast<double>(d.capacity_bytes));
+    metrics_->spill_queue_bytes->Set(static_cast<double>(d.queued_bytes));
     sync(metrics_->spills, d.spills);
     sync(metrics_->spill_drops, d.spill_drops);
     sync(metrics_->disk_evictions, d.evictions);

@@ -54,6 +54,7 @@ struct WorkerMetrics {
   Gauge* tier_capacity[2];
   Counter* tier_hits[2];
   Counter* tier_misses[2];
+  Gauge* spill_queue_bytes;
   Counter* spills;
   Counter* spill_drops;
   Counter* promotions;
