@@ -35,7 +35,9 @@ struct WorkerConfig {
   // high * size and frees eviction_ratio * size.
   double eviction_high_watermark_ratio = 0.9;
   double eviction_ratio = 0.1;
-  int64_t default_kv_lease_ttl_ms = 5000;            // a read keeps its object this long
+  // A read keeps its object this long after the GET. Pins already guard reads in flight
+  // (Mooncake's 5 s lease guards unpinned RDMA reads); a long lease starves a small arena.
+  int64_t default_kv_lease_ttl_ms = 1000;
   int64_t default_kv_soft_pin_ttl_ms = 30 * 60 * 1000;  // a soft pin lasts this long unread
   // Disk tier (openYuanrong's names): empty = none. 0 = 95 % of the free space.
   std::string spill_directory;
