@@ -5,8 +5,8 @@ everything, interleaved (disk, memory, big, disk, memory, big, ...); then the di
 read rate against a plain sequential read (`dd`) of the same spill directory.
 
 Serving part. One etcd, one pool worker, one `tandem serve` engine with the pool
-connector (DS_WORKER_ADDR) and a small KV cache of its own (--kv-cache-memory, about one
-prefix, so what it reuses comes from the pool). `tandem bench serve --workload
+connector (DS_WORKER_ADDR) and a small KV cache of its own (1.3 prefixes, so what it
+reuses comes from the pool). `tandem bench serve --workload
 shared-prefix` sends --rounds x --num-prefixes requests, one at a time, each a distinct
 prefix of --prefix-len tokens plus its own short question. The arena size is measured:
 a calibration request reports the pool bytes of one prefix, and the arena is
@@ -15,6 +15,12 @@ prompt_tokens), the TTFT p50 of all requests, of the first request of each prefi
 nothing anywhere) and of the repeats (hits: from the disk tier, the arena, or nowhere),
 and the worker's tier counters.
 
+TTFT part. One worker (192 MiB arena, disk tier) and one engine (160 MiB KV cache): per
+rep a new prompt of --ttft-len tokens (cold), then, after /reset_prefix_cache and 2 arenas
+of filler objects that push its blocks to disk, the same prefix with another question
+(a disk-tier hit), then again after /reset_prefix_cache (now a memory hit). max_tokens 1;
+TTFT = the request's wall time.
+
 Read part. A worker with a 128 MiB arena and a spill directory takes --read-mib MiB of
 16 MiB objects (so most are spilled), then the older half (only on disk) is read back by
 one `pool_tool get` in gets of 2 (promotion: pread + XXH64 check into the arena); GB/s =
@@ -22,8 +28,9 @@ bytes read / wall time. The same directory read with `dd bs=4M` (page cache, as 
 tier's reads are) and with `dd iflag=direct` (the device), same run.
 
 Usage: bench/pool_disk_bench.py [--model models/default.gguf] [--reps 2]
-         [--num-prefixes 8] [--prefix-len 4000] [--rounds 2] [--kv-cache-memory 100MiB]
-         [--threads 2] [--read-mib 512] [--spill-root /tmp]
+         [--num-prefixes 6] [--prefix-len 1000] [--rounds 2] [--ttft-len 4000]
+         [--threads 2] [--read-mib 512] [--spill-root /tmp] [--configs disk memory big]
+         [--lease-ms MS] [--skip-serving] [--skip-ttft] [--skip-read]
 Starts every process itself on 127.0.0.1 (free ports) and stops them by pid. Timings only.
 """
 import argparse
@@ -184,9 +191,10 @@ def serving(args, cluster, tmp):
           f"engine KV cache {kv_cache}")
     rows = []
     for rep in range(args.reps):
-        for config in CONFIGS:
+        for config in args.configs:
             spill = tempfile.mkdtemp(prefix="spill-", dir=args.spill_root) if config == "disk" else None
-            w = cluster.worker(f"{config}-{rep}", big_mb if config == "big" else arena_mb, spill)
+            lease = () if args.lease_ms is None else ("--default_kv_lease_ttl", str(args.lease_ms))
+            w = cluster.worker(f"{config}-{rep}", big_mb if config == "big" else arena_mb, spill, lease)
             e = cluster.engine(f"{config}-{rep}", w, kv_cache_memory=kv_cache)
             try:
                 r = bench(args, e.url, os.path.join(tmp, f"{config}-{rep}.json"), rep)
@@ -229,7 +237,7 @@ def serving(args, cluster, tmp):
               f"{r['cold_p50_ms']:.0f} | {r['repeat_p50_ms']:.0f} | {r['full_hits']} / {r['repeats']} | "
               f"{r['hit_p50_ms']:.0f} | {r['memory_hits']:.0f} / {r['disk_hits']:.0f} | {r['spills']:.0f} | "
               f"{r['disk_read_mib']:.0f} |")
-    for config in CONFIGS:
+    for config in args.configs:
         mine = [r for r in rows if r["config"] == config]
         print(f"median {config}: hit rate {statistics.median(r['hit_rate'] for r in mine):.3f}, "
               f"TTFT p50 {statistics.median(r['ttft_p50_ms'] for r in mine):.0f} ms, "
@@ -349,6 +357,10 @@ def main():
     ap.add_argument("--spill-root", default="/tmp")
     ap.add_argument("--skip-serving", action="store_true")
     ap.add_argument("--skip-ttft", action="store_true")
+    ap.add_argument("--skip-read", action="store_true")
+    ap.add_argument("--configs", nargs="+", default=CONFIGS, choices=CONFIGS)
+    ap.add_argument("--lease-ms", type=int, default=None,
+                    help="--default_kv_lease_ttl of the serving workers (default: theirs)")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="pool_disk_bench_")
     cluster = Cluster(args, tmp)
@@ -357,7 +369,8 @@ def main():
             serving(args, cluster, tmp)
         if not args.skip_ttft:
             ttft_4k(args, cluster, tmp)
-        read_rate(args, cluster, tmp)
+        if not args.skip_read:
+            read_rate(args, cluster, tmp)
     finally:
         cluster.etcd.stop()
         print(f"logs: {tmp}")

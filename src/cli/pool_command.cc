@@ -84,7 +84,8 @@ void AddWorkerFlags(CLI::App* cmd, PoolFlags* f) {
       "arena eviction starts when an allocation would pass this fraction of the arena");
   add("eviction_ratio", &c.eviction_ratio, "fraction of the arena one eviction frees");
   add("default_kv_lease_ttl", &c.default_kv_lease_ttl_ms,
-      "ms an object stays unevictable after a read (read lease; 0 = only while pinned)");
+      "ms an object stays unevictable after a read, released or not (0, the default: only "
+      "while the reader holds it pinned)");
   add("default_kv_soft_pin_ttl", &c.default_kv_soft_pin_ttl_ms,
       "ms a soft pin lasts without a read (default 30 min)");
   add("log_dir", &f->log_dir, "directory of the daemon's log file (default: the run dir)");

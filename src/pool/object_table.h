@@ -56,7 +56,7 @@ class ObjectTable {
   // at low_watermark * capacity.
   // `lease_ttl`: how long a read keeps an object from eviction (0 = only while pinned).
   ObjectTable(uint64_t capacity_bytes, double high_watermark = 0.9, double low_watermark = 0.8,
-              std::chrono::milliseconds lease_ttl = std::chrono::milliseconds(1000));
+              std::chrono::milliseconds lease_ttl = std::chrono::milliseconds(0));
   // Before any allocation.
   void SetSpillHook(SpillHook hook) { spill_hook_ = std::move(hook); }
 

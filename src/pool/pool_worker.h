@@ -35,9 +35,11 @@ struct WorkerConfig {
   // high * size and frees eviction_ratio * size.
   double eviction_high_watermark_ratio = 0.9;
   double eviction_ratio = 0.1;
-  // A read keeps its object this long after the GET. Pins already guard reads in flight
-  // (Mooncake's 5 s lease guards unpinned RDMA reads); a long lease starves a small arena.
-  int64_t default_kv_lease_ttl_ms = 1000;
+  // A read keeps its object this long after the GET, released or not. The GET's pin is
+  // the lease of a read in flight (held until RELEASE); Mooncake's 5 s time lease exists
+  // because its readers do not pin. Default 0: at 1000 ms a small arena lost hits
+  // (docs/PERFORMANCE.md "KV pool disk tier").
+  int64_t default_kv_lease_ttl_ms = 0;
   int64_t default_kv_soft_pin_ttl_ms = 30 * 60 * 1000;  // a soft pin lasts this long unread
   // Disk tier (openYuanrong's names): empty = none. 0 = 95 % of the free space.
   std::string spill_directory;
