@@ -275,3 +275,45 @@ def test_engine_loads_from_disk_and_recomputes_past_a_corrupt_file(
         assert w.alive()
     finally:
         c.stop()
+
+
+def test_engine_soft_pins_what_it_loaded(workers, pool_tool, tandem_bin, fixture_dir, tmp_path):  # noqa: F811
+    """soft_pin_ttl_s: blocks a request loaded from the pool are soft-pinned there, and
+    outlive two arenas of colder objects (memory only: nothing could come back from disk)."""
+    import json
+    from tandem_procs import Server
+    from test_pool_connector import complete, long_prompt, total
+    w = workers(shm_mb=4)
+
+    def start(name, soft_pin):
+        extra = {"backend": "yuanrong"}
+        if soft_pin:
+            extra["soft_pin_ttl_s"] = 600
+        config = {"kv_connector": "AscendStoreConnector", "kv_role": "kv_both",
+                  "kv_connector_extra_config": extra}
+        return Server(tandem_bin, fixture_dir / "llama.gguf",
+                      ["--served-model-name", "fixture", "--enable-prompt-tokens-details",
+                       "--max-model-len", "1024", "--kv-transfer-config", json.dumps(config)],
+                      tmp_path, name, env={"DS_WORKER_ADDR": w.address})
+    prompt = long_prompt("hot", 60)
+    a = start("a", False)
+    try:
+        want = complete(a, prompt)
+        full_blocks = (want["usage"]["prompt_tokens"] - 1) // 16
+        assert wait_for(lambda: total(a, "tandem_pool_connector_blocks_saved_total",
+                                      outcome="stored") >= full_blocks, 10)
+    finally:
+        a.stop()
+    assert w.metric("tandem_pool_soft_pinned_objects") == 0  # saving does not pin
+    b = start("b", True)
+    try:
+        got = complete(b, prompt)
+        assert got["choices"][0]["text"] == want["choices"][0]["text"]
+        assert got["usage"]["prompt_tokens_details"]["cached_tokens"] == full_blocks * 16
+    finally:
+        b.stop()
+    assert w.metric("tandem_pool_soft_pinned_objects") == full_blocks
+    for start_at in range(0, 32, 4):  # 8 MiB of colder objects through the 4 MiB arena
+        assert tool(pool_tool, w, "put", "cold", 4, start=start_at)["stored"] == 4
+    assert w.metric("tandem_pool_evictions_total") >= 16
+    assert w.metric("tandem_pool_soft_pinned_objects") == full_blocks  # all still there

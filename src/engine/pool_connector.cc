@@ -23,6 +23,7 @@ Status PoolConnector::Start() {
   PoolStoreOptions po;
   po.worker_address = options_.worker_address;
   po.tp_rank = options_.tp_rank;
+  po.soft_pin_ttl = std::chrono::seconds(options_.soft_pin_ttl_s);
   store_ = std::make_unique<PoolStore>(po, context_.model_fingerprint, context_.memory);
   EngineMetrics* metrics = context_.metrics;
   store_->SetSaveObserver([metrics](uint64_t stored, uint64_t existing, uint64_t dropped) {

@@ -47,6 +47,9 @@ struct PoolStoreOptions {
   std::chrono::milliseconds request_timeout{3000};
   std::chrono::milliseconds backoff{5000};       // no pool calls for this long after a failure
   size_t max_pending_save_bytes = 256u << 20;    // write-behind staging bound; more is dropped
+  // Loaded blocks are soft-pinned in the pool for this long without a read (0 = never):
+  // a prefix that was reused is kept over colder ones (Mooncake Store's soft pin).
+  std::chrono::milliseconds soft_pin_ttl{0};
 };
 
 struct PoolLoadResult {
@@ -62,6 +65,7 @@ struct PoolStoreStats {
   std::atomic<uint64_t> loaded_local{0};
   std::atomic<uint64_t> loaded_disk{0};
   std::atomic<uint64_t> loaded_remote{0};
+  std::atomic<uint64_t> soft_pinned{0};
   std::atomic<uint64_t> failures{0};
 };
 
