@@ -90,7 +90,8 @@ std::string FormatWatchReport(const WatchReport& report, const std::string& time
   }
   if (!report.pool_rows.empty()) {
     size_t pool_width = 4;  // "pool"
-    for (const PoolWatchRow& row : report.pool_rows) pool_width = std::max(pool_width, row.name.size());
+    for (const PoolWatchRow& row : report.pool_rows)
+      pool_width = std::max(pool_width, row.name.size());
     std::snprintf(buf, sizeof(buf), "%-*s %8s %10s %9s %11s %8s %10s\n",
                   static_cast<int>(pool_width), "pool", "mem_win", "mem_total", "disk_win",
                   "disk_total", "all_win", "all_total");

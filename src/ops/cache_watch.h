@@ -35,8 +35,8 @@ struct PoolWatchRow {
 
 struct WatchReport {
   std::vector<PoolWatchRow> pool_rows;  // one per pool-worker endpoint
-  std::vector<WatchRow> rows;       // one per engine, then "total"
-  std::vector<std::string> errors;  // one line per endpoint that failed this scrape
+  std::vector<WatchRow> rows;           // one per engine, then "total"
+  std::vector<std::string> errors;      // one line per endpoint that failed this scrape
 };
 
 class CacheWatch {
@@ -55,7 +55,7 @@ class CacheWatch {
     PrefixCacheCounters last;
   };
   std::vector<std::string> sources_;
-  std::vector<Engine> engines_;  // in order of first appearance
+  std::vector<Engine> engines_;                             // in order of first appearance
   std::vector<std::optional<PoolTierCounters>> pool_last_;  // per source
 };
 

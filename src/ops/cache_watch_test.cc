@@ -133,7 +133,7 @@ TEST(CacheWatch, PoolWorkersGetAHitRatePerTier) {
   EXPECT_DOUBLE_EQ(*first.pool_rows[0].total.disk, 60.0 / 70.0);  // over the memory misses
   EXPECT_DOUBLE_EQ(*first.pool_rows[0].total.combined, 0.9);
   EXPECT_FALSE(first.pool_rows[0].window.memory);  // no window yet
-  EXPECT_EQ(first.rows.size(), 2u);  // the worker adds no engine row
+  EXPECT_EQ(first.rows.size(), 2u);                // the worker adds no engine row
 
   WatchReport second = watch.Update({Engine("0", 100, 50), PoolWorker(40, 80, 70, 10, 1 << 30)});
   EXPECT_DOUBLE_EQ(*second.pool_rows[0].window.memory, 0.5);  // 10 / 20

@@ -218,8 +218,7 @@ bool DiskTier::Spill(const std::string& key, const uint8_t* data, uint64_t size)
   }
   if (queued_.count(key) != 0) return true;
   if (size > high_bytes_ || queued_bytes_ + size > options_.max_queued_bytes) {
-    NoteDrop(size > high_bytes_ ? "object larger than the spill size limit"
-                                : "spill queue full");
+    NoteDrop(size > high_bytes_ ? "object larger than the spill size limit" : "spill queue full");
     return false;
   }
   queue_.push_back({key, std::string(reinterpret_cast<const char*>(data), size)});
@@ -306,8 +305,7 @@ Status DiskTier::Read(const std::string& key, uint8_t* dst, uint64_t size) {
          static_cast<uint64_t>(st.st_size) == kFileHeaderBytes + h.key_len + size;
     if (ok) {
       file_key.resize(h.key_len);
-      ok = PreadAll(fd, reinterpret_cast<uint8_t*>(file_key.data()), h.key_len,
-                    kFileHeaderBytes) &&
+      ok = PreadAll(fd, reinterpret_cast<uint8_t*>(file_key.data()), h.key_len, kFileHeaderBytes) &&
            file_key == key && PreadAll(fd, dst, size, kFileHeaderBytes + h.key_len) &&
            Checksum(key, dst, size) == h.checksum;
     }

@@ -59,12 +59,12 @@ struct DiskTierStats {
   uint64_t bytes = 0;    // their values' bytes (headers excluded)
   uint64_t capacity_bytes = 0;
   uint64_t queued_bytes = 0;
-  uint64_t spills = 0;          // files written
-  uint64_t spill_drops = 0;     // objects not written (queue full, no room, I/O error)
-  uint64_t evictions = 0;       // files evicted by the LRU watermark
-  uint64_t corrupt = 0;         // files dropped for a bad header, length or checksum
-  uint64_t bytes_written = 0;   // value bytes written
-  uint64_t bytes_read = 0;      // value bytes read back
+  uint64_t spills = 0;         // files written
+  uint64_t spill_drops = 0;    // objects not written (queue full, no room, I/O error)
+  uint64_t evictions = 0;      // files evicted by the LRU watermark
+  uint64_t corrupt = 0;        // files dropped for a bad header, length or checksum
+  uint64_t bytes_written = 0;  // value bytes written
+  uint64_t bytes_read = 0;     // value bytes read back
   uint64_t indexed_at_start = 0;
 };
 
@@ -130,7 +130,7 @@ class DiskTier {
   std::condition_variable cv_;
   std::unordered_map<std::string, Entry> index_;
   std::unordered_map<uint64_t, std::string> by_hash_;  // file name hash -> key
-  std::list<std::string> lru_;                          // least recently used first
+  std::list<std::string> lru_;                         // least recently used first
   std::deque<Pending> queue_;
   std::unordered_map<std::string, const Pending*> queued_;  // key -> queue_ element
   uint64_t queued_bytes_ = 0;

@@ -8,8 +8,8 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <thread>
 #include <filesystem>
+#include <thread>
 
 namespace tandem::pool {
 namespace {

@@ -407,11 +407,10 @@ StatusOr<std::unique_ptr<PinnedObjects>> PoolClient::Get(const std::vector<std::
                      continue;  // pinned but unusable: a miss
                    auto& item = pinned->items_[k];
                    item.found = true;
-                   item.source = code == static_cast<uint8_t>(GetCode::kRemoteHit)
-                                     ? ObjectSource::kRemote
-                                 : code == static_cast<uint8_t>(GetCode::kDiskHit)
-                                     ? ObjectSource::kDisk
-                                     : ObjectSource::kMemory;
+                   item.source =
+                       code == static_cast<uint8_t>(GetCode::kRemoteHit) ? ObjectSource::kRemote
+                       : code == static_cast<uint8_t>(GetCode::kDiskHit) ? ObjectSource::kDisk
+                                                                         : ObjectSource::kMemory;
                    item.data = std::span<const uint8_t>(c.mapping->base + offset, size);
                  }
                }

@@ -72,8 +72,8 @@ WorkerMetrics::WorkerMetrics(MetricsRegistry* r)
                          "Objects pinned by a reader (never evicted meanwhile)")),
       soft_pinned(r->GetGauge("tandem_pool_soft_pinned_objects",
                               "Objects soft-pinned by an engine (evicted last)")),
-      hits_disk(r->GetCounter("tandem_pool_hits", "Gets answered from this arena",
-                              {{"tier", "disk"}})),
+      hits_disk(
+          r->GetCounter("tandem_pool_hits", "Gets answered from this arena", {{"tier", "disk"}})),
       spill_queue_bytes(r->GetGauge("tandem_pool_spill_queue_bytes",
                                     "Evicted bytes waiting for the disk writer")),
       spills(r->GetCounter("tandem_pool_spills", "Evicted objects written to the disk tier")),
@@ -85,7 +85,8 @@ WorkerMetrics::WorkerMetrics(MetricsRegistry* r)
                                    "Files evicted by the disk tier's LRU watermark")),
       disk_corrupt(r->GetCounter("tandem_pool_disk_corrupt",
                                  "Spill files dropped for a bad header, length or checksum")),
-      disk_write_bytes(r->GetCounter("tandem_pool_disk_write_bytes", "Bytes written to spill files")),
+      disk_write_bytes(
+          r->GetCounter("tandem_pool_disk_write_bytes", "Bytes written to spill files")),
       disk_read_bytes(r->GetCounter("tandem_pool_disk_read_bytes", "Bytes read from spill files")) {
   const char* names[2] = {"memory", "disk"};
   for (int t = 0; t < 2; ++t) {
@@ -120,10 +121,10 @@ Status PoolWorker::Impl::Start() {
 
   TANDEM_ASSIGN_OR_RETURN(
       arena_, ShmArena::Create(config_.shared_memory_mb << 20, config_.enable_huge_tlb));
-  table_ = std::make_unique<ObjectTable>(
-      arena_->size_bytes(), config_.eviction_high_watermark_ratio,
-      config_.eviction_high_watermark_ratio - config_.eviction_ratio,
-      std::chrono::milliseconds(config_.default_kv_lease_ttl_ms));
+  table_ =
+      std::make_unique<ObjectTable>(arena_->size_bytes(), config_.eviction_high_watermark_ratio,
+                                    config_.eviction_high_watermark_ratio - config_.eviction_ratio,
+                                    std::chrono::milliseconds(config_.default_kv_lease_ttl_ms));
   if (!config_.spill_directory.empty()) {
     DiskTierOptions d;
     d.directory = config_.spill_directory;

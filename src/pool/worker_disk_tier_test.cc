@@ -79,7 +79,8 @@ class WorkerDiskTierTest : public ::testing::Test {
   }
   size_t Files() const {
     size_t n = 0;
-    for (const auto& e : std::filesystem::directory_iterator(dir_)) n += e.path().extension() == ".kv";
+    for (const auto& e : std::filesystem::directory_iterator(dir_))
+      n += e.path().extension() == ".kv";
     return n;
   }
 
