@@ -127,6 +127,11 @@ TEST_F(WorkerDiskTierTest, EvictedObjectsSpillAndComeBackAcrossARestart) {
   auto client = Client(c1);
   ASSERT_NE(client, nullptr);
   PutAll(*client);
+  // A key held only on disk exists: a second put of it is skipped, not written again.
+  auto again = Value(0, kSize);
+  auto put = client->Put({Keys()[0]}, {std::span<const uint8_t>(again)});
+  ASSERT_TRUE(put.ok());
+  EXPECT_EQ((*put)[0], PutOutcome::kExists);
   auto sources = GetAll(*client);
   EXPECT_EQ(sources[ObjectSource::kMemory] + sources[ObjectSource::kDisk], kObjects);
   EXPECT_GE(sources[ObjectSource::kDisk], kObjects / 2);  // most were evicted, none lost

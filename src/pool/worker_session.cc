@@ -226,6 +226,10 @@ StatusOr<std::string> PoolWorker::Impl::HandlePutAlloc(Session& s, std::string_v
   std::vector<PutAllocAnswer> answers(items.size());
   std::vector<std::string> evicted;
   for (size_t i = 0; i < items.size(); ++i) {
+    if (disk_ && disk_->Contains(items[i].key)) {  // held on disk: no need to write it again
+      answers[i].code = static_cast<uint8_t>(AllocCode::kExists);
+      continue;
+    }
     AllocCode code = table_->Allocate(items[i].key, items[i].size_bytes, /*primary=*/true,
                                       &answers[i].offset, &evicted);
     if (code == AllocCode::kAllocated) s.unsealed.insert(items[i].key);
