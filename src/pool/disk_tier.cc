@@ -158,7 +158,8 @@ void DiskTier::Scan() {
   while (struct dirent* e = readdir(dir)) {
     std::string name = e->d_name;
     std::string path = options_.directory + "/" + name;
-    if (name.find(".tmp") != std::string::npos && name.size() > 4) {
+    if (name.size() == 16 + std::strlen(kSuffix) + 4 &&
+        name.ends_with(std::string(kSuffix) + ".tmp")) {
       unlink(path.c_str());  // a write cut short by a crash
       continue;
     }

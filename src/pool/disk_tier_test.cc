@@ -90,7 +90,13 @@ TEST_F(DiskTierTest, RestartReindexesTheDirectory) {
     for (int i = 0; i < 5; ++i) Spill(*t, "key" + std::to_string(i), Value('0' + i, 100 + i));
     // Destroyed without Flush: a graceful stop writes what is queued.
   }
+  const std::string leftover = dir_ + "/0123456789abcdef.kv.tmp";  // a write cut short
+  const std::string foreign = dir_ + "/notes.tmp";                 // not the tier's
+  close(open(leftover.c_str(), O_CREAT | O_WRONLY, 0600));
+  close(open(foreign.c_str(), O_CREAT | O_WRONLY, 0600));
   auto t = OpenTier();
+  EXPECT_FALSE(std::filesystem::exists(leftover));
+  EXPECT_TRUE(std::filesystem::exists(foreign));
   auto st = t->stats();
   EXPECT_EQ(st.indexed_at_start, 5u);
   EXPECT_EQ(st.objects, 5u);
