@@ -6,10 +6,12 @@ or a small tmpfs) leaves the worker serving from memory, logging once per interv
 flags exit 2 naming the flag. Every process started here is stopped by pid."""
 import os
 import pathlib
+import re
 import subprocess
 import time
 
 import pytest
+import requests
 
 from tandem_procs import free_port
 from test_pool import BLOCK, Worker, etcd, tool, wait_for  # noqa: F401 (etcd is a fixture)
@@ -28,6 +30,13 @@ def workers(tandem_bin, tmp_path, etcd):  # noqa: F811
     for w in started:
         if w.alive():
             w.kill9()
+
+
+def tier_metric(w, name, tier):
+    """The value of `name{tier="..."}` on the worker's /metrics (0 when absent)."""
+    text = requests.get(f"http://127.0.0.1:{w.metrics_port}/metrics", timeout=5).text
+    m = re.search(r"^" + re.escape(name) + r'\{tier="' + tier + r'"\} (\S+)$', text, re.M)
+    return float(m.group(1)) if m else 0.0
 
 
 def spill_dir(tmp_path, name="spill"):
@@ -79,6 +88,19 @@ def test_spill_then_promote_with_a_small_arena(workers, pool_tool, tmp_path):  #
         r = tool(pool_tool, w, "get", "b", 8, start=start)
         assert r["hits"] == 8 and r["corrupt"] == 0, (start, r)
     assert w.alive()
+    # `tandem watch` on the worker's /metrics: a hit rate per tier.
+    hits = {t: tier_metric(w, "tandem_pool_tier_hits_total", t) for t in ("memory", "disk")}
+    misses = {t: tier_metric(w, "tandem_pool_tier_misses_total", t) for t in ("memory", "disk")}
+    watch = subprocess.run([w.bin, "watch", "-u", f"http://127.0.0.1:{w.metrics_port}/metrics", "-n", "1"],
+                           capture_output=True, text=True, timeout=30)
+    assert watch.returncode == 0, watch.stderr
+    lines = watch.stdout.splitlines()
+    header = next(i for i, l in enumerate(lines) if l.startswith("pool "))
+    row = lines[header + 1].split()
+    mem = 100 * hits["memory"] / (hits["memory"] + misses["memory"])
+    disk = 100 * hits["disk"] / (hits["disk"] + misses["disk"])
+    assert row[0] == f"127.0.0.1:{w.metrics_port}", watch.stdout
+    assert row[2] == f"{mem:.1f}%" and row[4] == f"{disk:.1f}%", watch.stdout
 
 
 def test_kill9_and_restart_serves_disk_objects_again(workers, pool_tool, tmp_path):  # noqa: F811
