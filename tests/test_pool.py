@@ -230,7 +230,8 @@ def test_remote_get_kill9_miss_and_rejoin(workers, etcd, pool_tool):
     assert wait_for(lambda: tool(pool_tool, w2, "exist", "m@tp0", 40)["exist"] == 40, 5)
     assert tool(pool_tool, w2, "exist", "m@tp0", 41)["prefix"] == 40
     got = tool(pool_tool, w2, "get", "m@tp0", 40)
-    assert got == {"hits": 40, "misses": 0, "remote": 40, "corrupt": 0}
+    got.pop("seconds")
+    assert got == {"hits": 40, "misses": 0, "remote": 40, "disk": 0, "corrupt": 0}
     assert w2.metric("tandem_pool_remote_gets_total") == 40
     again = tool(pool_tool, w2, "get", "m@tp0", 40)  # now a local (hot) replica
     assert again["hits"] == 40 and again["remote"] == 0 and again["corrupt"] == 0
@@ -251,7 +252,9 @@ def test_remote_get_kill9_miss_and_rejoin(workers, etcd, pool_tool):
 
 
 def test_small_arena_evicts_under_load_and_keeps_pinned(workers, pool_tool):
-    w = workers(shm_mb=4)  # 16 blocks of 256 KiB; eviction from 90 % down to 80 %
+    # 16 blocks of 256 KiB; eviction from 90 % down to 80 %. A read keeps its object for
+    # the lease (1 s here), pinned or not.
+    w = workers(shm_mb=4, extra=("--default_kv_lease_ttl", "1000"))
     assert tool(pool_tool, w, "put", "pinned", 2)["stored"] == 2
     holder = subprocess.Popen([pool_tool, "hold", "--worker", w.address, "--prefix", "pinned",
                                "--count", "2", "--size", str(BLOCK), "--seconds", "30"],
@@ -269,7 +272,9 @@ def test_small_arena_evicts_under_load_and_keeps_pinned(workers, pool_tool):
     finally:
         os.kill(holder.pid, signal.SIGKILL)
         holder.wait()
-    # The holder's death released its pins: the pinned objects can now be evicted.
+    # The holder's death released its pins: once the read leases (1 s) expire, the pinned
+    # objects can be evicted.
+    time.sleep(1.5)
     for batch in range(4):
         tool(pool_tool, w, "put", "more", 8, start=batch * 8)
     assert tool(pool_tool, w, "get", "pinned", 2)["hits"] == 0

@@ -22,10 +22,10 @@ def pool_config(load_async):
                                            "load_async": load_async}}]}})
 
 
-def engine(tandem_bin, fixture_dir, tmp_path, worker, name, load_async=False):
+def engine(tandem_bin, fixture_dir, tmp_path, worker, name, load_async=False, extra=()):
     return Server(tandem_bin, fixture_dir / "llama.gguf",
                   ["--served-model-name", "fixture", "--enable-prompt-tokens-details", "--max-model-len", "1024",
-                   "--kv-transfer-config", pool_config(load_async)],
+                   "--kv-transfer-config", pool_config(load_async), *extra],
                   tmp_path, name, env={"DS_WORKER_ADDR": worker.address})
 
 

@@ -45,9 +45,7 @@ constexpr const char* kIgnoredFlags[] = {"--arena_per_tenant",
                                          "--enable_distributed_master",
                                          "--enable_urma",
                                          "--shared_disk_directory",
-                                         "--shared_disk_size_mb",
-                                         "--spill_directory",
-                                         "--spill_size_limit"};
+                                         "--shared_disk_size_mb"};
 
 StatusOr<bool> ParseBool(const std::string& name, const std::string& v) {
   if (v == "true" || v == "1" || v == "True" || v == "TRUE" || v == "yes") return true;
@@ -76,6 +74,20 @@ void AddWorkerFlags(CLI::App* cmd, PoolFlags* f) {
       "shared secret required on every worker and client connection "
       "(default: $TANDEM_POOL_AUTH_TOKEN)");
   add("metrics_port", &c.metrics_port, "HTTP port of /metrics (-1 = worker port + 1, 0 = off)");
+  add("spill_directory", &c.spill_directory,
+      "disk tier: objects evicted from the arena are written here and read back on a get "
+      "(must exist and be writable; empty = no disk tier)");
+  add("spill_size_limit", &c.spill_size_limit,
+      "disk tier size limit in bytes (0 = 95% of the directory's free space at start)");
+  f->options["spill_size_limit"]->check(CLI::NonNegativeNumber);
+  add("eviction_high_watermark_ratio", &c.eviction_high_watermark_ratio,
+      "arena eviction starts when an allocation would pass this fraction of the arena");
+  add("eviction_ratio", &c.eviction_ratio, "fraction of the arena one eviction frees");
+  add("default_kv_lease_ttl", &c.default_kv_lease_ttl_ms,
+      "ms an object stays unevictable after a read, released or not (0, the default: only "
+      "while the reader holds it pinned)");
+  add("default_kv_soft_pin_ttl", &c.default_kv_soft_pin_ttl_ms,
+      "ms a soft pin lasts without a read (default 30 min)");
   add("log_dir", &f->log_dir, "directory of the daemon's log file (default: the run dir)");
   for (const char* name : kIgnoredFlags) {
     f->ignored.push_back(cmd->add_option(name)->description("accepted; no effect")->expected(1));

@@ -1,5 +1,6 @@
 // `tandem watch -u URL -i SECONDS [-o FILE]`: prefix-cache hit rates (local, pool,
-// effective) per engine and in total, every interval (ops/cache_watch.h).
+// effective) per engine and in total, and the hit rate of each tier of the KV-pool
+// workers given (their /metrics URL), every interval (ops/cache_watch.h).
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <ctime>
@@ -82,7 +83,8 @@ void RegisterWatch(CLI::App& app, RunFn* run) {
   CLI::App* cmd = app.add_subcommand(
       "watch", "prefix-cache hit rates (local, pool, effective) per engine, from /metrics");
   cmd->add_option("-u,--url", flags->urls,
-                  "an engine's or the proxy's address or /metrics URL (repeatable)")
+                  "an engine's, the proxy's or a pool worker's address or /metrics URL "
+                  "(repeatable)")
       ->required();
   cmd->add_option("-i,--interval", flags->interval_s, "seconds between scrapes")
       ->check(CLI::PositiveNumber)

@@ -52,6 +52,7 @@ struct PoolOptions {
   bool save = true;            // write new full blocks to the pool (consumer_is_to_put on D)
   bool load = true;            // look up and load prefixes from the pool (consumer_is_to_load on D)
   bool load_async = false;     // load on a worker thread instead of in the step
+  int64_t soft_pin_ttl_s = 0;  // soft-pin what was loaded from the pool (0 = off)
 };
 
 // kv_transfer_params, as P answers them and D receives them.

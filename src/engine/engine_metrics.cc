@@ -55,6 +55,8 @@ EngineMetrics::EngineMetrics(MetricsRegistry* registry, const std::string& model
   const char* loaded_help = "KV blocks loaded from the pool, by where the pool held them.";
   pool_loaded_local_ = registry_->GetCounter("tandem_pool_connector_blocks_loaded", loaded_help,
                                              {{"model_name", model_name}, {"engine", "0"}, {"source", "local"}});
+  pool_loaded_disk_ = registry_->GetCounter("tandem_pool_connector_blocks_loaded", loaded_help,
+                                            {{"model_name", model_name}, {"engine", "0"}, {"source", "disk"}});
   pool_loaded_remote_ = registry_->GetCounter("tandem_pool_connector_blocks_loaded", loaded_help,
                                               {{"model_name", model_name}, {"engine", "0"}, {"source", "remote"}});
   const char* saved_help = "KV blocks handed to the pool, by outcome.";
@@ -163,11 +165,12 @@ void EngineMetrics::OnExternalQuery(int tokens) {
   if (registry_ != nullptr) external_queries_->Add(tokens);
 }
 
-void EngineMetrics::OnExternalHit(int tokens, int local_blocks, int remote_blocks) {
+void EngineMetrics::OnExternalHit(int tokens, int local_blocks, int disk_blocks, int remote_blocks) {
   external_hits_total_ += tokens;
   if (registry_ == nullptr) return;
   external_hits_->Add(tokens);
   pool_loaded_local_->Add(local_blocks);
+  pool_loaded_disk_->Add(disk_blocks);
   pool_loaded_remote_->Add(remote_blocks);
 }
 

@@ -30,7 +30,8 @@ class EngineMetrics {
   // The pool connector: a request's tokens looked up externally (once per request), and
   // blocks loaded from the pool, held by the local worker or fetched from another one.
   void OnExternalQuery(int tokens);
-  void OnExternalHit(int tokens, int local_blocks, int remote_blocks);
+  // Blocks the pool had in its worker's memory (local), its disk tier, or another worker.
+  void OnExternalHit(int tokens, int local_blocks, int disk_blocks, int remote_blocks);
   // Blocks the pool connector's saver handed to the pool, by outcome. Unlike the other
   // methods, callable from any thread (it only adds to registry counters).
   void AddPoolSaves(uint64_t stored, uint64_t existing, uint64_t dropped);
@@ -62,6 +63,7 @@ class EngineMetrics {
   Counter* external_queries_ = nullptr;
   Counter* external_hits_ = nullptr;
   Counter* pool_loaded_local_ = nullptr;
+  Counter* pool_loaded_disk_ = nullptr;
   Counter* pool_loaded_remote_ = nullptr;
   Counter* pool_saved_ = nullptr;
   Counter* pool_save_existing_ = nullptr;

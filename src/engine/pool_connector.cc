@@ -23,6 +23,7 @@ Status PoolConnector::Start() {
   PoolStoreOptions po;
   po.worker_address = options_.worker_address;
   po.tp_rank = options_.tp_rank;
+  po.soft_pin_ttl = std::chrono::seconds(options_.soft_pin_ttl_s);
   store_ = std::make_unique<PoolStore>(po, context_.model_fingerprint, context_.memory);
   EngineMetrics* metrics = context_.metrics;
   store_->SetSaveObserver([metrics](uint64_t stored, uint64_t existing, uint64_t dropped) {
@@ -120,10 +121,13 @@ void PoolConnector::CancelLoad(const std::string& request_id) {
 
 KvLoadResult PoolConnector::OnLoadDone(const LoadDone& done) {
   const int loaded = done.result.blocks_loaded;
-  context_.metrics->OnExternalHit(loaded * block_size_, loaded - done.result.blocks_remote, done.result.blocks_remote);
+  const PoolLoadResult& r = done.result;
+  const int memory = loaded - r.blocks_disk - r.blocks_remote;
+  context_.metrics->OnExternalHit(loaded * block_size_, memory, r.blocks_disk, r.blocks_remote);
   if (loaded > 0) {
     TANDEM_LOG(DEBUG) << "request " << done.request_id << ": " << loaded << " blocks from the KV pool ("
-                      << done.result.blocks_remote << " from another node)";
+                      << memory << " local memory, " << r.blocks_disk << " local disk, " << r.blocks_remote
+                      << " remote worker)";
   }
   KvLoadResult out;
   out.request_id = done.request_id;

@@ -113,10 +113,23 @@ PoolLoadResult PoolStore::Load(const std::vector<kv::BlockHash>& hashes, const s
     std::memcpy(arena_.BlockK(blocks[i]), data.data(), k);
     std::memcpy(arena_.BlockV(blocks[i]), data.data() + k, v);
     ++result.blocks_loaded;
-    if (objects.remote(i)) ++result.blocks_remote;
+    if (objects.source(i) == pool::ObjectSource::kRemote) ++result.blocks_remote;
+    if (objects.source(i) == pool::ObjectSource::kDisk) ++result.blocks_disk;
     Remember(hashes[i]);
   }
-  stats_.loaded_local.fetch_add(static_cast<uint64_t>(result.blocks_loaded - result.blocks_remote));
+  stats_.loaded_local.fetch_add(
+      static_cast<uint64_t>(result.blocks_loaded - result.blocks_remote - result.blocks_disk));
+  stats_.loaded_disk.fetch_add(static_cast<uint64_t>(result.blocks_disk));
+  if (options_.soft_pin_ttl.count() > 0 && result.blocks_loaded > 0) {
+    // Still pinned by `objects`: all of them are in the local arena to be soft-pinned.
+    keys.resize(static_cast<size_t>(result.blocks_loaded));
+    auto pinned = client->SoftPin(keys, static_cast<uint32_t>(options_.soft_pin_ttl.count()));
+    if (pinned.ok()) {
+      for (bool b : *pinned) stats_.soft_pinned.fetch_add(b ? 1 : 0);
+    } else {
+      TANDEM_LOG(DEBUG) << "KV pool soft pin: " << pinned.status().ToString();
+    }
+  }
   stats_.loaded_remote.fetch_add(static_cast<uint64_t>(result.blocks_remote));
   return result;
 }

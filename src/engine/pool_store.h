@@ -47,10 +47,14 @@ struct PoolStoreOptions {
   std::chrono::milliseconds request_timeout{3000};
   std::chrono::milliseconds backoff{5000};       // no pool calls for this long after a failure
   size_t max_pending_save_bytes = 256u << 20;    // write-behind staging bound; more is dropped
+  // Loaded blocks are soft-pinned in the pool for this long without a read (0 = never):
+  // a prefix that was reused is kept over colder ones (Mooncake Store's soft pin).
+  std::chrono::milliseconds soft_pin_ttl{0};
 };
 
 struct PoolLoadResult {
   int blocks_loaded = 0;  // leading blocks now in the arena
+  int blocks_disk = 0;    // of which the local worker read from its disk tier
   int blocks_remote = 0;  // of which another worker held
 };
 
@@ -59,7 +63,9 @@ struct PoolStoreStats {
   std::atomic<uint64_t> skipped_existing{0};
   std::atomic<uint64_t> dropped_saves{0};
   std::atomic<uint64_t> loaded_local{0};
+  std::atomic<uint64_t> loaded_disk{0};
   std::atomic<uint64_t> loaded_remote{0};
+  std::atomic<uint64_t> soft_pinned{0};
   std::atomic<uint64_t> failures{0};
 };
 

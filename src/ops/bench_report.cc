@@ -135,7 +135,7 @@ std::string BenchReportJson(const BenchReport& r) {
   j["max_in_flight"] = r.run.max_in_flight;
   json input_lens = json::array(), output_lens = json::array(), cached = json::array(),
        ttfts = json::array(), itls = json::array(), e2els = json::array(), errors = json::array(),
-       texts = json::array();
+       texts = json::array(), groups = json::array();
   for (const RequestResult& res : r.run.results) {
     input_lens.push_back(res.prompt_tokens);
     output_lens.push_back(res.output_tokens);
@@ -145,6 +145,7 @@ std::string BenchReportJson(const BenchReport& r) {
     e2els.push_back(res.latency_s);
     errors.push_back(res.error);
     texts.push_back(res.generated_text);
+    groups.push_back(res.group);
   }
   j["input_lens"] = std::move(input_lens);
   j["output_lens"] = std::move(output_lens);
@@ -154,6 +155,7 @@ std::string BenchReportJson(const BenchReport& r) {
   j["e2els"] = std::move(e2els);
   j["errors"] = std::move(errors);
   j["generated_texts"] = std::move(texts);
+  j["groups"] = std::move(groups);  // shared-prefix group per request, -1 for none
   AddSummary(j, "ttft", m.ttft);
   AddSummary(j, "tpot", m.tpot);
   AddSummary(j, "itl", m.itl);

@@ -222,6 +222,7 @@ class Runner {
     --in_flight_;
     ++done_;
     const BenchSession& session = sessions_[r.session];
+    result.group = session.group;
     const bool ok = result.success;
     if (ok && r.turn + 1 < session.turns.size()) {
       history_[r.session].push_back(session.turns[r.turn].user_text);

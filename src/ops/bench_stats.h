@@ -32,6 +32,7 @@ struct RequestResult {
   double latency_s = 0;       // end-to-end
   std::vector<double> itl_s;  // gaps between successive content chunks
   std::string generated_text;
+  int group = -1;  // the shared-prefix group of its session (-1: none)
 };
 
 // Linear interpolation between order statistics; `percent` in [0, 100].

@@ -6,7 +6,8 @@
 
 namespace tandem::ops {
 
-CacheWatch::CacheWatch(std::vector<std::string> sources) : sources_(std::move(sources)) {}
+CacheWatch::CacheWatch(std::vector<std::string> sources)
+    : sources_(std::move(sources)), pool_last_(sources_.size()) {}
 
 WatchReport CacheWatch::Update(const std::vector<StatusOr<std::string>>& scrapes) {
   WatchReport report;
@@ -18,6 +19,17 @@ WatchReport CacheWatch::Update(const std::vector<StatusOr<std::string>>& scrapes
     if (!samples.ok()) {
       report.errors.push_back(sources_[source] + ": " + samples.status().ToString());
       continue;
+    }
+    if (std::optional<PoolTierCounters> pool = PoolTierCountersFrom(*samples)) {
+      PoolWatchRow row;
+      row.name = sources_[source];
+      row.total = ComputePoolTierRates(*pool);
+      // First sight: an empty window.
+      PoolTierCounters window = pool_last_[source] ? PoolTierIncrease(*pool_last_[source], *pool)
+                                                   : PoolTierCounters{0, 0, 0, 0, pool->has_disk};
+      row.window = ComputePoolTierRates(window);
+      pool_last_[source] = pool;
+      report.pool_rows.push_back(std::move(row));
     }
     for (const auto& entry : PrefixCacheCountersByEngine(*samples)) {
       // Named copies, not a structured binding: lambdas capture them under clang too.
@@ -75,6 +87,23 @@ std::string FormatWatchReport(const WatchReport& report, const std::string& time
                   Percent(r.ext_win).c_str(), Percent(r.ext_total).c_str(),
                   Percent(r.eff_total).c_str());
     out += buf;
+  }
+  if (!report.pool_rows.empty()) {
+    size_t pool_width = 4;  // "pool"
+    for (const PoolWatchRow& row : report.pool_rows)
+      pool_width = std::max(pool_width, row.name.size());
+    std::snprintf(buf, sizeof(buf), "%-*s %8s %10s %9s %11s %8s %10s\n",
+                  static_cast<int>(pool_width), "pool", "mem_win", "mem_total", "disk_win",
+                  "disk_total", "all_win", "all_total");
+    out += buf;
+    for (const PoolWatchRow& row : report.pool_rows) {
+      std::snprintf(buf, sizeof(buf), "%-*s %8s %10s %9s %11s %8s %10s\n",
+                    static_cast<int>(pool_width), row.name.c_str(),
+                    Percent(row.window.memory).c_str(), Percent(row.total.memory).c_str(),
+                    Percent(row.window.disk).c_str(), Percent(row.total.disk).c_str(),
+                    Percent(row.window.combined).c_str(), Percent(row.total.combined).c_str());
+      out += buf;
+    }
   }
   for (const std::string& error : report.errors) out += "# error " + error + "\n";
   return out;

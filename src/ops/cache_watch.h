@@ -1,6 +1,7 @@
 // CacheWatch: the state behind `tandem watch` — per-engine and total prefix-cache hit
 // rates (local, pool, effective) over the last window and since start, from successive
-// scrapes of one or more `/metrics` endpoints (engines or a proxy).
+// scrapes of one or more `/metrics` endpoints (engines or a proxy); and, for endpoints
+// that are KV-pool workers, the hit rate of each pool tier (memory, disk).
 //
 // An engine is identified by the endpoint it was scraped from and its `engine` label, so
 // several engines behind one endpoint and one engine per endpoint both work. A window is
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "ops/pool_tier_stats.h"
 #include "ops/prefix_cache_stats.h"
 
 namespace tandem::ops {
@@ -25,9 +27,16 @@ struct WatchRow {
   HitRates rates;
 };
 
+struct PoolWatchRow {
+  std::string name;  // the endpoint
+  PoolTierRates window;
+  PoolTierRates total;
+};
+
 struct WatchReport {
-  std::vector<WatchRow> rows;       // one per engine, then "total"
-  std::vector<std::string> errors;  // one line per endpoint that failed this scrape
+  std::vector<PoolWatchRow> pool_rows;  // one per pool-worker endpoint
+  std::vector<WatchRow> rows;           // one per engine, then "total"
+  std::vector<std::string> errors;      // one line per endpoint that failed this scrape
 };
 
 class CacheWatch {
@@ -46,11 +55,13 @@ class CacheWatch {
     PrefixCacheCounters last;
   };
   std::vector<std::string> sources_;
-  std::vector<Engine> engines_;  // in order of first appearance
+  std::vector<Engine> engines_;                             // in order of first appearance
+  std::vector<std::optional<PoolTierCounters>> pool_last_;  // per source
 };
 
 // The report as text: a header line with the time and window length, a column line, one
-// line per row; rates as percentages with one decimal, "-" where undefined; then errors.
+// line per row; rates as percentages with one decimal, "-" where undefined; then, when
+// pool workers were scraped, a pool-tier table; then errors.
 std::string FormatWatchReport(const WatchReport& report, const std::string& timestamp,
                               double window_s);
 

@@ -112,5 +112,42 @@ TEST(CacheWatch, SeveralEnginesBehindOneEndpoint) {
   EXPECT_DOUBLE_EQ(*r.rows[2].rates.local_total, 0.5);
 }
 
+std::string PoolWorker(double mh, double mm, double dh, double dm, double disk_capacity) {
+  auto line = [](const char* name, const char* tier, double v) {
+    return std::string(name) + "{tier=\"" + tier + "\"} " + std::to_string(v) + "\n";
+  };
+  return line("tandem_pool_tier_hits_total", "memory", mh) +
+         line("tandem_pool_tier_misses_total", "memory", mm) +
+         line("tandem_pool_tier_hits_total", "disk", dh) +
+         line("tandem_pool_tier_misses_total", "disk", dm) +
+         line("tandem_pool_tier_capacity_bytes", "disk", disk_capacity) +
+         "tandem_pool_objects 12\n";
+}
+
+TEST(CacheWatch, PoolWorkersGetAHitRatePerTier) {
+  CacheWatch watch({"engine:1", "pool:9"});
+  WatchReport first = watch.Update({Engine("0", 100, 50), PoolWorker(30, 70, 60, 10, 1 << 30)});
+  ASSERT_EQ(first.pool_rows.size(), 1u);
+  EXPECT_EQ(first.pool_rows[0].name, "pool:9");
+  EXPECT_DOUBLE_EQ(*first.pool_rows[0].total.memory, 0.3);
+  EXPECT_DOUBLE_EQ(*first.pool_rows[0].total.disk, 60.0 / 70.0);  // over the memory misses
+  EXPECT_DOUBLE_EQ(*first.pool_rows[0].total.combined, 0.9);
+  EXPECT_FALSE(first.pool_rows[0].window.memory);  // no window yet
+  EXPECT_EQ(first.rows.size(), 2u);                // the worker adds no engine row
+
+  WatchReport second = watch.Update({Engine("0", 100, 50), PoolWorker(40, 80, 70, 10, 1 << 30)});
+  EXPECT_DOUBLE_EQ(*second.pool_rows[0].window.memory, 0.5);  // 10 / 20
+  EXPECT_DOUBLE_EQ(*second.pool_rows[0].window.disk, 1.0);    // 10 / 10
+  std::string text = FormatWatchReport(second, "t", 5);
+  EXPECT_NE(text.find("mem_win"), std::string::npos) << text;
+  EXPECT_NE(text.find("100.0%"), std::string::npos) << text;
+
+  // Without a disk tier, its rate is undefined rather than 0.
+  CacheWatch memory_only({"pool:9"});
+  WatchReport r = memory_only.Update({PoolWorker(5, 5, 0, 0, 0)});
+  EXPECT_FALSE(r.pool_rows[0].total.disk);
+  EXPECT_DOUBLE_EQ(*r.pool_rows[0].total.combined, 0.5);
+}
+
 }  // namespace
 }  // namespace tandem::ops

@@ -121,6 +121,21 @@ Status DecodePutSealRequest(std::string_view body, std::vector<PutSealItem>* out
   return r.Finish();
 }
 
+std::string EncodeSoftPinRequest(uint32_t ttl_ms, const std::vector<std::string>& keys) {
+  BodyWriter w;
+  w.U32(ttl_ms);
+  w.Keys(keys);
+  return std::move(w.data());
+}
+
+Status DecodeSoftPinRequest(std::string_view body, uint32_t* ttl_ms,
+                            std::vector<std::string>* keys) {
+  BodyReader r(body);
+  TANDEM_RETURN_IF_ERROR(r.U32(ttl_ms));
+  TANDEM_RETURN_IF_ERROR(r.Keys(keys));
+  return r.Finish();
+}
+
 std::string EncodeCodes(const std::vector<uint8_t>& codes) {
   return std::string(codes.begin(), codes.end());
 }

@@ -71,12 +71,17 @@ std::string EncodePutSealRequest(const std::vector<PutSealItem>& items);
 Status DecodePutSealRequest(std::string_view body, std::vector<PutSealItem>* out);
 
 // EXIST and PUT_SEAL responses: one byte per key (ExistCode; PUT_SEAL: 0 done, 1 unknown).
+// SOFT_PIN request: `u32 ttl_ms` (0 = the worker's --default_kv_soft_pin_ttl), `keys`.
+std::string EncodeSoftPinRequest(uint32_t ttl_ms, const std::vector<std::string>& keys);
+Status DecodeSoftPinRequest(std::string_view body, uint32_t* ttl_ms,
+                            std::vector<std::string>* keys);
+
 std::string EncodeCodes(const std::vector<uint8_t>& codes);
 Status DecodeCodes(std::string_view body, size_t n, std::vector<uint8_t>* out);
 
 // GET response: one answer per key.
 struct GetAnswer {
-  uint8_t code = 0;  // GetCode; values over 2 are a peer error the caller reports
+  uint8_t code = 0;  // GetCode; values over 3 are a peer error the caller reports
   uint64_t offset = 0;
   uint64_t size_bytes = 0;
 };

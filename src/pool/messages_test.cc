@@ -31,6 +31,15 @@ TEST(MessagesTest, RequestsRoundTrip) {
   ASSERT_TRUE(DecodeDirUpdateRequest(EncodeDirUpdateRequest({"127.0.0.1:5", {"x"}}), &dir).ok());
   EXPECT_EQ(dir.holder, "127.0.0.1:5");
   EXPECT_EQ(dir.keys, (std::vector<std::string>{"x"}));
+
+  uint32_t ttl_ms = 0;
+  keys.clear();
+  ASSERT_TRUE(DecodeSoftPinRequest(EncodeSoftPinRequest(60000, {"hot"}), &ttl_ms, &keys).ok());
+  EXPECT_EQ(ttl_ms, 60000u);
+  EXPECT_EQ(keys, (std::vector<std::string>{"hot"}));
+  std::string truncated = EncodeSoftPinRequest(1, {"hot"});
+  truncated.pop_back();
+  EXPECT_FALSE(DecodeSoftPinRequest(truncated, &ttl_ms, &keys).ok());
 }
 
 TEST(MessagesTest, ResponsesRoundTrip) {

@@ -2,10 +2,12 @@
 
 namespace tandem::pool {
 
-ObjectTable::ObjectTable(uint64_t capacity_bytes, double high_watermark, double low_watermark)
+ObjectTable::ObjectTable(uint64_t capacity_bytes, double high_watermark, double low_watermark,
+                         std::chrono::milliseconds lease_ttl)
     : allocator_(capacity_bytes),
       high_bytes_(static_cast<uint64_t>(capacity_bytes * high_watermark)),
-      low_bytes_(static_cast<uint64_t>(capacity_bytes * low_watermark)) {}
+      low_bytes_(static_cast<uint64_t>(capacity_bytes * low_watermark)),
+      lease_ttl_(lease_ttl) {}
 
 void ObjectTable::EraseLocked(std::unordered_map<std::string, Object>::iterator it) {
   if (it->second.sealed) {
@@ -18,14 +20,22 @@ void ObjectTable::EraseLocked(std::unordered_map<std::string, Object>::iterator 
 
 void ObjectTable::EvictLocked(uint64_t target_used, uint64_t incoming,
                               std::vector<std::string>* evicted) {
-  for (auto lit = lru_.begin();
-       lit != lru_.end() && allocator_.used_bytes() + incoming > target_used;) {
-    auto it = objects_.find(*lit);
-    ++lit;  // EraseLocked invalidates the current list node
-    if (it->second.pins > 0) continue;
-    if (it->second.primary && evicted != nullptr) evicted->push_back(it->first);
-    EraseLocked(it);
-    ++evictions_;
+  const Clock::time_point now = Clock::now();
+  // Pass 0 spares soft-pinned objects; pass 1 takes them too when that was not enough.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (auto lit = lru_.begin();
+         lit != lru_.end() && allocator_.used_bytes() + incoming > target_used;) {
+      auto it = objects_.find(*lit);
+      ++lit;  // EraseLocked invalidates the current list node
+      const Object& obj = it->second;
+      if (obj.pins > 0 || obj.lease_until > now) continue;
+      if (pass == 0 && obj.soft_pin_until > now) continue;
+      bool kept = obj.primary && spill_hook_ && spill_hook_(it->first, obj.offset, obj.size);
+      if (kept) ++spilled_;
+      if (obj.primary && !kept && evicted != nullptr) evicted->push_back(it->first);
+      EraseLocked(it);
+      ++evictions_;
+    }
   }
 }
 
@@ -81,9 +91,22 @@ std::optional<ObjectLocation> ObjectTable::LookupAndPin(const std::string& key) 
   std::lock_guard<std::mutex> lock(mu_);
   auto it = objects_.find(key);
   if (it == objects_.end() || !it->second.sealed) return std::nullopt;
-  ++it->second.pins;
-  lru_.splice(lru_.end(), lru_, it->second.lru);
-  return ObjectLocation{it->second.offset, it->second.size};
+  Object& obj = it->second;
+  ++obj.pins;
+  const Clock::time_point now = Clock::now();
+  obj.lease_until = now + lease_ttl_;
+  if (obj.soft_pin_until > now) obj.soft_pin_until = now + obj.soft_pin_ttl;
+  lru_.splice(lru_.end(), lru_, obj.lru);
+  return ObjectLocation{obj.offset, obj.size};
+}
+
+bool ObjectTable::SoftPin(const std::string& key, std::chrono::milliseconds ttl) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = objects_.find(key);
+  if (it == objects_.end() || !it->second.sealed) return false;
+  it->second.soft_pin_ttl = ttl;
+  it->second.soft_pin_until = Clock::now() + ttl;
+  return true;
 }
 
 void ObjectTable::Unpin(const std::string& key) {
@@ -114,7 +137,12 @@ ObjectTableStats ObjectTable::stats() const {
   s.used_bytes = allocator_.used_bytes();
   s.capacity_bytes = allocator_.capacity_bytes();
   s.evictions = evictions_;
-  for (const auto& [key, obj] : objects_) s.pinned += obj.pins > 0 ? 1 : 0;
+  s.spilled = spilled_;
+  const Clock::time_point now = Clock::now();
+  for (const auto& [key, obj] : objects_) {
+    s.pinned += obj.pins > 0 ? 1 : 0;
+    s.soft_pinned += obj.soft_pin_until > now ? 1 : 0;
+  }
   return s;
 }
 

@@ -305,6 +305,24 @@ StatusOr<std::vector<bool>> PoolClient::Exist(const std::vector<std::string>& ke
   });
 }
 
+StatusOr<std::vector<bool>> PoolClient::SoftPin(const std::vector<std::string>& keys,
+                                                uint32_t ttl_ms) {
+  TANDEM_RETURN_IF_ERROR(CheckKeys(keys));
+  return WithChannel([&](Channel& c) -> StatusOr<std::vector<bool>> {
+    std::vector<bool> out;
+    out.reserve(keys.size());
+    for (size_t i = 0; i < keys.size(); i += options_.max_keys_per_request) {
+      size_t end = std::min(keys.size(), i + options_.max_keys_per_request);
+      TANDEM_ASSIGN_OR_RETURN(
+          std::string reply,
+          c.Call(MsgType::kSoftPin, EncodeSoftPinRequest(ttl_ms, Slice(keys, i, end))));
+      if (reply.size() != end - i) return DataLossError("SOFT_PIN answer of the wrong size");
+      for (char code : reply) out.push_back(code == 0);
+    }
+    return out;
+  });
+}
+
 StatusOr<size_t> PoolClient::ExistPrefix(const std::vector<std::string>& keys) {
   TANDEM_RETURN_IF_ERROR(CheckKeys(keys));
   return WithChannel([&](Channel& c) -> StatusOr<size_t> {
@@ -385,11 +403,14 @@ StatusOr<std::unique_ptr<PinnedObjects>> PoolClient::Get(const std::vector<std::
                    const auto [code, offset, size] = answers[k - i];
                    if (code == static_cast<uint8_t>(GetCode::kMiss)) continue;
                    pinned->pinned_keys_.push_back(keys[k]);
-                   if (code > 2 || !c.InArena(offset, size))
+                   if (code > 3 || !c.InArena(offset, size))
                      continue;  // pinned but unusable: a miss
                    auto& item = pinned->items_[k];
                    item.found = true;
-                   item.remote = code == static_cast<uint8_t>(GetCode::kRemoteHit);
+                   item.source =
+                       code == static_cast<uint8_t>(GetCode::kRemoteHit) ? ObjectSource::kRemote
+                       : code == static_cast<uint8_t>(GetCode::kDiskHit) ? ObjectSource::kDisk
+                                                                         : ObjectSource::kMemory;
                    item.data = std::span<const uint8_t>(c.mapping->base + offset, size);
                  }
                }

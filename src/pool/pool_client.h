@@ -58,6 +58,13 @@ enum class PutOutcome : uint8_t {
 
 class Channel;  // one connection to the worker (internal)
 
+// Where the worker found an object of a Get().
+enum class ObjectSource : uint8_t {
+  kMemory = 0,  // its arena
+  kDisk = 1,    // its disk tier (read back into the arena)
+  kRemote = 2,  // another worker (now a local replica)
+};
+
 // Pinned, zero-copy views of the objects of one Get(). The views stay valid (and the
 // objects unevictable) until Release() or destruction.
 // Thread safety: const methods from any thread; Release from one thread.
@@ -70,7 +77,8 @@ class PinnedObjects {
   size_t size() const { return items_.size(); }
   bool found(size_t i) const { return items_[i].found; }
   // Whether the object came from another worker (now a local replica).
-  bool remote(size_t i) const { return items_[i].remote; }
+  bool remote(size_t i) const { return items_[i].source == ObjectSource::kRemote; }
+  ObjectSource source(size_t i) const { return items_[i].source; }
   // The object's bytes; empty when not found.
   std::span<const uint8_t> data(size_t i) const { return items_[i].data; }
   size_t num_found() const;
@@ -81,7 +89,7 @@ class PinnedObjects {
   friend class PoolClient;
   struct Item {
     bool found = false;
-    bool remote = false;
+    ObjectSource source = ObjectSource::kMemory;
     std::span<const uint8_t> data;
   };
   PinnedObjects() = default;
@@ -109,6 +117,11 @@ class PoolClient {
   // Stores values[i] under keys[i] (copied into the arena). values.size() == keys.size().
   StatusOr<std::vector<PutOutcome>> Put(const std::vector<std::string>& keys,
                                         const std::vector<std::span<const uint8_t>>& values);
+
+  // Soft-pins keys held in the local worker's arena (Mooncake Store's soft pin): evicted
+  // last, until `ttl_ms` (0 = the worker's default) passes without a get. Per key: whether
+  // it was pinned (false: not in the arena).
+  StatusOr<std::vector<bool>> SoftPin(const std::vector<std::string>& keys, uint32_t ttl_ms = 0);
 
   // Zero-copy read: pins every found key (of any batch size; requests are chunked).
   StatusOr<std::unique_ptr<PinnedObjects>> Get(const std::vector<std::string>& keys);

@@ -40,7 +40,7 @@ int Fail(const std::string& msg) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) return Fail("usage: pool_tool put|get|exist|hold --prefix P --count N ...");
+  if (argc < 2) return Fail("usage: pool_tool put|get|exist|pin|hold --prefix P --count N ...");
   std::string cmd = argv[1];
   std::map<std::string, std::string> flags;
   for (int i = 2; i + 1 < argc; i += 2) {
@@ -80,21 +80,33 @@ int main(int argc, char** argv) {
                 n[1], n[2], n[3]);
     return 0;
   }
-  if (cmd == "get") {
-    auto r = (*client)->Get(keys);
-    if (!r.ok()) return Fail(r.status().ToString());
-    size_t hits = 0, remote = 0, corrupt = 0;
-    for (size_t i = 0; i < count; ++i) {
-      if (!(*r)->found(i)) continue;
-      ++hits;
-      remote += (*r)->remote(i) ? 1 : 0;
-      auto data = (*r)->data(i);
-      bool good = data.size() == size;
-      for (size_t j = 0; good && j < data.size(); ++j) good = data[j] == PatternByte(start + i, j);
-      corrupt += good ? 0 : 1;
+  if (cmd == "get") {  // --batch B: gets of B keys (each released before the next)
+    const bool verify = num("verify", 1) != 0;  // --verify 0: only time the gets
+    size_t batch = static_cast<size_t>(num("batch", static_cast<long>(count)));
+    if (batch == 0) batch = count;
+    size_t hits = 0, remote = 0, disk = 0, corrupt = 0;
+    auto t0 = std::chrono::steady_clock::now();
+    for (size_t b = 0; b < count; b += batch) {
+      std::vector<std::string> chunk(keys.begin() + b, keys.begin() + std::min(count, b + batch));
+      auto r = (*client)->Get(chunk);
+      if (!r.ok()) return Fail(r.status().ToString());
+      for (size_t i = 0; i < chunk.size(); ++i) {
+        if (!(*r)->found(i)) continue;
+        ++hits;
+        remote += (*r)->remote(i) ? 1 : 0;
+        disk += (*r)->source(i) == tandem::pool::ObjectSource::kDisk ? 1 : 0;
+        auto data = (*r)->data(i);
+        bool good = data.size() == size;
+        for (size_t j = 0; verify && good && j < data.size(); ++j)
+          good = data[j] == PatternByte(start + b + i, j);
+        corrupt += good ? 0 : 1;
+      }
     }
-    std::printf("{\"hits\": %zu, \"misses\": %zu, \"remote\": %zu, \"corrupt\": %zu}\n", hits,
-                count - hits, remote, corrupt);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf(
+        "{\"hits\": %zu, \"misses\": %zu, \"remote\": %zu, \"disk\": %zu, \"corrupt\": %zu, "
+        "\"seconds\": %.6f}\n",
+        hits, count - hits, remote, disk, corrupt, seconds);
     return 0;
   }
   if (cmd == "exist") {
@@ -105,6 +117,14 @@ int main(int argc, char** argv) {
     size_t n = 0;
     for (bool b : *r) n += b ? 1 : 0;
     std::printf("{\"exist\": %zu, \"prefix\": %zu}\n", n, *prefix_n);
+    return 0;
+  }
+  if (cmd == "pin") {  // soft pin, --ttl_ms (0 = the worker's default)
+    auto r = (*client)->SoftPin(keys, static_cast<uint32_t>(num("ttl_ms", 0)));
+    if (!r.ok()) return Fail(r.status().ToString());
+    size_t n = 0;
+    for (bool b : *r) n += b ? 1 : 0;
+    std::printf("{\"pinned\": %zu}\n", n);
     return 0;
   }
   if (cmd == "hold") {

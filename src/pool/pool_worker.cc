@@ -26,6 +26,26 @@ Status ValidateWorkerConfig(const WorkerConfig& c) {
   if (c.metrics_port < -1 || c.metrics_port > 65535)
     return InvalidArgumentError("--metrics_port out of range");
   if (c.auth_token.size() > 4096) return InvalidArgumentError("--auth_token is too long");
+  if (!(c.eviction_high_watermark_ratio > 0 && c.eviction_high_watermark_ratio <= 1))
+    return InvalidArgumentError("--eviction_high_watermark_ratio must be in (0, 1]");
+  if (!(c.eviction_ratio > 0 && c.eviction_ratio < c.eviction_high_watermark_ratio))
+    return InvalidArgumentError("--eviction_ratio must be in (0, --eviction_high_watermark_ratio)");
+  if (c.default_kv_lease_ttl_ms < 0 || c.default_kv_lease_ttl_ms > 3600 * 1000)
+    return InvalidArgumentError("--default_kv_lease_ttl must be 0..3600000 ms");
+  if (c.default_kv_soft_pin_ttl_ms < 1)
+    return InvalidArgumentError("--default_kv_soft_pin_ttl must be >= 1 ms");
+  if (c.spill_directory.empty()) {
+    if (c.spill_size_limit != 0)
+      return InvalidArgumentError("--spill_size_limit needs --spill_directory");
+  } else {
+    if (Status dir = CheckSpillDirectory(c.spill_directory); !dir.ok())
+      return InvalidArgumentError("--spill_directory: " + dir.message());
+    if (c.spill_size_limit != 0 && c.spill_size_limit < kMinSpillSizeLimit) {
+      return InvalidArgumentError("--spill_size_limit: " + std::to_string(c.spill_size_limit) +
+                                  " bytes is below one object (minimum " +
+                                  std::to_string(kMinSpillSizeLimit) + "; 0 = 95% of free space)");
+    }
+  }
   return Status::Ok();
 }
 
@@ -49,7 +69,36 @@ WorkerMetrics::WorkerMetrics(MetricsRegistry* r)
       ring_workers(r->GetGauge("tandem_pool_ring_workers", "Workers in the consistent-hash ring")),
       connections(r->GetGauge("tandem_pool_connections", "Open client and peer connections")),
       pinned(r->GetGauge("tandem_pool_pinned_objects",
-                         "Objects pinned by a reader (never evicted meanwhile)")) {}
+                         "Objects pinned by a reader (never evicted meanwhile)")),
+      soft_pinned(r->GetGauge("tandem_pool_soft_pinned_objects",
+                              "Objects soft-pinned by an engine (evicted last)")),
+      hits_disk(
+          r->GetCounter("tandem_pool_hits", "Gets answered from this arena", {{"tier", "disk"}})),
+      spill_queue_bytes(r->GetGauge("tandem_pool_spill_queue_bytes",
+                                    "Evicted bytes waiting for the disk writer")),
+      spills(r->GetCounter("tandem_pool_spills", "Evicted objects written to the disk tier")),
+      spill_drops(r->GetCounter("tandem_pool_spill_drops",
+                                "Evicted objects not written (queue full, no room, disk error)")),
+      promotions(r->GetCounter("tandem_pool_promotions",
+                               "Objects read from the disk tier back into the arena")),
+      disk_evictions(r->GetCounter("tandem_pool_disk_evictions",
+                                   "Files evicted by the disk tier's LRU watermark")),
+      disk_corrupt(r->GetCounter("tandem_pool_disk_corrupt",
+                                 "Spill files dropped for a bad header, length or checksum")),
+      disk_write_bytes(
+          r->GetCounter("tandem_pool_disk_write_bytes", "Bytes written to spill files")),
+      disk_read_bytes(r->GetCounter("tandem_pool_disk_read_bytes", "Bytes read from spill files")) {
+  const char* names[2] = {"memory", "disk"};
+  for (int t = 0; t < 2; ++t) {
+    MetricLabels l{{"tier", names[t]}};
+    tier_objects[t] = r->GetGauge("tandem_pool_tier_objects", "Objects held in the tier", l);
+    tier_bytes[t] = r->GetGauge("tandem_pool_tier_bytes", "Bytes held in the tier", l);
+    tier_capacity[t] = r->GetGauge("tandem_pool_tier_capacity_bytes", "Size limit of the tier", l);
+    tier_hits[t] = r->GetCounter("tandem_pool_tier_hits", "Gets of keys found in the tier", l);
+    tier_misses[t] = r->GetCounter("tandem_pool_tier_misses",
+                                   "Gets of keys looked up in the tier and not found there", l);
+  }
+}
 
 PoolWorker::PoolWorker(WorkerConfig config) : impl_(std::make_unique<Impl>(std::move(config))) {}
 PoolWorker::~PoolWorker() { Stop(); }
@@ -60,7 +109,10 @@ uint16_t PoolWorker::metrics_port() const { return impl_->metrics_port(); }
 PoolWorker::Impl::Impl(WorkerConfig config)
     : config_(std::move(config)), self_(config_.worker_address) {}
 
-PoolWorker::Impl::~Impl() { Stop(); }
+PoolWorker::Impl::~Impl() {
+  Stop();
+  disk_.reset();  // writes what is queued; its callback still needs the fields below
+}
 
 Status PoolWorker::Impl::Start() {
   TANDEM_RETURN_IF_ERROR(ValidateWorkerConfig(config_));
@@ -69,7 +121,29 @@ Status PoolWorker::Impl::Start() {
 
   TANDEM_ASSIGN_OR_RETURN(
       arena_, ShmArena::Create(config_.shared_memory_mb << 20, config_.enable_huge_tlb));
-  table_ = std::make_unique<ObjectTable>(arena_->size_bytes());
+  table_ =
+      std::make_unique<ObjectTable>(arena_->size_bytes(), config_.eviction_high_watermark_ratio,
+                                    config_.eviction_high_watermark_ratio - config_.eviction_ratio,
+                                    std::chrono::milliseconds(config_.default_kv_lease_ttl_ms));
+  if (!config_.spill_directory.empty()) {
+    DiskTierOptions d;
+    d.directory = config_.spill_directory;
+    d.size_limit_bytes = config_.spill_size_limit;
+    // Keys gone from the disk tier leave the directory unless the arena holds them again.
+    d.on_dropped = [this](const std::vector<std::string>& keys) {
+      std::vector<std::string> gone;
+      for (const auto& k : keys) {
+        if (!table_->Exists(k)) gone.push_back(k);
+      }
+      QueueDirOps(false, gone);
+    };
+    auto disk = DiskTier::Open(std::move(d));
+    if (!disk.ok()) return disk.status().WithContext("--spill_directory");
+    disk_ = std::move(disk).value();
+    table_->SetSpillHook([this](const std::string& key, uint64_t offset, uint64_t size) {
+      return disk_->Spill(key, arena_->base() + offset, size);
+    });
+  }
   TANDEM_LOG(INFO) << "arena: " << (arena_->size_bytes() >> 20) << " MiB"
                    << (arena_->huge_pages() ? " (huge pages)" : "");
 
@@ -146,6 +220,7 @@ void PoolWorker::Impl::Stop() {
   threads_.clear();
   ReapConnections(/*all=*/true);
   if (metrics_server_) metrics_server_->Stop();
+  disk_.reset();  // writes what is queued (a restart on the same directory serves it)
   TANDEM_LOG(INFO) << "pool worker " << self_ << " stopped";
 }
 
@@ -236,6 +311,9 @@ void PoolWorker::Impl::PublisherLoop() {
     }
     if (republish) {
       for (auto& k : table_->PrimaryKeys()) ops.push_back({true, std::move(k)});
+      if (disk_) {
+        for (auto& k : disk_->Keys()) ops.push_back({true, std::move(k)});
+      }
     }
     if (ops.empty()) continue;
     auto ring = membership_->ring();
@@ -296,6 +374,28 @@ void PoolWorker::Impl::UpdateGauges() {
   metrics_->bytes->Set(static_cast<double>(st.used_bytes));
   metrics_->capacity->Set(static_cast<double>(st.capacity_bytes));
   metrics_->pinned->Set(static_cast<double>(st.pinned));
+  metrics_->soft_pinned->Set(static_cast<double>(st.soft_pinned));
+  metrics_->tier_objects[kMemoryTier]->Set(static_cast<double>(st.objects));
+  metrics_->tier_bytes[kMemoryTier]->Set(static_cast<double>(st.used_bytes));
+  metrics_->tier_capacity[kMemoryTier]->Set(static_cast<double>(st.capacity_bytes));
+  // Counters kept by the tiers themselves, brought up to date.
+  auto sync = [](Counter* c, uint64_t total) {
+    double d = static_cast<double>(total) - c->value();
+    if (d > 0) c->Add(d);
+  };
+  if (disk_) {
+    DiskTierStats d = disk_->stats();
+    metrics_->tier_objects[kDiskTier]->Set(static_cast<double>(d.objects));
+    metrics_->tier_bytes[kDiskTier]->Set(static_cast<double>(d.bytes));
+    metrics_->tier_capacity[kDiskTier]->Set(static_cast<double>(d.capacity_bytes));
+    metrics_->spill_queue_bytes->Set(static_cast<double>(d.queued_bytes));
+    sync(metrics_->spills, d.spills);
+    sync(metrics_->spill_drops, d.spill_drops);
+    sync(metrics_->disk_evictions, d.evictions);
+    sync(metrics_->disk_corrupt, d.corrupt);
+    sync(metrics_->disk_write_bytes, d.bytes_written);
+    sync(metrics_->disk_read_bytes, d.bytes_read);
+  }
   double evicted = static_cast<double>(st.evictions) - metrics_->evictions->value();
   if (evicted > 0) metrics_->evictions->Add(evicted);
   metrics_->etcd_up->Set(membership_->etcd_up() ? 1 : 0);

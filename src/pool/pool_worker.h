@@ -31,8 +31,24 @@ struct WorkerConfig {
   std::string auth_token;  // empty = no authentication
   int metrics_port = -1;   // -1 = worker port + 1; 0 = off
   size_t max_connections = 1024;
+  // Arena eviction (Mooncake Store's names): starts when an allocation would pass
+  // high * size and frees eviction_ratio * size.
+  double eviction_high_watermark_ratio = 0.9;
+  double eviction_ratio = 0.1;
+  // A read keeps its object this long after the GET, released or not. The GET's pin is
+  // the lease of a read in flight (held until RELEASE); Mooncake's 5 s time lease exists
+  // because its readers do not pin. Default 0: at 1000 ms a small arena lost hits
+  // (docs/PERFORMANCE.md "KV pool disk tier").
+  int64_t default_kv_lease_ttl_ms = 0;
+  int64_t default_kv_soft_pin_ttl_ms = 30 * 60 * 1000;  // a soft pin lasts this long unread
+  // Disk tier (openYuanrong's names): empty = none. 0 = 95 % of the free space.
+  std::string spill_directory;
+  uint64_t spill_size_limit = 0;  // bytes
   std::chrono::milliseconds etcd_start_timeout{10000};
 };
+
+// The smallest --spill_size_limit accepted (smaller holds no useful object).
+constexpr uint64_t kMinSpillSizeLimit = 64 << 10;
 
 // InvalidArgument naming the first bad field.
 Status ValidateWorkerConfig(const WorkerConfig& config);

@@ -16,7 +16,7 @@ uint64_t GetLe(const uint8_t* p, int bytes) {
 
 }  // namespace
 
-bool IsKnownType(uint16_t type) { return (type >= 1 && type <= 6) || (type >= 16 && type <= 19); }
+bool IsKnownType(uint16_t type) { return (type >= 1 && type <= 7) || (type >= 16 && type <= 19); }
 
 bool IsPeerType(MsgType type) { return static_cast<uint16_t>(type) >= 16; }
 

@@ -32,6 +32,7 @@ enum class MsgType : uint16_t {
   kPutSeal = 4,
   kGet = 5,
   kRelease = 6,
+  kSoftPin = 7,
   kFetch = 16,
   kDirPut = 17,
   kDirDel = 18,
@@ -47,7 +48,8 @@ enum class ExistCode : uint8_t { kAbsent = 0, kLocal = 1, kRemote = 2 };
 // PUT_ALLOC answers.
 enum class AllocCode : uint8_t { kAllocated = 0, kExists = 1, kNoSpace = 2, kInvalid = 3 };
 // GET answers.
-enum class GetCode : uint8_t { kLocalHit = 0, kRemoteHit = 1, kMiss = 2 };
+// kDiskHit: read from this worker's disk tier back into the arena (docs/POOL.md).
+enum class GetCode : uint8_t { kLocalHit = 0, kRemoteHit = 1, kMiss = 2, kDiskHit = 3 };
 
 struct FrameHeader {
   MsgType type = MsgType::kHello;

@@ -20,6 +20,7 @@
 #include "net/socket_connection.h"
 #include "net/socket_listener.h"
 #include "pool/directory.h"
+#include "pool/disk_tier.h"
 #include "pool/frame_io.h"
 #include "pool/membership.h"
 #include "pool/object_table.h"
@@ -45,7 +46,24 @@ struct WorkerMetrics {
   Gauge* ring_workers;
   Gauge* connections;
   Gauge* pinned;
+  Gauge* soft_pinned;
+  // Per tier (memory = the arena, disk = the spill directory).
+  Counter* hits_disk;
+  Gauge* tier_objects[2];
+  Gauge* tier_bytes[2];
+  Gauge* tier_capacity[2];
+  Counter* tier_hits[2];
+  Counter* tier_misses[2];
+  Gauge* spill_queue_bytes;
+  Counter* spills;
+  Counter* spill_drops;
+  Counter* promotions;
+  Counter* disk_evictions;
+  Counter* disk_corrupt;
+  Counter* disk_write_bytes;
+  Counter* disk_read_bytes;
 };
+enum Tier { kMemoryTier = 0, kDiskTier = 1 };
 
 class PoolWorker::Impl {
  public:
@@ -97,11 +115,19 @@ class PoolWorker::Impl {
   // Fetches `keys` from `holder` into the arena as replicas; returns which succeeded.
   std::vector<bool> FetchReplicas(const std::string& holder, const std::vector<std::string>& keys);
   void ReleaseSession(Session& s);
+  // Reads `key` from the disk tier into the arena (a primary, sealed). False when it is
+  // not on disk, its file is bad, or the arena has no room now.
+  bool PromoteFromDisk(const std::string& key, std::vector<std::string>* evicted);
+  bool HeldHere(const std::string& key) const {
+    return table_->Exists(key) || (disk_ && disk_->Contains(key));
+  }
+  StatusOr<std::string> HandleSoftPin(std::string_view body);
 
   const WorkerConfig config_;
   std::string self_;  // worker address
   std::unique_ptr<ShmArena> arena_;
   std::unique_ptr<ObjectTable> table_;
+  std::unique_ptr<DiskTier> disk_;  // null without --spill_directory
   Directory directory_;
   std::unique_ptr<PeerClient> peers_;
   std::unique_ptr<etcd::EtcdClient> etcd_;

@@ -148,6 +148,8 @@ StatusOr<std::string> PoolWorker::Impl::Handle(Session& s, MsgType type, std::st
       return HandleGet(s, body);
     case MsgType::kRelease:
       return HandleRelease(s, body);
+    case MsgType::kSoftPin:
+      return HandleSoftPin(body);
     case MsgType::kFetch:
       return InternalError("FETCH is served by ServeFetch");
     case MsgType::kDirPut:
@@ -202,7 +204,7 @@ StatusOr<std::string> PoolWorker::Impl::HandleExist(std::string_view body) {
   std::vector<std::string> missing;
   std::vector<size_t> missing_index;
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (table_->Exists(keys[i])) {
+    if (HeldHere(keys[i])) {
       codes[i] = static_cast<uint8_t>(ExistCode::kLocal);
     } else {
       missing.push_back(keys[i]);
@@ -224,6 +226,10 @@ StatusOr<std::string> PoolWorker::Impl::HandlePutAlloc(Session& s, std::string_v
   std::vector<PutAllocAnswer> answers(items.size());
   std::vector<std::string> evicted;
   for (size_t i = 0; i < items.size(); ++i) {
+    if (disk_ && disk_->Contains(items[i].key)) {  // held on disk: no need to write it again
+      answers[i].code = static_cast<uint8_t>(AllocCode::kExists);
+      continue;
+    }
     AllocCode code = table_->Allocate(items[i].key, items[i].size_bytes, /*primary=*/true,
                                       &answers[i].offset, &evicted);
     if (code == AllocCode::kAllocated) s.unsealed.insert(items[i].key);
@@ -290,6 +296,25 @@ std::vector<bool> PoolWorker::Impl::FetchReplicas(const std::string& holder,
   return ok;
 }
 
+bool PoolWorker::Impl::PromoteFromDisk(const std::string& key, std::vector<std::string>* evicted) {
+  if (!disk_) return false;
+  std::optional<uint64_t> size = disk_->Size(key);
+  if (!size) return false;
+  uint64_t offset = 0;
+  // A primary again: it was put here, and its directory entry never left.
+  if (table_->Allocate(key, *size, /*primary=*/true, &offset, evicted) != AllocCode::kAllocated)
+    return false;  // no room now (everything pinned), or another reader promotes it
+  Status read = disk_->Read(key, arena_->base() + offset, *size);
+  if (!read.ok()) {
+    table_->Abort(key);  // a bad file was dropped: the engine recomputes
+    if (read.code() == StatusCode::kDataLoss) QueueDirOps(false, {key});
+    return false;
+  }
+  table_->Seal(key);
+  metrics_->promotions->Add();
+  return true;
+}
+
 StatusOr<std::string> PoolWorker::Impl::HandleGet(Session& s, std::string_view body) {
   std::vector<std::string> keys;
   TANDEM_RETURN_IF_ERROR(DecodeKeys(body, &keys));
@@ -297,16 +322,21 @@ StatusOr<std::string> PoolWorker::Impl::HandleGet(Session& s, std::string_view b
   std::vector<std::optional<ObjectLocation>> locs(keys.size());
   std::vector<std::string> missing;
   std::vector<size_t> missing_index;
+  std::vector<std::string> evicted;
   for (size_t i = 0; i < keys.size(); ++i) {
     locs[i] = table_->LookupAndPin(keys[i]);
     if (locs[i]) {
       codes[i] = GetCode::kLocalHit;
+      ++s.pins[keys[i]];
+    } else if (PromoteFromDisk(keys[i], &evicted) && (locs[i] = table_->LookupAndPin(keys[i]))) {
+      codes[i] = GetCode::kDiskHit;
       ++s.pins[keys[i]];
     } else {
       missing.push_back(keys[i]);
       missing_index.push_back(i);
     }
   }
+  QueueDirOps(false, evicted);
   if (!missing.empty()) {
     auto holders = FindRemoteHolders(missing);
     std::map<std::string, std::vector<size_t>> by_holder;  // holder -> indices into missing
@@ -333,17 +363,37 @@ StatusOr<std::string> PoolWorker::Impl::HandleGet(Session& s, std::string_view b
     }
   }
   std::vector<GetAnswer> answers(keys.size());
-  double local = 0, remote = 0, miss = 0;
+  double counts[4] = {0, 0, 0, 0};  // by GetCode
   for (size_t i = 0; i < keys.size(); ++i) {
     answers[i].code = static_cast<uint8_t>(codes[i]);
     answers[i].offset = locs[i] ? locs[i]->offset : 0;
     answers[i].size_bytes = locs[i] ? locs[i]->size : 0;
-    (codes[i] == GetCode::kLocalHit ? local : codes[i] == GetCode::kRemoteHit ? remote : miss) += 1;
+    counts[static_cast<int>(codes[i])] += 1;
   }
+  const double local = counts[static_cast<int>(GetCode::kLocalHit)];
+  const double disk = counts[static_cast<int>(GetCode::kDiskHit)];
   metrics_->hits_local->Add(local);
-  metrics_->hits_remote->Add(remote);
-  metrics_->misses->Add(miss);
+  metrics_->hits_disk->Add(disk);
+  metrics_->hits_remote->Add(counts[static_cast<int>(GetCode::kRemoteHit)]);
+  metrics_->misses->Add(counts[static_cast<int>(GetCode::kMiss)]);
+  metrics_->tier_hits[kMemoryTier]->Add(local);
+  metrics_->tier_misses[kMemoryTier]->Add(static_cast<double>(keys.size()) - local);
+  if (disk_) {
+    metrics_->tier_hits[kDiskTier]->Add(disk);
+    metrics_->tier_misses[kDiskTier]->Add(static_cast<double>(keys.size()) - local - disk);
+  }
   return EncodeGetResponse(answers);
+}
+
+StatusOr<std::string> PoolWorker::Impl::HandleSoftPin(std::string_view body) {
+  uint32_t ttl_ms = 0;
+  std::vector<std::string> keys;
+  TANDEM_RETURN_IF_ERROR(DecodeSoftPinRequest(body, &ttl_ms, &keys));
+  auto ttl = std::chrono::milliseconds(ttl_ms != 0 ? ttl_ms : config_.default_kv_soft_pin_ttl_ms);
+  std::vector<uint8_t> codes;
+  codes.reserve(keys.size());
+  for (const auto& key : keys) codes.push_back(table_->SoftPin(key, ttl) ? 0 : 1);
+  return EncodeCodes(codes);
 }
 
 StatusOr<std::string> PoolWorker::Impl::HandleRelease(Session& s, std::string_view body) {
@@ -367,8 +417,10 @@ Status PoolWorker::Impl::ServeFetch(net::SocketConnection& conn, uint64_t reques
   std::vector<std::string_view> parts;
   std::vector<const std::string*> pinned;
   uint64_t total = 0;
+  std::vector<std::string> evicted;
   for (size_t i = 0; i < keys.size(); ++i) {
     auto loc = table_->LookupAndPin(keys[i]);
+    if (!loc && PromoteFromDisk(keys[i], &evicted)) loc = table_->LookupAndPin(keys[i]);
     // Keep the response under the frame limit; what does not fit is reported missing.
     if (loc && total + 5 + loc->size <= kMaxBodyBytes - 5 * keys.size()) {
       heads[i] = EncodeFetchHead(static_cast<uint32_t>(loc->size));
@@ -383,6 +435,7 @@ Status PoolWorker::Impl::ServeFetch(net::SocketConnection& conn, uint64_t reques
       total += 1;
     }
   }
+  QueueDirOps(false, evicted);
   Status sent = SendFrameParts(conn, {MsgType::kFetch, 0, 0, request_id}, parts);
   for (const std::string* key : pinned) table_->Unpin(*key);
   return sent;
@@ -403,7 +456,7 @@ StatusOr<std::string> PoolWorker::Impl::HandleDirLookup(std::string_view body) {
   holders.reserve(keys.size());
   for (const auto& key : keys) {
     std::string& found = holders.emplace_back();
-    if (table_->Exists(key)) {
+    if (HeldHere(key)) {
       found = self_;  // the owner holds it itself
     } else {
       for (const auto& h : directory_.Lookup(key)) {

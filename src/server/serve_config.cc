@@ -169,6 +169,7 @@ StatusOr<EngineOptions> MakeEngineOptions(const ServeConfig& config,
       p.save = !consumer || kv.pool->consumer_is_to_put;
       p.load = !consumer || kv.pool->consumer_is_to_load;
       p.load_async = kv.pool->load_async;
+      p.soft_pin_ttl_s = kv.pool->soft_pin_ttl_s;
     }
   }
   return options;

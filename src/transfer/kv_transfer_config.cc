@@ -144,6 +144,7 @@ Status ParseConnector(const Json& obj, const std::string& path, KvRole parent_ro
       TANDEM_ASSIGN_OR_RETURN(p.load_async, GetBool(extra, "load_async", extra_path, false));
       TANDEM_ASSIGN_OR_RETURN(p.consumer_is_to_put, GetBool(extra, "consumer_is_to_put", extra_path, false));
       TANDEM_ASSIGN_OR_RETURN(p.consumer_is_to_load, GetBool(extra, "consumer_is_to_load", extra_path, true));
+      TANDEM_ASSIGN_OR_RETURN(p.soft_pin_ttl_s, GetInt(extra, "soft_pin_ttl_s", extra_path, 0, 0, 7 * 24 * 3600));
       out->pool = p;
       break;
     }

@@ -45,6 +45,9 @@ struct PoolConnectorConfig {
   bool load_async = false;
   bool consumer_is_to_put = false;
   bool consumer_is_to_load = true;
+  // kv_connector_extra_config.soft_pin_ttl_s: soft-pin in the pool the blocks a request
+  // loaded from it (a prefix reused is a hot one), for this long without a read; 0 = off.
+  int64_t soft_pin_ttl_s = 0;
 };
 
 struct KvTransferConfig {

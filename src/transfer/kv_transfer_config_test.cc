@@ -68,6 +68,11 @@ TEST(KvTransferConfigTest, AliasesAndDefaults) {
                                 "kv_connector_extra_config": {"backend": "mooncake"}})");
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->pool->backend, "mooncake");
+  EXPECT_EQ(c->pool->soft_pin_ttl_s, 0);  // off unless asked
+  c = ParseKvTransferConfig(R"({"kv_connector": "TandemPoolConnector",
+                                "kv_connector_extra_config": {"soft_pin_ttl_s": 1800}})");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->pool->soft_pin_ttl_s, 1800);
   EXPECT_FALSE(c->transfer.has_value());
 }
 
@@ -96,6 +101,8 @@ TEST(KvTransferConfigTest, ErrorsNameTheFieldPath) {
       {R"({"kv_connector": "MultiConnector", "kv_connector_extra_config": {"connectors": {}}})",
        "kv_connector_extra_config.connectors: expected a non-empty array"},
       {R"({"kv_connector": "MultiConnector"})", "kv_connector_extra_config.connectors: missing"},
+      {R"({"kv_connector": "AscendStoreConnector", "kv_connector_extra_config": {"soft_pin_ttl_s": -1}})",
+       "kv_transfer_config.kv_connector_extra_config.soft_pin_ttl_s"},
       {R"({"kv_connector": "MooncakeConnectorV1", "kv_connector_extra_config": 5})",
        "kv_transfer_config.kv_connector_extra_config: expected an object"},
       // A number past double's range is nlohmann's out_of_range, not parse_error: it
