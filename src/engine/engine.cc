@@ -23,6 +23,8 @@
 #include "engine/request_validation.h"
 #include "engine/spec_decode.h"
 #include "engine/model_runner.h"
+#include "grammar/token_trie.h"
+#include "model/tokenizer.h"
 #include "engine/step_draw.h"
 #include "engine/scheduler.h"
 #include "kv/kv_cache_manager.h"
@@ -116,6 +118,9 @@ class EngineImpl final : public Engine {
     live_ids_.insert(request.request_id);
     auto r = std::make_unique<Request>(std::move(request), request.params.has_seed ? request.params.sampling.seed : rng_());
     r->max_tokens = std::max(1, std::min(r->params.max_tokens, options_.max_model_len - n));
+    if (r->params.grammar) {
+      r->constraint = std::make_unique<GrammarConstraint>(r->params.grammar, token_trie(), r->params.grammar_start_after);
+    }
     inbox_.push_back(std::move(r));
     cv_.notify_one();
     return Status::Ok();
@@ -289,7 +294,15 @@ class EngineImpl final : public Engine {
   void EmitToken(Request* r, int32_t token, const TokenLogprob* lp) {
     ++step_tokens_;
     metrics_.OnToken(r);
+    const bool constrained = r->constraint != nullptr && r->params.scripted_tokens.empty();
+    if (constrained && !model_.tokenizer().IsEog(token) &&
+        !r->constraint->Accept(model_.tokenizer().TokenToPiece(token, /*special=*/false))) {
+      // Only a token drawn elsewhere (a PD producer without the constraint) can get here.
+      return Finish(r, "error", InvalidArgumentError("token " + std::to_string(token) + " does not fit the request's "
+                                                     "structured output grammar"));
+    }
     if (std::optional<std::string> finish = output_.AppendToken(*r, token, lp)) return Finish(r, *finish);
+    if (constrained && r->constraint->Terminated()) return Finish(r, "stop");  // nothing may follow
     RequestOutput out = output_.TakeOutput(*r, "");
     if (!out.new_tokens.empty() || !out.new_text.empty()) r->on_output(out);
   }
@@ -355,7 +368,9 @@ class EngineImpl final : public Engine {
     const int32_t token = load.first_token;
     const bool continue_after_token = loaded == n_tokens && token >= 0 && token < model_.config().n_vocab &&
                                       r->params.logprobs < 0 && r->params.scripted_tokens.empty() &&
-                                      !r->abort_after_load;
+                                      !r->abort_after_load &&
+                                      (r->constraint == nullptr || model_.tokenizer().IsEog(token) ||
+                                       r->constraint->CanAccept(model_.tokenizer().TokenToPiece(token, false)));
     if (!continue_after_token) {
       // At least the last token is computed here: its logits draw the next token.
       scheduler_.LoadFinished(r, std::min(loaded, n_tokens - 1));
@@ -365,6 +380,21 @@ class EngineImpl final : public Engine {
     scheduler_.LoadFinished(r, loaded);
     r->sampler.Skip();  // the producer drew the first token with the request's seed
     EmitToken(r, token, nullptr);
+  }
+
+  // The vocabulary's token trie for structured outputs, built on first use (~262k
+  // pieces sorted: a fraction of a second, paid by the first constrained request).
+  const grammar::TokenTrie& token_trie() {
+    std::call_once(trie_once_, [this] {
+      const Tokenizer& tok = model_.tokenizer();
+      std::vector<std::string> pieces(model_.config().n_vocab);
+      for (int32_t id = 0; id < static_cast<int32_t>(pieces.size()); ++id) {
+        // Control and unused tokens never appear in constrained text (their piece is "").
+        pieces[id] = tok.TokenToPiece(id, /*special=*/false);
+      }
+      trie_ = std::make_unique<grammar::TokenTrie>(pieces, tok.vocab().eog_ids);
+    });
+    return *trie_;
   }
 
   void PublishGauges() {
@@ -391,6 +421,8 @@ class EngineImpl final : public Engine {
   std::unique_ptr<KvConnector> connector_;
   std::unique_ptr<SpecDecoder> spec_;                 // --speculative-config (else null)
   int step_tokens_ = 0;                               // tokens emitted in the current step
+  std::once_flag trie_once_;
+  std::unique_ptr<grammar::TokenTrie> trie_;          // set once by token_trie()
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -13,6 +13,7 @@ void HandleCompletion(ServingContext& ctx, const net::HttpRequest& request,
   CompletionRequest& r = *parsed;
   if (Status s = ctx.CheckModel(r.sampling.model); !s.ok()) return SendStatus(*writer, s);
   ctx.LogIgnoredFields(r.sampling.ignored_fields);
+  if (Status s = ctx.PrepareStructuredOutput(nullptr, &r.sampling); !s.ok()) return SendStatus(*writer, s);
   std::vector<int32_t> tokens = r.prompt_is_tokens
                                     ? std::move(r.prompt_tokens)
                                     : ctx.tokenizer().Encode(r.prompt_text, r.add_special_tokens,
@@ -37,6 +38,7 @@ void HandleChatCompletion(ServingContext& ctx, const net::HttpRequest& request,
                                                     "--enable-auto-tool-choice and "
                                                     "--tool-call-parser to be set"));
   }
+  if (Status s = ctx.PrepareStructuredOutput(&r, &r.sampling); !s.ok()) return SendStatus(*writer, s);
   auto output_parser = ctx.MakeOutputParser(r);
   if (!output_parser.ok()) return SendStatus(*writer, output_parser.status());
   ChatInputs inputs;

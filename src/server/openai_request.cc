@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "server/json_fields.h"
+#include "server/structured_output_request.h"
 
 namespace tandem::server {
 namespace {
@@ -159,9 +160,10 @@ Status ReadSampling(JsonFields& fields, SamplingRequest* request) {
     if (salt->empty()) return Invalid("Parameter 'cache_salt' must be a non-empty string if provided.");
     p.cache_salt = std::move(*salt);
   }
+  TANDEM_RETURN_IF_ERROR(ReadStructuredOutput(fields, request));
   // Known OpenAI/vLLM fields that need no action here (not "ignored" in the log sense).
   for (const char* known :
-       {"response_format", "include_stop_str_in_output", "request_id", "priority",
+       {"include_stop_str_in_output", "request_id", "priority",
         "tool_choice", "parallel_tool_calls", "reasoning_effort", "store", "metadata",
         "service_tier", "truncate_prompt_tokens"}) {
     fields.Raw(known);

@@ -20,6 +20,7 @@
 
 #include "common/status.h"
 #include "engine/engine.h"
+#include "grammar/grammar_cache.h"
 #include "server/kv_transfer_params.h"
 
 namespace tandem::server {
@@ -38,6 +39,10 @@ struct SamplingRequest {
   RequestKvTransfer kv_transfer;            // kv_transfer_params (PD), parsed
   std::string user;                         // accepted, unused
   std::vector<std::string> ignored_fields;  // unknown fields (logged, as vLLM does)
+  // Structured outputs (structured_output_request.h): what the output is constrained
+  // to, and the request field it came from (for error messages).
+  std::optional<grammar::StructuredOutputSpec> structured_output;
+  std::string structured_output_field;
 };
 
 struct CompletionRequest {
@@ -49,8 +54,8 @@ struct CompletionRequest {
 };
 
 // `tool_choice` (vLLM's rules: "auto" when absent and tools are given, else "none").
-// Tandem has no guided decoding: "required" and a named function are accepted and passed
-// to the chat template, but the model is not forced to call a tool.
+// "required" and a named function force the call with a grammar (ToolCallSpec in
+// structured_output_request.h).
 enum class ToolChoice { kNone, kAuto, kRequired, kNamed };
 
 struct ChatRequest {
