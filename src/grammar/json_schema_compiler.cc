@@ -11,7 +11,8 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-constexpr int kMaxDigits = 15;  // integer and fraction digits generated (no overflow)
+constexpr int kMaxDigits = 15;    // integer and fraction digits generated (no overflow)
+constexpr int kMaxKeyChars = 64;  // characters of a key the schema does not name
 
 const std::set<std::string>& Annotations() {
   static const std::set<std::string> k = {"title",    "description", "default",  "examples", "$schema",
@@ -25,7 +26,7 @@ const std::set<std::string>& Supported() {
       "type",      "properties", "required",  "additionalProperties", "enum",      "const",
       "items",     "minItems",   "maxItems",  "anyOf",                "oneOf",     "allOf",
       "$ref",      "minLength",  "maxLength", "pattern",              "format",    "minimum",
-      "maximum",   "exclusiveMinimum",        "exclusiveMaximum"};
+      "maximum",   "exclusiveMinimum",        "exclusiveMaximum",     "maxProperties"};
   return k;
 }
 
@@ -36,7 +37,7 @@ const char* FormatRegex(const std::string& f) {
   if (f == "date-time") {
     return R"([0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,6})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9]))";
   }
-  if (f == "email") return R"([a-zA-Z0-9_%+-]{1,32}(\.[a-zA-Z0-9_%+-]{1,32}){0,3}@[a-zA-Z0-9]{1,32}(\.[a-zA-Z0-9]{1,32}){0,3}\.[a-zA-Z]{2,8})";
+  if (f == "email") return R"([a-zA-Z0-9_%+-]{1,20}(\.[a-zA-Z0-9_%+-]{1,20})?@[a-zA-Z0-9]{1,20}(\.[a-zA-Z0-9]{1,20})?\.[a-zA-Z]{2,6})";
   if (f == "uuid") return R"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})";
   if (f == "ipv4") return R"(((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9]))";
   if (f == "ipv6") return R"(([0-9a-f]{1,4}:){7}[0-9a-f]{1,4})";
@@ -174,7 +175,7 @@ class SchemaCompiler {
     const Expr v = Expr::Ref(any_value_);
     b_.Define(any_value_, Expr::Alt({Expr::Ref(object), Expr::Ref(array), Expr::Ref(String()), Expr::Ref(Number()),
                                      Expr::Lit("true"), Expr::Lit("false"), Expr::Lit("null")}));
-    Expr member = Expr::Seq({Expr::Ref(String()), Expr::Lit(":"), Ws(), v});
+    Expr member = Expr::Seq({Expr::Ref(Key()), Expr::Lit(":"), Ws(), v});
     b_.Define(object, Expr::Seq({Expr::Lit("{"), Expr::Opt(Expr::Seq({member, Expr::Star(Expr::Seq({Expr::Lit(","), Ws(), member}))})),
                                  Expr::Lit("}")}));
     b_.Define(array, Expr::Seq({Expr::Lit("["), Expr::Opt(Expr::Seq({v, Expr::Star(Expr::Seq({Expr::Lit(","), Ws(), v}))})),
@@ -220,6 +221,15 @@ class SchemaCompiler {
     string_ = b_.Declare(prefix_ + "string");
     b_.Define(string_, Expr::Seq({Expr::Lit("\""), Expr::Star(Expr::Ref(Char())), Expr::Lit("\"")}));
     return string_;
+  }
+
+  // Keys of properties the schema does not name: at most kMaxKeyChars characters (any
+  // key is valid; the bound keeps a model from writing one key forever).
+  int Key() {
+    if (key_ >= 0) return key_;
+    key_ = b_.Declare(prefix_ + "key");
+    b_.Define(key_, Expr::Seq({Expr::Lit("\""), Expr::Repeat(Expr::Ref(Char()), 0, kMaxKeyChars), Expr::Lit("\"")}));
+    return key_;
   }
 
   int Number() {
@@ -427,6 +437,13 @@ class SchemaCompiler {
       }
     }
     const int n = static_cast<int>(props.size());
+    // maxProperties bounds the additional properties (counting every named property as
+    // if written, so the bound always holds).
+    TANDEM_ASSIGN_OR_RETURN(int64_t max_props, Count(s, "maxProperties", path, kUnbounded));
+    const int max_extra = max_props < 0 ? kUnbounded : static_cast<int>(std::max<int64_t>(max_props - n, 0));
+    if (max_props >= 0 && static_cast<int64_t>(required.size()) > max_props) {
+      return Bad("maxProperties", path, "is below the number of required properties");
+    }
     // tail[i][after]: properties i.. given whether one was already written (then each
     // starts with a comma). Linear in the number of properties.
     std::vector<std::array<int, 2>> tail(n + 1);
@@ -435,10 +452,15 @@ class SchemaCompiler {
       return Expr::Seq({Expr::Lit(Json(props[i].first).dump()), Expr::Lit(":"), Ws(), props[i].second});
     };
     for (int after = 0; after < 2; ++after) {
-      if (extra) {
-        Expr member = Expr::Seq({Expr::Ref(String()), Expr::Lit(":"), Ws(), *extra});
-        Expr more = Expr::Star(Expr::Seq({Expr::Lit(","), Ws(), member}));
-        b_.Define(tail[n][after], after ? std::move(more) : Expr::Opt(Expr::Seq({member, std::move(more)})));
+      if (extra && max_extra != 0) {
+        Expr member = Expr::Seq({Expr::Ref(Key()), Expr::Lit(":"), Ws(), *extra});
+        Expr next = Expr::Seq({Expr::Lit(","), Ws(), member});
+        if (after) {
+          b_.Define(tail[n][after], Expr::Repeat(std::move(next), 0, max_extra));
+        } else {
+          Expr more = Expr::Repeat(std::move(next), 0, max_extra == kUnbounded ? kUnbounded : max_extra - 1);
+          b_.Define(tail[n][after], Expr::Opt(Expr::Seq({member, std::move(more)})));
+        }
       } else {
         b_.Define(tail[n][after], Expr::Empty());
       }
@@ -459,7 +481,7 @@ class SchemaCompiler {
   const std::string prefix_;
   GrammarBuilder& b_;
   std::map<std::string, int> refs_;
-  int any_value_ = -1, char_ = -1, string_ = -1, number_ = -1;
+  int any_value_ = -1, char_ = -1, string_ = -1, number_ = -1, key_ = -1;
 };
 
 StatusOr<Json> ParseSchema(std::string_view text) {

@@ -7,7 +7,8 @@
 // anyOf: give alternatives that do not overlap), allOf with one schema, $ref to "#",
 // "#/$defs/..." or "#/definitions/...", minLength, maxLength, pattern, format (date,
 // time, date-time, email, uuid, ipv4, ipv6, hostname, uri), minimum, maximum,
-// exclusiveMinimum, exclusiveMaximum (integer bounds for type number). Annotations
+// exclusiveMinimum, exclusiveMaximum (integer bounds for type number), maxProperties
+// (bounds the additional properties). Annotations
 // (title, description, default, examples, $schema, $id, $comment, deprecated, readOnly,
 // writeOnly, $defs, definitions) are ignored. Any other keyword is InvalidArgument
 // naming it and where it is ("unsupported JSON Schema keyword 'not' at
@@ -15,7 +16,8 @@
 //
 // The output: properties in the schema's order (required ones always, optional ones
 // may be left out), a single optional space after ':' and ',', no exponent in numbers,
-// at most 15 fraction digits. Thread safety: pure functions.
+// at most 15 integer and 15 fraction digits, keys of properties the schema does not
+// name at most 64 characters. Thread safety: pure functions.
 #pragma once
 
 #include <string_view>

@@ -32,7 +32,8 @@ StatusOr<Grammar> CompileToolCallGrammar(std::string_view spec_json) {
   if (calls.empty()) return InvalidArgumentError("tool_choice: no tool to call");
   const int call = b.Declare("call");
   b.Define(call, Expr::Alt(std::move(calls)));
-  Expr root = only.empty() ? Expr::Seq({Expr::Ref(call), Expr::Star(Expr::Seq({Expr::Lit("\n"), Expr::Ref(call)}))})
+  const bool single = !only.empty() || (spec.contains("single") && spec["single"] == true);
+  Expr root = !single ? Expr::Seq({Expr::Ref(call), Expr::Star(Expr::Seq({Expr::Lit("\n"), Expr::Ref(call)}))})
                            : Expr::Ref(call);
   b.Define(b.Declare("root"), std::move(root));
   return std::move(b).Build("root");

@@ -164,7 +164,7 @@ Status ReadSampling(JsonFields& fields, SamplingRequest* request) {
   // Known OpenAI/vLLM fields that need no action here (not "ignored" in the log sense).
   for (const char* known :
        {"include_stop_str_in_output", "request_id", "priority",
-        "tool_choice", "parallel_tool_calls", "reasoning_effort", "store", "metadata",
+        "tool_choice", "reasoning_effort", "store", "metadata",
         "service_tier", "truncate_prompt_tokens"}) {
     fields.Raw(known);
   }
@@ -329,6 +329,9 @@ StatusOr<ChatRequest> ParseChatRequest(std::string_view body) {
   TANDEM_RETURN_IF_ERROR(ReadChatInputs(fields, &request.messages_json, &request.tools_json,
                                         &request.chat_template_kwargs_json));
   TANDEM_RETURN_IF_ERROR(ReadToolChoice(fields, &request));
+  std::optional<bool> parallel_tool_calls;
+  TANDEM_RETURN_IF_ERROR(fields.Bool("parallel_tool_calls", &parallel_tool_calls));
+  request.parallel_tool_calls = parallel_tool_calls.value_or(true);
   if (!request.chat_template_kwargs_json.empty()) {
     Json kwargs = Json::parse(request.chat_template_kwargs_json);
     auto thinking = kwargs.find("enable_thinking");

@@ -64,6 +64,7 @@ struct ChatRequest {
   std::string tools_json;     // JSON array, or empty
   ToolChoice tool_choice = ToolChoice::kNone;
   std::string tool_choice_json;           // as sent (for the template), or empty when absent
+  bool parallel_tool_calls = true;        // false: "required" forces exactly one call
   bool enable_thinking = true;            // chat_template_kwargs.enable_thinking
   std::string chat_template_kwargs_json;  // JSON object, or empty
   bool add_generation_prompt = true;

@@ -134,6 +134,8 @@ grammar::StructuredOutputSpec ToolCallSpec(const ChatRequest& request) {
   spec["tools"] = Json::parse(request.tools_json);
   if (request.tool_choice == ToolChoice::kNamed) {
     spec["name"] = Json::parse(request.tool_choice_json)["function"]["name"];
+  } else if (!request.parallel_tool_calls) {
+    spec["single"] = true;
   }
   return {Kind::kToolCalls, DumpJson(spec)};
 }

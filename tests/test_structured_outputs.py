@@ -1,0 +1,198 @@
+"""Structured outputs end to end (README "Structured outputs"): real `tandem serve`
+processes on the default model and a fixture; every output under a schema must parse
+and validate with the `jsonschema` package (formats included), greedy and sampled,
+streamed and not. Also regex / choice / GBNF grammar, forced tool calls, the 400s for
+bad input, and finish_reason "length" for a schema that cannot finish in max_tokens."""
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import jsonschema
+import pytest
+
+from structured_schemas import SCHEMAS
+from tandem_procs import Server
+
+FORMATS = jsonschema.Draft202012Validator.FORMAT_CHECKER  # RFC 3339 "time" (the default checker has draft 3's)
+
+
+@pytest.fixture(scope="module")
+def default_server(tandem_bin, default_model, tmp_path_factory):
+    s = Server(tandem_bin, default_model, ["--served-model-name", "m", "--max-model-len", "1024",
+                                           "--max-num-seqs", "16"], tmp_path_factory.mktemp("so"), "default")
+    yield s
+    assert s.stop() == 0
+
+
+@pytest.fixture(scope="module")
+def fixture_server(tandem_bin, fixture_dir, tmp_path_factory):
+    s = Server(tandem_bin, fixture_dir / "llama.gguf", ["--served-model-name", "m", "--max-model-len", "1024"],
+               tmp_path_factory.mktemp("sofx"), "fixture")
+    yield s
+    assert s.stop() == 0
+
+
+def generate(server, body, stream):
+    """(text, finish_reason) of one chat request, streamed or not."""
+    body = dict(model="m", **body)
+    if not stream:
+        r = server.post("/v1/chat/completions", body)
+        assert r.status_code == 200, r.text
+        choice = r.json()["choices"][0]
+        return choice["message"]["content"] or "", choice["finish_reason"]
+    text, finish = "", None
+    for chunk in server.client().chat.completions.create(stream=True, **body):
+        if chunk.choices:
+            text += chunk.choices[0].delta.content or ""
+            finish = chunk.choices[0].finish_reason or finish
+    return text, finish
+
+
+def schema_body(schema, temperature, seed):
+    prompt = "Reply with JSON that follows this JSON schema:\n" + json.dumps(schema)
+    return {"messages": [{"role": "user", "content": prompt}], "max_tokens": 300, "temperature": temperature,
+            "seed": seed, "response_format": {"type": "json_schema",
+                                              "json_schema": {"name": "s", "schema": schema, "strict": True}}}
+
+
+def check_all_schemas(server, temperature):
+    def one(k):
+        schema = SCHEMAS[k]
+        text, finish = generate(server, schema_body(schema, temperature, 1000 + k), stream=k % 2 == 1)
+        return k, text, finish
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(one, range(len(SCHEMAS))))
+    failures = []
+    for k, text, finish in results:
+        try:
+            assert finish == "stop", "finish_reason " + str(finish)
+            jsonschema.validate(json.loads(text), SCHEMAS[k], format_checker=FORMATS)
+        except (AssertionError, ValueError, jsonschema.ValidationError) as e:
+            failures.append((k, SCHEMAS[k], text[:300], str(e)[:300]))
+    assert not failures, failures
+
+
+@pytest.mark.parametrize("temperature", [0, 0.9])
+def test_every_schema_validates_on_the_default_model(default_server, temperature):
+    assert len(SCHEMAS) >= 50
+    check_all_schemas(default_server, temperature)
+
+
+@pytest.mark.parametrize("temperature", [0, 1.0])
+def test_every_schema_validates_on_a_fixture(fixture_server, temperature):
+    # A random model: only the grammar keeps its output valid.
+    check_all_schemas(fixture_server, temperature)
+
+
+def test_greedy_is_deterministic_and_streaming_agrees(default_server):
+    body = schema_body(SCHEMAS[6], 0, 1)
+    assert generate(default_server, body, False) == generate(default_server, body, True)
+
+
+def test_json_object_regex_choice_and_grammar(default_server):
+    msgs = [{"role": "user", "content": "Give me a phone number."}]
+    text, _ = generate(default_server, {"messages": msgs, "max_tokens": 200, "temperature": 0,
+                                        "response_format": {"type": "json_object"}}, False)
+    assert isinstance(json.loads(text), dict)
+    import re
+    for field in ({"structured_outputs": {"regex": r"\(\d{3}\) \d{3}-\d{4}"}}, {"guided_regex": r"\(\d{3}\) \d{3}-\d{4}"}):
+        text, finish = generate(default_server, {"messages": msgs, "max_tokens": 50, "temperature": 0.7, "seed": 3,
+                                                 **field}, True)
+        assert finish == "stop" and re.fullmatch(r"\(\d{3}\) \d{3}-\d{4}", text), text
+    for field in ({"structured_outputs": {"choice": ["yes", "no"]}}, {"guided_choice": ["yes", "no"]}):
+        text, finish = generate(default_server, {"messages": [{"role": "user", "content": "Is ice cold?"}],
+                                                 "max_tokens": 10, "temperature": 0, **field}, False)
+        assert finish == "stop" and text in ("yes", "no")
+    gbnf = 'root ::= "x=" num ("," num)*\nnum ::= [1-9] [0-9]{0,2}\n'
+    r = default_server.post("/v1/completions", {"model": "m", "prompt": "Numbers:", "max_tokens": 40,
+                                                "temperature": 0, "structured_outputs": {"grammar": gbnf}})
+    choice = r.json()["choices"][0]
+    if choice["finish_reason"] == "stop":
+        assert re.fullmatch(r"x=[1-9][0-9]{0,2}(,[1-9][0-9]{0,2})*", choice["text"]), choice
+    else:  # the grammar never has to end: a prefix of a sentence
+        assert choice["finish_reason"] == "length" and re.fullmatch(r"x=[0-9,]*", choice["text"]), choice
+
+
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
+                                         "days": {"type": "integer", "minimum": 1, "maximum": 7}},
+        "required": ["city", "days"]}}},
+    {"type": "function", "function": {"name": "get_time", "parameters": {
+        "type": "object", "properties": {"tz": {"enum": ["UTC", "CET"]}}, "required": ["tz"]}}},
+]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_tool_choice_forces_valid_calls(default_server, stream):
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+    msgs = [{"role": "user", "content": "What is the weather in Paris for 3 days?"}]
+    for choice, want in (("required", None), ({"type": "function", "function": {"name": "get_time"}}, "get_time")):
+        body = dict(model="m", messages=msgs, tools=TOOLS, tool_choice=choice, parallel_tool_calls=False,
+                    max_tokens=100, temperature=0)
+        if stream:
+            calls, finish = {}, None
+            for chunk in default_server.client().chat.completions.create(stream=True, **body):
+                for d in chunk.choices[0].delta.tool_calls or [] if chunk.choices else []:
+                    c = calls.setdefault(d.index, {"name": "", "arguments": ""})
+                    c["name"] += d.function.name or ""
+                    c["arguments"] += d.function.arguments or ""
+                finish = (chunk.choices[0].finish_reason if chunk.choices else None) or finish
+            calls = list(calls.values())
+        else:
+            r = default_server.client().chat.completions.create(**body)
+            finish = r.choices[0].finish_reason
+            calls = [{"name": c.function.name, "arguments": c.function.arguments} for c in r.choices[0].message.tool_calls]
+        assert finish == "tool_calls" and len(calls) == 1, (calls, finish)
+        assert want is None or calls[0]["name"] == want
+        jsonschema.validate(json.loads(calls[0]["arguments"]), schemas[calls[0]["name"]])
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string", "not": {}}}}},
+     "response_format.json_schema.schema: unsupported JSON Schema keyword 'not'"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "array",
+                                                                                         "uniqueItems": True}}}},
+     "'uniqueItems'"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "bogus"}}}},
+     "response_format.json_schema.schema"),
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"$ref": "#/$defs/nope"}}}},
+     "'$ref'"),
+    ({"response_format": {"type": "xml"}}, "response_format.type"),
+    ({"response_format": "json"}, "response_format"),
+    ({"structured_outputs": {"regex": "(unclosed"}}, "structured_outputs.regex: invalid regex"),
+    ({"guided_regex": "a{5,2}"}, "guided_regex"),
+    ({"structured_outputs": {"grammar": "root ::= \"a\" undefined-rule"}}, "structured_outputs.grammar"),
+    ({"structured_outputs": {"grammar": "root ::= [a-"}}, "structured_outputs.grammar: grammar syntax error"),
+    ({"structured_outputs": {"choice": []}}, "structured_outputs.choice"),
+    ({"structured_outputs": {"json": "{not json"}}, "structured_outputs.json"),
+    ({"structured_outputs": {"whitespace_pattern": " "}}, "structured_outputs.whitespace_pattern"),
+    ({"structured_outputs": {"regex": "a"}, "guided_choice": ["a"]}, "only one kind of structured output"),
+])
+def test_bad_input_is_a_400_naming_the_field(default_server, body, field):
+    r = default_server.post("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                                                     **body})
+    assert r.status_code == 400, r.text
+    assert field in r.json()["error"]["message"], r.json()
+
+
+def test_unsatisfiable_within_max_tokens_ends_with_length(default_server):
+    schema = {"type": "array", "items": {"type": "integer", "minimum": 1000, "maximum": 9999}, "minItems": 100,
+              "maxItems": 100}
+    for stream in (False, True):
+        text, finish = generate(default_server, schema_body(schema, 0, 1) | {"max_tokens": 12}, stream)
+        assert finish == "length" and text.startswith("[")
+
+
+def test_speculative_decoding_stays_exact(tandem_bin, default_model, tmp_path, default_server):
+    spec = Server(tandem_bin, default_model, ["--served-model-name", "m", "--max-model-len", "1024",
+                                              "--speculative-config",
+                                              '{"method": "ngram", "num_speculative_tokens": 4, '
+                                              '"prompt_lookup_max": 3, "prompt_lookup_min": 1}'],
+                  tmp_path, "spec")
+    try:
+        for k in (6, 29, 55 - 1):
+            body = schema_body(SCHEMAS[k], 0, 1)
+            assert generate(spec, body, False) == generate(default_server, body, False)
+    finally:
+        assert spec.stop() == 0
