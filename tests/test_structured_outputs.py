@@ -40,7 +40,8 @@ def generate(server, body, stream):
         choice = r.json()["choices"][0]
         return choice["message"]["content"] or "", choice["finish_reason"]
     text, finish = "", None
-    for chunk in server.client().chat.completions.create(stream=True, **body):
+    extra = {k: body.pop(k) for k in list(body) if k.startswith("guided_") or k == "structured_outputs"}
+    for chunk in server.client().chat.completions.create(stream=True, extra_body=extra, **body):
         if chunk.choices:
             text += chunk.choices[0].delta.content or ""
             finish = chunk.choices[0].finish_reason or finish
