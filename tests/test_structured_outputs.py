@@ -197,3 +197,32 @@ def test_speculative_decoding_stays_exact(tandem_bin, default_model, tmp_path, d
             assert generate(spec, body, False) == generate(default_server, body, False)
     finally:
         assert spec.stop() == 0
+
+
+def test_pd_through_the_proxy(tandem_bin, fixture_dir, tmp_path, fixture_server):
+    """P draws the first token under the grammar, D goes on from the state after it; the
+    result equals the colocated one (greedy) and validates."""
+    from test_pd import kv_config
+    from test_proxy import Proxy, addr
+    from tandem_procs import free_port
+    model = fixture_dir / "llama.gguf"
+    common = ["--served-model-name", "m", "--max-model-len", "1024"]
+    procs = []
+    try:
+        p = Server(tandem_bin, model, common + ["--kv-transfer-config", kv_config("kv_producer", free_port())],
+                   tmp_path, "p")
+        procs.append(p)
+        d = Server(tandem_bin, model, common + ["--kv-transfer-config", kv_config("kv_consumer")], tmp_path, "d")
+        procs.append(d)
+        proxy = Proxy(tandem_bin, [addr(p)], [addr(d)], tmp_path)
+        procs.append(proxy)
+        for k in (6, 17, 31, 46, 55):
+            for stream in (False, True):
+                body = schema_body(SCHEMAS[k], 0, 7)
+                got = generate(proxy, body, stream)
+                assert got == generate(fixture_server, body, False), (k, got)
+                jsonschema.validate(json.loads(got[0]), SCHEMAS[k], format_checker=FORMATS)
+        assert "does not fit" not in d.log()
+    finally:
+        for proc in reversed(procs):
+            proc.stop()
