@@ -1,5 +1,6 @@
 #include "engine/grammar_constraint.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace tandem {
@@ -19,12 +20,19 @@ bool GrammarConstraint::ApplyMask(float* logits, int32_t n_vocab) const {
   const int32_t n = std::min(n_vocab, trie_.vocab_size());
   bool any = false;
   for (int32_t w = 0; w * 64 < n; ++w) {
-    const uint64_t word = bits[w];
-    any = any || word != 0;
-    if (word == ~uint64_t{0}) continue;
-    const int32_t end = std::min(n, (w + 1) * 64);
-    for (int32_t t = w * 64; t < end; ++t) {
-      if (!((word >> (t & 63)) & 1)) logits[t] = -INFINITY;
+    uint64_t word = bits[w];
+    if (word == ~uint64_t{0}) {
+      any = true;
+      continue;
+    }
+    const int32_t begin = w * 64, end = std::min(n, begin + 64);
+    if (word == 0) {
+      std::fill(logits + begin, logits + end, -INFINITY);  // the common case: a whole word refused
+      continue;
+    }
+    any = true;
+    for (int32_t t = begin; t < end; ++t, word >>= 1) {
+      if (!(word & 1)) logits[t] = -INFINITY;
     }
   }
   for (int32_t t = n; t < n_vocab; ++t) logits[t] = -INFINITY;  // padding rows of the output layer
