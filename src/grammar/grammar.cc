@@ -188,6 +188,10 @@ int GrammarBuilder::LowerToRule(const std::vector<std::vector<int32_t>>& alterna
 }
 
 void GrammarBuilder::Lower(const Expr& e, Grammar& g, std::vector<int32_t>& seq) {
+  if (too_large_ || g.elems.size() + seq.size() > kMaxElems) {
+    too_large_ = true;
+    return;
+  }
   switch (e.kind) {
     case Expr::Kind::kLiteral:
       for (unsigned char c : e.text) {
@@ -236,7 +240,10 @@ void GrammarBuilder::Lower(const Expr& e, Grammar& g, std::vector<int32_t>& seq)
     case Expr::Kind::kRepeat: {
       std::vector<int32_t> item;
       Lower(e.kids[0], g, item);
-      for (int i = 0; i < e.min; ++i) seq.insert(seq.end(), item.begin(), item.end());
+      for (int i = 0; i < e.min && !too_large_; ++i) {
+        seq.insert(seq.end(), item.begin(), item.end());
+        too_large_ = g.elems.size() + seq.size() > kMaxElems;
+      }
       if (e.max == kUnbounded) {
         // star ::= item star | ""  (right recursion: the matcher's stacks do not grow)
         const int star = LowerToRule({}, g);
@@ -248,7 +255,8 @@ void GrammarBuilder::Lower(const Expr& e, Grammar& g, std::vector<int32_t>& seq)
       }
       // opt_k ::= item opt_{k-1} | ""  for the max - min optional copies.
       int prev = -1;
-      for (int k = 0; k < e.max - e.min; ++k) {
+      for (int k = 0; k < e.max - e.min && !too_large_; ++k) {
+        too_large_ = g.elems.size() + seq.size() + item.size() * k > kMaxElems;
         std::vector<int32_t> more = item;
         if (prev >= 0) more.push_back(Grammar::RefElem(prev));
         prev = LowerToRule({more, {}}, g);
@@ -276,6 +284,7 @@ StatusOr<Grammar> GrammarBuilder::Build(const std::string& root) && {
     }
     AddAlternatives(static_cast<int>(r), std::move(alts), g);
   }
+  if (too_large_) return InvalidArgumentError("the grammar is too large (its repetitions expand too far)");
   // Rules referenced but never defined.
   for (int32_t e : g.elems) {
     if (Grammar::IsRef(e) && Grammar::RefRule(e) < static_cast<int>(names_.size()) &&
@@ -305,7 +314,9 @@ StatusOr<Grammar> GrammarBuilder::Build(const std::string& root) && {
   for (size_t r = 0; r < n; ++r) {
     for (int32_t start : g.rules[r]) {
       for (int32_t p = start; g.elems[p] != Grammar::kEnd && Grammar::IsRef(g.elems[p]); ++p) {
-        first[r].push_back(Grammar::RefRule(g.elems[p]));
+        // A reference in tail position runs as a tail call (same parent stack), so a
+        // cycle through it cannot grow the stacks: only the others count.
+        if (g.elems[p + 1] != Grammar::kEnd) first[r].push_back(Grammar::RefRule(g.elems[p]));
         if (!nullable[Grammar::RefRule(g.elems[p])]) break;
       }
     }

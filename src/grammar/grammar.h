@@ -16,8 +16,9 @@
 //   b.Define(value, Expr::Plus(Expr::Class({{'0', '9'}})));
 //   StatusOr<Grammar> g = std::move(b).Build("root");
 //
-// Build refuses left recursion (a rule that can reach itself without consuming a byte)
-// and rules used but never defined, naming the rule. Thread safety: plain values.
+// Build refuses left recursion (a rule that can reach itself without consuming a byte),
+// rules used but never defined (naming the rule), and grammars whose repetitions expand
+// past kMaxElems elements. Thread safety: plain values.
 #pragma once
 
 #include <array>
@@ -113,6 +114,10 @@ class GrammarBuilder {
   int32_t SetIndex(const ByteSet& set, Grammar& g);
   void AddAlternatives(int rule, std::vector<std::vector<int32_t>> alternatives, Grammar& g);
 
+  // Lowering stops (and Build fails) once the flat grammar passes this many elements:
+  // nested repetitions such as (a{1000}){1000} would otherwise take unbounded memory.
+  static constexpr size_t kMaxElems = size_t{1} << 21;
+  bool too_large_ = false;
   std::map<std::string, int> ids_;
   std::vector<std::string> names_;
   std::vector<Expr> bodies_;

@@ -8,7 +8,7 @@ namespace {
 
 // Masks kept per automaton (32 KiB each for a 262,144-token vocabulary). When full the
 // cache starts over: states a request is in are recomputed on demand.
-constexpr size_t kMaxCachedMasks = 2048;
+constexpr size_t kMaxCachedMasks = 512;
 
 }  // namespace
 

@@ -35,7 +35,7 @@ StatusOr<Grammar> CompileSpec(const StructuredOutputSpec& spec);
 
 class GrammarCache {
  public:
-  explicit GrammarCache(size_t capacity = 64) : capacity_(capacity) {}
+  explicit GrammarCache(size_t capacity = 32) : capacity_(capacity) {}
 
   // The automaton for `spec`, compiled on a miss (errors are not cached).
   StatusOr<std::shared_ptr<GrammarAutomaton>> Get(const StructuredOutputSpec& spec);

@@ -39,6 +39,13 @@ TEST(RegexTest, UnicodeClassesAndDot) {
   EXPECT_FALSE(a.IsAccepting(mid));
 }
 
+TEST(RegexTest, NestedNullableRepetitions) {
+  GrammarAutomaton a = RegexAutomaton("(a*|b?)*c");
+  EXPECT_TRUE(Accepts(a, "c"));
+  EXPECT_TRUE(Accepts(a, "aabbac"));
+  EXPECT_FALSE(Accepts(a, "aab"));
+}
+
 TEST(RegexTest, ErrorsNameTheProblem) {
   for (const char* bad : {"(ab", "a)", "[a-", "*a", "a{3,1}", "(?=x)", R"(\1)", R"(\b)"}) {
     StatusOr<RegexExpr> r = CompileRegex(bad, RegexOptions{});
@@ -68,6 +75,11 @@ TEST(GbnfTest, MultiLineAlternatives) {
   EXPECT_TRUE(Accepts(a, "a!"));
   EXPECT_TRUE(Accepts(a, "b?"));
   EXPECT_FALSE(Accepts(a, "c!"));
+}
+
+TEST(GrammarTest, RefusesRepetitionsThatExpandTooFar) {
+  Status s = CompileSpec({StructuredOutputSpec::Kind::kRegex, "((a{1000}){1000}){1000}"}).status();
+  EXPECT_NE(s.message().find("too large"), std::string::npos) << s.message();
 }
 
 TEST(GbnfTest, Errors) {
