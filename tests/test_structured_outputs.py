@@ -226,3 +226,36 @@ def test_pd_through_the_proxy(tandem_bin, fixture_dir, tmp_path, fixture_server)
     finally:
         for proc in reversed(procs):
             proc.stop()
+
+
+@pytest.mark.parametrize("parser", ["glm45", "deepseek_r1"])
+def test_reasoning_then_schema(tandem_bin, fixture_dir, tmp_path, parser):
+    """With a reasoning parser the grammar lets the reply think freely up to </think>,
+    then constrains the rest (glm45: a reply may open with <think>; deepseek_r1: the
+    reply is thinking until </think>; a logit_bias on </think> ends it at once and what
+    follows validates). With enable_thinking false the grammar applies from the start."""
+    s = Server(tandem_bin, fixture_dir / "qwen3.gguf", ["--served-model-name", "m", "--max-model-len", "512",
+                                                        "--reasoning-parser", parser], tmp_path, "reasoning")
+    try:
+        think_end = s.post("/tokenize", {"model": "m", "prompt": "</think>", "add_special_tokens": False}).json()
+        assert len(think_end["tokens"]) == 1
+        schema = SCHEMAS[17]  # an object with an enum and an integer: no free text after </think>
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 60, "temperature": 0,
+                "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}}
+        # Unbiased, the random model opens a thinking block it never closes (glm45 lets
+        # it open one; deepseek_r1 starts in one): all reasoning, cut by max_tokens.
+        choice = s.post("/v1/chat/completions", body).json()["choices"][0]
+        assert choice["finish_reason"] == "length" and choice["message"]["content"] is None, choice
+        assert choice["message"]["reasoning_content"]
+        if parser == "deepseek_r1":
+            biased = body | {"logit_bias": {str(think_end["tokens"][0]): 100}}
+            choice = s.post("/v1/chat/completions", biased).json()["choices"][0]
+            assert choice["finish_reason"] == "stop", choice
+            jsonschema.validate(json.loads(choice["message"]["content"]), schema)
+        # Without thinking (enable_thinking false) the reply is constrained from the start.
+        off = body | {"chat_template_kwargs": {"enable_thinking": False}}
+        choice = s.post("/v1/chat/completions", off).json()["choices"][0]
+        assert choice["finish_reason"] == "stop", choice
+        jsonschema.validate(json.loads(choice["message"]["content"]), schema)
+    finally:
+        assert s.stop() == 0

@@ -120,7 +120,7 @@ class EngineImpl final : public Engine {
     auto r = std::make_unique<Request>(std::move(request), request.params.has_seed ? request.params.sampling.seed : rng_());
     r->max_tokens = std::max(1, std::min(r->params.max_tokens, options_.max_model_len - n));
     if (r->params.grammar) {
-      r->constraint = std::make_unique<GrammarConstraint>(r->params.grammar, token_trie(), r->params.grammar_start_after);
+      r->constraint = std::make_unique<GrammarConstraint>(r->params.grammar, token_trie());
     }
     inbox_.push_back(std::move(r));
     cv_.notify_one();

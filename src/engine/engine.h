@@ -137,10 +137,8 @@ struct GenerationParams {
   std::vector<int32_t> scripted_tokens;
   // Structured outputs (grammar/): the output must be a sentence of this grammar (null =
   // unconstrained). The engine masks every draw, allows EOS only where the grammar may
-  // end, and ends the request when it can take nothing more. With `grammar_start_after`
-  // non-empty (a reasoning model's "</think>") the constraint starts after that text.
+  // end, and ends the request when it can take nothing more.
   std::shared_ptr<grammar::GrammarAutomaton> grammar;
-  std::string grammar_start_after;
 };
 
 struct TokenLogprob {

@@ -6,15 +6,10 @@
 namespace tandem {
 
 GrammarConstraint::GrammarConstraint(std::shared_ptr<grammar::GrammarAutomaton> automaton,
-                                     const grammar::TokenTrie& trie, std::string start_after)
-    : automaton_(std::move(automaton)),
-      trie_(trie),
-      start_after_(std::move(start_after)),
-      active_(start_after_.empty()),
-      state_(automaton_->initial()) {}
+                                     const grammar::TokenTrie& trie)
+    : automaton_(std::move(automaton)), trie_(trie), state_(automaton_->initial()) {}
 
 bool GrammarConstraint::ApplyMask(float* logits, int32_t n_vocab) const {
-  if (!active_) return true;
   std::shared_ptr<const grammar::TokenBitmask> mask = automaton_->Mask(state_, trie_);
   const uint64_t* bits = mask->data();
   const int32_t n = std::min(n_vocab, trie_.vocab_size());
@@ -40,28 +35,10 @@ bool GrammarConstraint::ApplyMask(float* logits, int32_t n_vocab) const {
 }
 
 bool GrammarConstraint::CanAccept(std::string_view piece) const {
-  if (!active_) return true;
   return automaton_->Advance(state_, piece) != grammar::kDeadState;
 }
 
 bool GrammarConstraint::Accept(std::string_view piece) {
-  if (!active_) {
-    window_.append(piece);
-    const size_t at = window_.find(start_after_);
-    if (at == std::string::npos) {
-      if (window_.size() > start_after_.size()) window_.erase(0, window_.size() - start_after_.size());
-      return true;
-    }
-    // The marker is complete: what follows it in this token is the first constrained text.
-    const std::string rest = window_.substr(at + start_after_.size());
-    window_.clear();
-    active_ = true;
-    piece = std::string_view();
-    const grammar::StateId next = automaton_->Advance(state_, rest);
-    if (next == grammar::kDeadState) return false;
-    state_ = next;
-    return true;
-  }
   const grammar::StateId next = automaton_->Advance(state_, piece);
   if (next == grammar::kDeadState) return false;
   state_ = next;
@@ -69,7 +46,7 @@ bool GrammarConstraint::Accept(std::string_view piece) {
 }
 
 bool GrammarConstraint::Terminated() const {
-  return active_ && automaton_->IsAccepting(state_) && !automaton_->CanContinue(state_);
+  return automaton_->IsAccepting(state_) && !automaton_->CanContinue(state_);
 }
 
 }  // namespace tandem

@@ -2,11 +2,10 @@
 // README "Structured outputs"). It masks the logits before sampling and advances the
 // grammar with every token the request emits.
 //
-// The constraint applies to the whole output, or, with a reasoning parser, only after
-// the end-of-thinking marker (`start_after`, e.g. "</think>"): until the marker has
-// been generated the output is free. End-of-generation tokens are allowed exactly
-// where the grammar may end; when the grammar can take nothing more the engine ends
-// the request ("stop").
+// The constraint applies to the whole output (a reasoning model's free <think> block is
+// part of the grammar: grammar/thinking_grammar.h). End-of-generation tokens are
+// allowed exactly where the grammar may end; when the grammar can take nothing more the
+// engine ends the request ("stop").
 //
 // Draws of a request happen one at a time in token order (speculative drafts are
 // verified row by row, each row masked by the state after the tokens accepted before
@@ -30,10 +29,9 @@ namespace tandem {
 class GrammarConstraint {
  public:
   // `trie` (the model's vocabulary) must outlive the constraint.
-  GrammarConstraint(std::shared_ptr<grammar::GrammarAutomaton> automaton, const grammar::TokenTrie& trie,
-                    std::string start_after);
+  GrammarConstraint(std::shared_ptr<grammar::GrammarAutomaton> automaton, const grammar::TokenTrie& trie);
 
-  // Sets the logits of refused tokens to -inf. No-op before the start marker.
+  // Sets the logits of refused tokens to -inf.
   // Returns false when the grammar allows no token at all (a dead end).
   bool ApplyMask(float* logits, int32_t n_vocab) const;
 
@@ -43,16 +41,12 @@ class GrammarConstraint {
   // state is then unchanged).
   bool Accept(std::string_view piece);
 
-  bool active() const { return active_; }
   // The output so far is complete and nothing can follow.
   bool Terminated() const;
 
  private:
   std::shared_ptr<grammar::GrammarAutomaton> automaton_;
   const grammar::TokenTrie& trie_;
-  const std::string start_after_;
-  std::string window_;  // the last bytes of the output, while looking for start_after_
-  bool active_;
   grammar::StateId state_;
 };
 

@@ -31,31 +31,18 @@ std::vector<int> Allowed(const GrammarConstraint& c) {
 
 TEST(GrammarConstraintTest, MasksAdvancesAndTerminates) {
   grammar::TokenTrie trie(kPieces, {5});
-  GrammarConstraint c(Choice(R"(["yes", "no", "nope"])"), trie, "");
+  GrammarConstraint c(Choice(R"(["yes", "no", "nope"])"), trie);
   EXPECT_EQ(Allowed(c), (std::vector<int>{0, 2, 6}));
   EXPECT_FALSE(c.CanAccept("x"));
   EXPECT_FALSE(c.Accept("x"));  // refused: state unchanged
   EXPECT_TRUE(c.Accept("no"));
   EXPECT_FALSE(c.Terminated());  // "nope" may follow
   EXPECT_EQ(Allowed(c), (std::vector<int>{5}));  // no token spells "pe": only EOS
-  GrammarConstraint d(Choice(R"(["yes", "no"])"), trie, "");
+  GrammarConstraint d(Choice(R"(["yes", "no"])"), trie);
   EXPECT_TRUE(d.Accept("ye"));
   EXPECT_EQ(Allowed(d), (std::vector<int>{1}));
   EXPECT_TRUE(d.Accept("s"));
   EXPECT_TRUE(d.Terminated());
-}
-
-TEST(GrammarConstraintTest, StartsAfterTheReasoningMarker) {
-  grammar::TokenTrie trie(kPieces, {5});
-  GrammarConstraint c(Choice(R"(["yes", "no"])"), trie, "</think>");
-  EXPECT_FALSE(c.active());
-  EXPECT_EQ(Allowed(c).size(), kPieces.size());  // thinking is free
-  EXPECT_TRUE(c.Accept("x"));
-  EXPECT_TRUE(c.Accept("</th"));
-  EXPECT_FALSE(c.active());
-  EXPECT_TRUE(c.Accept("ink>ye"));  // the marker completes; "ye" is constrained text
-  EXPECT_TRUE(c.active());
-  EXPECT_EQ(Allowed(c), (std::vector<int>{1}));
 }
 
 }  // namespace

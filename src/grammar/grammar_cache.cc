@@ -9,7 +9,9 @@
 
 namespace tandem::grammar {
 
-StatusOr<Grammar> CompileSpec(const StructuredOutputSpec& spec) {
+namespace {
+
+StatusOr<Grammar> CompileBody(const StructuredOutputSpec& spec) {
   using Kind = StructuredOutputSpec::Kind;
   switch (spec.kind) {
     case Kind::kJsonSchema:
@@ -42,8 +44,16 @@ StatusOr<Grammar> CompileSpec(const StructuredOutputSpec& spec) {
   return InternalError("unknown structured output kind");
 }
 
+}  // namespace
+
+StatusOr<Grammar> CompileSpec(const StructuredOutputSpec& spec) {
+  TANDEM_ASSIGN_OR_RETURN(Grammar g, CompileBody(spec));
+  return WithThinking(std::move(g), spec.thinking);
+}
+
 StatusOr<std::shared_ptr<GrammarAutomaton>> GrammarCache::Get(const StructuredOutputSpec& spec) {
-  std::string key = std::to_string(static_cast<int>(spec.kind)) + ":" + spec.text;
+  std::string key = std::to_string(static_cast<int>(spec.kind)) + "," +
+                    std::to_string(static_cast<int>(spec.thinking)) + ":" + spec.text;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = map_.find(key);

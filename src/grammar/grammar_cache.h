@@ -18,6 +18,7 @@
 #include "common/status.h"
 #include "grammar/grammar.h"
 #include "grammar/grammar_automaton.h"
+#include "grammar/thinking_grammar.h"
 
 namespace tandem::grammar {
 
@@ -27,6 +28,8 @@ struct StructuredOutputSpec {
   // kJsonSchema: the schema (JSON); kRegex: the pattern; kChoice: a JSON array of
   // strings; kGrammar: GBNF text; kToolCalls: {"tools": [...], "name": "f" or null}.
   std::string text;
+  // A reasoning model's <think> block before the output (thinking_grammar.h).
+  Thinking thinking = Thinking::kNone;
 };
 
 // Compiles a spec. InvalidArgument (message without the request field's name) for an

@@ -120,6 +120,26 @@ TEST(TokenMaskTest, AllowsExactlyTheTokensTheGrammarCanTake) {
   EXPECT_EQ(a.masks_computed(), 3);  // cached per state
 }
 
+TEST(ThinkingGrammarTest, OptionalAndRequiredThinking) {
+  StructuredOutputSpec spec{StructuredOutputSpec::Kind::kChoice, R"(["yes", "no"])"};
+  spec.thinking = Thinking::kOptional;
+  auto g = CompileSpec(spec);
+  ASSERT_TRUE(g.ok());
+  GrammarAutomaton a(std::move(*g));
+  EXPECT_TRUE(Accepts(a, "yes"));  // no thinking: constrained from the start
+  EXPECT_TRUE(Accepts(a, "\n<think>any </thi < text</think>no"));
+  EXPECT_FALSE(Accepts(a, "<think>a</think>maybe"));
+  EXPECT_FALSE(Accepts(a, "maybe"));
+  EXPECT_EQ(a.Advance(a.initial(), "<think>x</think>m"), kDeadState);  // the marker ends the thinking
+  spec.thinking = Thinking::kRequired;
+  auto r = CompileSpec(spec);
+  ASSERT_TRUE(r.ok());
+  GrammarAutomaton b(std::move(*r));
+  EXPECT_TRUE(Accepts(b, "free text</think>yes"));
+  EXPECT_TRUE(Accepts(b, "<think>\nhmm</think>no"));
+  EXPECT_FALSE(Accepts(b, "yes"));
+}
+
 TEST(GrammarCacheTest, SharesCompiledGrammarsAndReportsErrors) {
   GrammarCache cache(2);
   StructuredOutputSpec spec{StructuredOutputSpec::Kind::kChoice, R"(["yes", "no"])"};

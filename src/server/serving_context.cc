@@ -98,11 +98,14 @@ Status ServingContext::PrepareStructuredOutput(const ChatRequest* chat, Sampling
     request->structured_output = ToolCallSpec(*chat);
     request->structured_output_field = "tool_choice";
   }
-  TANDEM_RETURN_IF_ERROR(CompileStructuredOutput(grammar_cache_, request));
-  // With a reasoning parser the constraint starts after the thinking.
-  if (chat != nullptr && request->params.grammar && !options_.reasoning_parser.empty() && chat->enable_thinking) {
-    request->params.grammar_start_after = "</think>";
+  // A reasoning model thinks before the constrained output: glm45/qwen3 replies may open
+  // with <think>, deepseek_r1 replies always think (its template opened the block).
+  if (chat != nullptr && request->structured_output.has_value() && !options_.reasoning_parser.empty() &&
+      chat->enable_thinking) {
+    request->structured_output->thinking =
+        options_.reasoning_parser == "deepseek_r1" ? grammar::Thinking::kRequired : grammar::Thinking::kOptional;
   }
+  TANDEM_RETURN_IF_ERROR(CompileStructuredOutput(grammar_cache_, request));
   return Status();
 }
 
