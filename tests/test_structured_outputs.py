@@ -222,6 +222,14 @@ def test_pd_through_the_proxy(tandem_bin, fixture_dir, tmp_path, fixture_server)
                 got = generate(proxy, body, stream)
                 assert got == generate(fixture_server, body, False), (k, got)
                 jsonschema.validate(json.loads(got[0]), SCHEMAS[k], format_checker=FORMATS)
+        # P alone (the proxy's first step): its one token already obeys the grammar.
+        for k in (15, 13, 46):
+            body = schema_body(SCHEMAS[k], 0, 7) | {"model": "m", "max_tokens": 1, "kv_transfer_params": {
+                "do_remote_decode": True, "do_remote_prefill": False, "remote_engine_id": None,
+                "remote_block_ids": None, "remote_host": None, "remote_port": None}}
+            first = p.post("/v1/chat/completions", body).json()["choices"][0]["message"]["content"]
+            full, _ = generate(fixture_server, schema_body(SCHEMAS[k], 0, 7), False)
+            assert first and full.startswith(first), (k, first, full)
         assert "does not fit" not in d.log()
     finally:
         for proc in reversed(procs):
