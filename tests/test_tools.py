@@ -199,8 +199,11 @@ def test_unterminated_markup_cut_by_max_tokens(serve):
     assert message["content"] == text_of(cut)
 
 
-def test_tool_choice_required_and_named_are_accepted(serve):
-    server = serve("<tool_call>get_time</tool_call>")
+def test_tool_choice_required_and_named_are_read_as_hermes(serve):
+    # "required" and a named function force the call with a grammar in the hermes markup
+    # (tests/test_structured_outputs.py), so their replies are read by the hermes parser
+    # whatever --tool-call-parser says (glm47 here). The scripted reply skips the grammar.
+    server = serve('<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>')
     for choice in ["required", {"type": "function", "function": {"name": "get_time"}}]:
         message, finish = check_same(chat(server, tools=TOOLS, tool_choice=choice))
         assert finish == "tool_calls" and calls_of(message) == [("get_time", {})]

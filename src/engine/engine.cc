@@ -28,9 +28,11 @@
 #include "engine/scheduler.h"
 #include "engine/spec_decode.h"
 #include "engine/step_draw.h"
+#include "grammar/token_trie.h"
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_events.h"
 #include "model/model.h"
+#include "model/tokenizer.h"
 
 namespace tandem {
 namespace {
@@ -159,6 +161,7 @@ class EngineImpl final : public Engine {
       }
       request.kv_transfer = {};
     }
+    if (request.params.grammar) token_trie();  // built once, outside the lock (~0.5 s for 262k tokens)
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return UnavailableError("the engine is shutting down");
     if (live_ids_.count(request.request_id) || families_.count(request.request_id)) {
@@ -179,6 +182,7 @@ class EngineImpl final : public Engine {
           std::move(request), request.params.has_seed ? request.params.sampling.seed : rng_());
       r->max_tokens = std::max(1, std::min(r->params.max_tokens, options_.max_model_len - n));
       r->arrival_seq = next_arrival_seq_++;
+      if (r->params.grammar) r->constraint = std::make_unique<GrammarConstraint>(r->params.grammar, token_trie());
       inbox_.push_back(std::move(r));
     } else {
       AddChoicesLocked(std::move(request));
@@ -404,6 +408,8 @@ class EngineImpl final : public Engine {
       r->max_tokens = std::max(1, std::min(r->params.max_tokens, options_.max_model_len - n));
       r->arrival_seq = next_arrival_seq_++;
       r->choice_index = i;
+      // Each choice walks the grammar on its own (its own constraint state).
+      if (r->params.grammar) r->constraint = std::make_unique<GrammarConstraint>(r->params.grammar, token_trie());
       r->family_id = request.request_id;
       if (first == nullptr) {
         first = r.get();
@@ -451,7 +457,15 @@ class EngineImpl final : public Engine {
   void EmitToken(Request* r, int32_t token, const TokenLogprob* lp) {
     ++step_tokens_;
     metrics_.OnToken(r);
+    const bool constrained = r->constraint != nullptr && r->params.scripted_tokens.empty();
+    if (constrained && !model_.tokenizer().IsEog(token) &&
+        !r->constraint->Accept(model_.tokenizer().TokenToPiece(token, /*special=*/false))) {
+      // Only a token drawn elsewhere (a PD producer without the constraint) can get here.
+      return Finish(r, "error", InvalidArgumentError("token " + std::to_string(token) + " does not fit the request's "
+                                                     "structured output grammar"));
+    }
     if (std::optional<std::string> finish = output_.AppendToken(*r, token, lp)) return Finish(r, *finish);
+    if (constrained && r->constraint->Terminated()) return Finish(r, "stop");  // nothing may follow
     RequestOutput out = output_.TakeOutput(*r, "");
     out.index = r->choice_index;
     if (!out.new_tokens.empty() || !out.new_text.empty()) r->on_output(out);
@@ -532,7 +546,9 @@ class EngineImpl final : public Engine {
     const int32_t token = load.first_token;
     const bool continue_after_token = loaded == n_tokens && token >= 0 && token < model_.config().n_vocab &&
                                       r->params.logprobs < 0 && r->params.scripted_tokens.empty() &&
-                                      !r->abort_after_load;
+                                      !r->abort_after_load &&
+                                      (r->constraint == nullptr || model_.tokenizer().IsEog(token) ||
+                                       r->constraint->CanAccept(model_.tokenizer().TokenToPiece(token, false)));
     if (!continue_after_token) {
       // At least the last token is computed here: its logits draw the next token.
       scheduler_.LoadFinished(r, std::min(loaded, n_tokens - 1));
@@ -542,6 +558,21 @@ class EngineImpl final : public Engine {
     scheduler_.LoadFinished(r, loaded);
     r->sampler.Skip();  // the producer drew the first token with the request's seed
     EmitToken(r, token, nullptr);
+  }
+
+  // The vocabulary's token trie for structured outputs, built on first use (~262k
+  // pieces sorted: a fraction of a second, paid by the first constrained request).
+  const grammar::TokenTrie& token_trie() {
+    std::call_once(trie_once_, [this] {
+      const Tokenizer& tok = model_.tokenizer();
+      std::vector<std::string> pieces(model_.config().n_vocab);
+      for (int32_t id = 0; id < static_cast<int32_t>(pieces.size()); ++id) {
+        // Control and unused tokens never appear in constrained text (their piece is "").
+        pieces[id] = tok.TokenToPiece(id, /*special=*/false);
+      }
+      trie_ = std::make_unique<grammar::TokenTrie>(pieces, tok.vocab().eog_ids);
+    });
+    return *trie_;
   }
 
   void PublishGauges() {
@@ -570,6 +601,8 @@ class EngineImpl final : public Engine {
   std::unique_ptr<SpecDecoder> spec_;                 // --speculative-config (else null)
   int step_tokens_ = 0;                               // tokens emitted in the current step
   std::vector<std::vector<float>> fork_rows_;  // n > 1: this step's logits copies, [n_vocab] each
+  std::once_flag trie_once_;
+  std::unique_ptr<grammar::TokenTrie> trie_;          // set once by token_trie()
 
   std::mutex mu_;
   std::condition_variable cv_;

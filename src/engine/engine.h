@@ -28,6 +28,9 @@ class MetricsRegistry;
 namespace kv {
 class KvEventSink;
 }
+namespace grammar {
+class GrammarAutomaton;
+}
 
 // The P->D transfer connector's part in this engine (docs/KV_TRANSFER.md).
 struct KvTransferOptions {
@@ -157,6 +160,10 @@ struct GenerationParams {
   // (the model still runs), and the request then stops with finish_reason "stop". Lets
   // tests drive the output parsers with exact model output on any model.
   std::vector<int32_t> scripted_tokens;
+  // Structured outputs (grammar/): the output must be a sentence of this grammar (null =
+  // unconstrained). The engine masks every draw, allows EOS only where the grammar may
+  // end, and ends the request when it can take nothing more.
+  std::shared_ptr<grammar::GrammarAutomaton> grammar;
 };
 
 struct TokenLogprob {

@@ -13,6 +13,7 @@
 
 #include "engine/engine.h"
 #include "engine/generator.h"
+#include "engine/grammar_constraint.h"
 #include "engine/sampler.h"
 #include "engine/spec_decode.h"
 
@@ -61,6 +62,7 @@ struct Request {
   int max_tokens = 0;                 // after clamping to the context
   RequestStatus status = RequestStatus::kWaiting;
   std::unordered_map<int32_t, int> output_counts;  // token -> occurrences in the output
+  std::unique_ptr<GrammarConstraint> constraint;   // structured outputs (null = none)
 
   // Output side: text produced but not yet sent (held back while it may start a stop string).
   Utf8Stream utf8;

@@ -3,6 +3,7 @@
 #include "common/thread_pool.h"
 #include "engine/logits_processor.h"
 #include "engine/request.h"
+#include "model/tokenizer.h"
 
 namespace tandem {
 
@@ -15,6 +16,12 @@ StepDraw DrawToken(Request* r, float* logits, const Tokenizer& tokenizer, int32_
   ApplyLogitsProcessors(*r, tokenizer, logits, n_vocab);
   const std::vector<int32_t>& script = r->params.scripted_tokens;
   if (!script.empty() && r->num_output_tokens() >= static_cast<int>(script.size())) return d;
+  if (r->constraint != nullptr && script.empty() && !r->constraint->ApplyMask(logits, n_vocab)) {
+    // A dead end (no token of this vocabulary continues the grammar): end-of-generation.
+    for (int32_t t : tokenizer.vocab().eog_ids) {
+      if (t >= 0 && t < n_vocab) logits[t] = 0.0f;
+    }
+  }
   d.token = script.empty() ? r->sampler.Sample(logits, n_vocab) : script[r->num_output_tokens()];
   if (want_logprobs) d.lp = ComputeLogprobs(raw.data(), n_vocab, d.token, r->params.logprobs);
   return d;

@@ -14,6 +14,7 @@ void HandleCompletion(ServingContext& ctx, const net::HttpRequest& request,
   if (Status s = ctx.CheckModel(r.sampling.model); !s.ok()) return SendStatus(*writer, s);
   ctx.LogIgnoredFields(r.sampling.ignored_fields);
   if (Status s = ctx.CheckChoices(r.sampling); !s.ok()) return SendStatus(*writer, s);
+  if (Status s = ctx.PrepareStructuredOutput(nullptr, &r.sampling); !s.ok()) return SendStatus(*writer, s);
   std::vector<int32_t> tokens = r.prompt_is_tokens
                                     ? std::move(r.prompt_tokens)
                                     : ctx.tokenizer().Encode(r.prompt_text, r.add_special_tokens,
@@ -39,6 +40,7 @@ void HandleChatCompletion(ServingContext& ctx, const net::HttpRequest& request,
                                                     "--tool-call-parser to be set"));
   }
   if (Status s = ctx.CheckChoices(r.sampling); !s.ok()) return SendStatus(*writer, s);
+  if (Status s = ctx.PrepareStructuredOutput(&r, &r.sampling); !s.ok()) return SendStatus(*writer, s);
   std::vector<std::unique_ptr<parsers::ChatOutputParser>> output_parsers;  // one per choice
   for (int i = 0; i < r.sampling.params.n; ++i) {
     auto output_parser = ctx.MakeOutputParser(r);

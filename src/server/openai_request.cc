@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "server/json_fields.h"
+#include "server/structured_output_request.h"
 
 namespace tandem::server {
 namespace {
@@ -185,6 +186,7 @@ Status ReadSampling(JsonFields& fields, SamplingRequest* request) {
                    ".");
   }
   request->truncate_prompt_tokens = truncate;
+  TANDEM_RETURN_IF_ERROR(ReadStructuredOutput(fields, request));
   // Known fields read elsewhere (response_format: structured outputs); unknown ones
   // (tool_choice on completions included) end up in ignored_fields, logged as vLLM does.
   for (const char* known : {"response_format"}) {
@@ -371,8 +373,12 @@ StatusOr<ChatRequest> ParseChatRequest(std::string_view body) {
   }
   std::optional<bool> parallel_tool_calls;
   TANDEM_RETURN_IF_ERROR(fields.Bool("parallel_tool_calls", &parallel_tool_calls));
-  if (!parallel_tool_calls.value_or(true) && !request.tools_json.empty()) {
-    return Invalid("parallel_tool_calls: false is not supported (a reply may call several tools)");
+  request.parallel_tool_calls = parallel_tool_calls.value_or(true);
+  // Enforced by the forced-call grammar; a free reply (tool_choice auto) may still call
+  // several tools, so false is refused there rather than ignored.
+  if (!request.parallel_tool_calls && !request.tools_json.empty() && request.tool_choice == ToolChoice::kAuto) {
+    return Invalid("parallel_tool_calls: false is supported only with tool_choice \"required\" or a named "
+                   "function (a free reply may call several tools)");
   }
   if (!request.chat_template_kwargs_json.empty()) {
     Json kwargs = Json::parse(request.chat_template_kwargs_json);

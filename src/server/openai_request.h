@@ -20,6 +20,7 @@
 
 #include "common/status.h"
 #include "engine/engine.h"
+#include "grammar/grammar_cache.h"
 #include "server/kv_transfer_params.h"
 
 namespace tandem::server {
@@ -41,6 +42,10 @@ struct SamplingRequest {
   // vLLM's truncate_prompt_tokens: keep only the last k prompt tokens (-1: max_model_len).
   std::optional<int64_t> truncate_prompt_tokens;
   std::vector<std::string> ignored_fields;  // unknown fields (logged, as vLLM does)
+  // Structured outputs (structured_output_request.h): what the output is constrained
+  // to, and the request field it came from (for error messages).
+  std::optional<grammar::StructuredOutputSpec> structured_output;
+  std::string structured_output_field;
 };
 
 struct CompletionRequest {
@@ -52,8 +57,8 @@ struct CompletionRequest {
 };
 
 // `tool_choice` (vLLM's rules: "auto" when absent and tools are given, else "none").
-// Tandem has no guided decoding: "required" and a named function are accepted and passed
-// to the chat template, but the model is not forced to call a tool.
+// "required" and a named function force the call with a grammar (ToolCallSpec in
+// structured_output_request.h).
 enum class ToolChoice { kNone, kAuto, kRequired, kNamed };
 
 struct ChatRequest {
@@ -62,6 +67,7 @@ struct ChatRequest {
   std::string tools_json;     // JSON array, or empty
   ToolChoice tool_choice = ToolChoice::kNone;
   std::string tool_choice_json;           // as sent (for the template), or empty when absent
+  bool parallel_tool_calls = true;        // false: "required" forces exactly one call
   bool enable_thinking = true;            // chat_template_kwargs.enable_thinking
   std::string chat_template_kwargs_json;  // JSON object, or empty
   bool add_generation_prompt = true;

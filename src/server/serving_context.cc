@@ -1,11 +1,14 @@
 #include "server/serving_context.h"
 
+#include "server/structured_output_request.h"
+
 #include <chrono>
 #include <cstdio>
 
 #include "common/logging.h"
 #include "model/model.h"
 #include "server/request_session.h"
+#include "server/structured_output_request.h"
 
 namespace tandem::server {
 
@@ -72,18 +75,40 @@ void ServingContext::LogIgnoredFields(const std::vector<std::string>& fields) {
 
 StatusOr<std::unique_ptr<parsers::ChatOutputParser>> ServingContext::MakeOutputParser(
     const ChatRequest& request) const {
+  const bool forced = !request.tools_json.empty() && (request.tool_choice == ToolChoice::kRequired ||
+                                                       request.tool_choice == ToolChoice::kNamed);
   const bool parse_tools =
-      !options_.tool_call_parser.empty() && !request.tools_json.empty() &&
-      (request.tool_choice == ToolChoice::kRequired || request.tool_choice == ToolChoice::kNamed ||
-       (request.tool_choice == ToolChoice::kAuto && options_.enable_auto_tool_choice));
+      forced || (!options_.tool_call_parser.empty() && !request.tools_json.empty() &&
+                 request.tool_choice == ToolChoice::kAuto && options_.enable_auto_tool_choice);
   if (!parse_tools && options_.reasoning_parser.empty())
     return std::unique_ptr<parsers::ChatOutputParser>();
   parsers::ChatOutputConfig config;
-  config.tool_parser = parse_tools ? options_.tool_call_parser : "";
+  config.tool_parser = forced ? "hermes" : parse_tools ? options_.tool_call_parser : "";
   config.reasoning_parser = options_.reasoning_parser;
   config.enable_thinking = request.enable_thinking;
   config.tools_json = parse_tools ? request.tools_json : "";
   return parsers::ChatOutputParser::Create(config);
+}
+
+Status ServingContext::PrepareStructuredOutput(const ChatRequest* chat, SamplingRequest* request) const {
+  if (chat != nullptr && !chat->tools_json.empty() &&
+      (chat->tool_choice == ToolChoice::kRequired || chat->tool_choice == ToolChoice::kNamed)) {
+    if (request->structured_output.has_value()) {
+      return InvalidArgumentError(request->structured_output_field +
+                                  ": cannot be combined with tool_choice \"required\" or a named function");
+    }
+    request->structured_output = ToolCallSpec(*chat);
+    request->structured_output_field = "tool_choice";
+  }
+  // A reasoning model thinks before the constrained output: glm45/qwen3 replies may open
+  // with <think>, deepseek_r1 replies always think (its template opened the block).
+  if (chat != nullptr && request->structured_output.has_value() && !options_.reasoning_parser.empty() &&
+      chat->enable_thinking) {
+    request->structured_output->thinking =
+        options_.reasoning_parser == "deepseek_r1" ? grammar::Thinking::kRequired : grammar::Thinking::kOptional;
+  }
+  TANDEM_RETURN_IF_ERROR(CompileStructuredOutput(grammar_cache_, request));
+  return Status();
 }
 
 Status ServingContext::CheckChoices(const SamplingRequest& request) const {

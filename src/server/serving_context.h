@@ -19,6 +19,7 @@
 
 #include "common/status.h"
 #include "engine/engine.h"
+#include "grammar/grammar_cache.h"
 #include "net/http_request.h"
 #include "net/http_response_writer.h"
 #include "net/http_server.h"
@@ -63,6 +64,13 @@ class ServingContext {
   MetricsRegistry* metrics() const { return metrics_; }
   const ChatPrompt& chat() const { return *chat_; }
   const std::string& served_model() const { return options_.served_model_names.front(); }
+  // Compiled structured-output grammars, shared by requests with the same spec.
+  grammar::GrammarCache& grammar_cache() const { return grammar_cache_; }
+
+  // Compiles the request's structured output (for chat: or the forced tool calls of
+  // tool_choice "required" / named) into request->params.grammar. InvalidArgument naming
+  // the field for a bad schema, regex or grammar.
+  Status PrepareStructuredOutput(const ChatRequest* chat, SamplingRequest* request) const;
 
   // NotFound with vLLM's message unless `model` is empty or a served name.
   Status CheckModel(const std::string& model) const;
@@ -78,8 +86,9 @@ class ServingContext {
   // The reasoning/tool-call parser for one chat request, or null when neither
   // --reasoning-parser nor (for this request) a tool parser applies. Tools are parsed
   // when --tool-call-parser is set, the request has tools, and tool_choice is "auto"
-  // (needs --enable-auto-tool-choice), "required" or a named function (no guided
-  // decoding: the model is not forced to call). InvalidArgument for bad tool schemas.
+  // (needs --enable-auto-tool-choice); and always for "required" or a named function,
+  // whose calls a grammar forces in the hermes markup (read by the hermes parser,
+  // whatever --tool-call-parser says). InvalidArgument for bad tool schemas.
   StatusOr<std::unique_ptr<parsers::ChatOutputParser>> MakeOutputParser(
       const ChatRequest& request) const;
 
@@ -103,6 +112,7 @@ class ServingContext {
   Engine& engine_;
   MetricsRegistry* const metrics_;
   const std::unique_ptr<ChatPrompt> chat_;
+  mutable grammar::GrammarCache grammar_cache_;  // thread-safe
 
   std::mutex mu_;
   std::mt19937_64 id_rng_;               // guarded by mu_
