@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "grammar/one_of_check.h"
 #include "grammar/regex_compiler.h"
 
 namespace tandem::grammar {
@@ -126,6 +127,21 @@ class SchemaCompiler {
       if (!s.contains(key)) continue;
       const Json& subs = s[key];
       if (!subs.is_array() || subs.empty()) return Bad(key, path, "must be a non-empty array");
+      if (std::string(key) == "oneOf") {
+        // The grammar lets any alternative through: only if no output can match two is
+        // every output valid for oneOf (one_of_check.h).
+        for (size_t i = 0; i < subs.size(); ++i) {
+          for (size_t j = i + 1; j < subs.size(); ++j) {
+            if (!ProvablyDisjoint(subs[i], subs[j], root_)) {
+              return Unsupported("oneOf", path,
+                                 "alternatives " + std::to_string(i) + " and " + std::to_string(j) +
+                                     " may both match (oneOf needs exactly one); use anyOf, or make them differ "
+                                     "in type, in a required const property, or in a required property the other "
+                                     "forbids");
+            }
+          }
+        }
+      }
       std::vector<Expr> alts;
       for (size_t i = 0; i < subs.size(); ++i) {
         TANDEM_ASSIGN_OR_RETURN(Expr e, Compile(subs[i], path + "/" + key + "/" + std::to_string(i)));

@@ -67,5 +67,39 @@ TEST(JsonSchemaTest, UnsupportedKeywordsAreNamed) {
   EXPECT_FALSE(CompileJsonSchema("[1]").ok());
 }
 
+// oneOf compiles only when no value can match two alternatives (else an output the
+// grammar allows could fail oneOf): disjoint kinds, disjoint value sets, a required
+// discriminator with different consts, a closed object against a required key it lacks.
+TEST(JsonSchemaTest, OneOfNeedsAlternativesThatCannotBothMatch) {
+  for (const char* schema : {
+           R"({"oneOf": [{"type": "null"}, {"type": "string"}]})",
+           R"({"oneOf": [{"type": "integer"}, {"type": "boolean"}, {"enum": ["a", "b"]}]})",
+           R"({"oneOf": [{"enum": [1, 2]}, {"const": 3}]})",
+           R"({"oneOf": [{"type": "object", "properties": {"kind": {"const": "cat"}, "lives": {"type": "integer"}},
+                          "required": ["kind"]},
+                         {"type": "object", "properties": {"kind": {"const": "dog"}}, "required": ["kind"]}]})",
+           R"({"oneOf": [{"type": "object", "properties": {"cat": {"type": "string"}}, "required": ["cat"],
+                          "additionalProperties": false},
+                         {"type": "object", "properties": {"dog": {"type": "integer"}}, "required": ["dog"],
+                          "additionalProperties": false}]})",
+           R"({"$defs": {"s": {"type": "string"}}, "oneOf": [{"$ref": "#/$defs/s"}, {"type": "array"}]})",
+       }) {
+    StatusOr<Grammar> g = CompileJsonSchema(schema);
+    EXPECT_TRUE(g.ok()) << schema << ": " << g.status().message();
+  }
+  for (const char* schema : {
+           R"({"oneOf": [{"type": "number"}, {"type": "integer"}]})",
+           R"({"oneOf": [{"type": "string"}, {"type": "string", "maxLength": 3}]})",
+           R"({"oneOf": [{"enum": [1, 2]}, {"enum": [2, 3]}]})",
+           R"({"oneOf": [{"type": "object", "properties": {"a": {"type": "integer"}}},
+                         {"type": "object", "properties": {"b": {"type": "integer"}}}]})",
+           R"({"oneOf": [{}, {"type": "null"}]})",
+       }) {
+    Status s = CompileJsonSchema(schema).status();
+    EXPECT_FALSE(s.ok()) << schema;
+    EXPECT_NE(s.message().find("'oneOf'"), std::string::npos) << s.message();
+  }
+}
+
 }  // namespace
 }  // namespace tandem::grammar
