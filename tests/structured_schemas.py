@@ -87,4 +87,8 @@ SCHEMAS = [
                     "attendees": {"type": "array", "items": {"type": "string", "format": "email"}, "maxItems": 2},
                     "priority": {"enum": ["low", "high"]}, "duration_min": {"type": "integer", "minimum": 5, "maximum": 480}},
      "required": ["title", "date", "priority"], "additionalProperties": False},
+    # decimal bounds (appended: tests pick earlier schemas by index)
+    {"type": "number", "exclusiveMinimum": -2.5, "maximum": 0.75},
+    {"type": "object", "properties": {"p": {"type": "number", "minimum": 0.05, "exclusiveMaximum": 0.1}},
+     "required": ["p"], "additionalProperties": False},
 ]

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "grammar/number_range.h"
 #include "grammar/one_of_check.h"
 #include "grammar/regex_compiler.h"
 
@@ -12,7 +13,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-constexpr int kMaxDigits = 15;    // integer and fraction digits generated (no overflow)
 constexpr int kMaxKeyChars = 64;  // characters of a key the schema does not name
 
 const std::set<std::string>& Annotations() {
@@ -45,51 +45,6 @@ const char* FormatRegex(const std::string& f) {
   if (f == "hostname") return R"([a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?){0,4})";
   if (f == "uri") return R"(https?://[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?(\.[a-z0-9]{1,30}){0,4}(/[a-zA-Z0-9._~-]{1,30}){0,8})";
   return nullptr;
-}
-
-Expr Digits(int min, int max) { return Expr::Repeat(Expr::Class({{'0', '9'}}), min, max); }
-
-// Decimal integers in [lo, hi] with lo, hi >= 0, both of `len` digits (a leading zero
-// allowed only when len == 1).
-Expr SameLength(const std::string& lo, const std::string& hi) {
-  if (lo.empty()) return Expr::Empty();
-  if (lo == hi) return Expr::Lit(lo);
-  const std::string rest_lo = lo.substr(1), rest_hi = hi.substr(1);
-  const size_t n = rest_lo.size();
-  if (lo[0] == hi[0]) return Expr::Seq({Expr::Lit(lo.substr(0, 1)), SameLength(rest_lo, rest_hi)});
-  std::vector<Expr> alts;
-  const bool lo_full = rest_lo == std::string(n, '0');
-  const bool hi_full = rest_hi == std::string(n, '9');
-  const char first_mid = lo_full ? lo[0] : static_cast<char>(lo[0] + 1);
-  const char last_mid = hi_full ? hi[0] : static_cast<char>(hi[0] - 1);
-  if (!lo_full) alts.push_back(Expr::Seq({Expr::Lit(lo.substr(0, 1)), SameLength(rest_lo, std::string(n, '9'))}));
-  if (first_mid <= last_mid) {
-    alts.push_back(Expr::Seq({Expr::Class({{static_cast<uint32_t>(first_mid), static_cast<uint32_t>(last_mid)}}),
-                              Digits(static_cast<int>(n), static_cast<int>(n))}));
-  }
-  if (!hi_full) alts.push_back(Expr::Seq({Expr::Lit(hi.substr(0, 1)), SameLength(std::string(n, '0'), rest_hi)}));
-  return Expr::Alt(std::move(alts));
-}
-
-// Non-negative integers in [lo, hi] (hi < 0: unbounded), no leading zeros.
-Expr NonNegativeRange(int64_t lo, int64_t hi) {
-  const std::string los = std::to_string(lo);
-  std::vector<Expr> alts;
-  const int max_len = hi < 0 ? kMaxDigits : static_cast<int>(std::to_string(hi).size());
-  for (int len = static_cast<int>(los.size()); len <= max_len; ++len) {
-    const int64_t floor = len == 1 ? 0 : static_cast<int64_t>(std::pow(10, len - 1));
-    const int64_t ceil = static_cast<int64_t>(std::pow(10, len)) - 1;
-    const int64_t a = std::max(lo, floor);
-    const int64_t b = hi < 0 ? ceil : std::min(hi, ceil);
-    if (a > b) continue;
-    if (hi < 0 && a == floor && len > 1) {
-      // Every longer length is complete too: [1-9][0-9]{len-1, max-1}.
-      alts.push_back(Expr::Seq({Expr::Class({{'1', '9'}}), Digits(len - 1, kMaxDigits - 1)}));
-      break;
-    }
-    alts.push_back(SameLength(std::to_string(a), std::to_string(b)));
-  }
-  return Expr::Alt(std::move(alts));
 }
 
 class SchemaCompiler {
@@ -340,8 +295,7 @@ class SchemaCompiler {
                       Expr::Lit("\"")});
   }
 
-  // A bound: nullopt when absent; InvalidArgument unless a number (integral for
-  // type number, as only integer bounds are supported there).
+  // A bound: nullopt when absent; InvalidArgument unless a number.
   StatusOr<std::optional<double>> Bound(const Json& s, const char* key, const std::string& path) {
     if (!s.contains(key)) return std::optional<double>();
     const Json& v = s[key];
@@ -356,46 +310,43 @@ class SchemaCompiler {
     TANDEM_ASSIGN_OR_RETURN(std::optional<double> max, Bound(s, "maximum", path));
     TANDEM_ASSIGN_OR_RETURN(std::optional<double> xmin, Bound(s, "exclusiveMinimum", path));
     TANDEM_ASSIGN_OR_RETURN(std::optional<double> xmax, Bound(s, "exclusiveMaximum", path));
+    if (!integer) {
+      // Decimal bounds, exact (number_range.h): the tighter of minimum / exclusiveMinimum
+      // (exclusive when equal), likewise for the maximum.
+      auto tighter = [](std::optional<double> inclusive, std::optional<double> exclusive, bool lower) {
+        std::optional<NumberBound> b;
+        if (inclusive) b = NumberBound{*inclusive, false};
+        if (exclusive && (!b || (lower ? *exclusive >= b->value : *exclusive <= b->value))) {
+          b = NumberBound{*exclusive, true};
+        }
+        return b;
+      };
+      std::optional<Expr> e = DecimalRange(tighter(min, xmin, true), tighter(max, xmax, false));
+      if (!e) return Bad("minimum", path, "leaves no value (the range is empty)");
+      return std::move(*e);
+    }
     std::optional<int64_t> lo, hi;
-    // Integer bounds: exact for integers; for numbers, non-integer bounds are refused
-    // and exclusive bounds tighten to the next integer (outputs stay in range).
-    auto lower = [&](double v, bool exclusive, const char* key) -> Status {
-      if (!integer && v != std::floor(v)) return Unsupported(key, path, "non-integer bounds for type number");
-      int64_t b = exclusive ? static_cast<int64_t>(std::floor(v)) + 1 : static_cast<int64_t>(std::ceil(v));
+    // Integer bounds, exact (a non-integer bound rounds inwards).
+    auto lower = [&](double v, bool exclusive) {
+      const int64_t b = exclusive ? static_cast<int64_t>(std::floor(v)) + 1 : static_cast<int64_t>(std::ceil(v));
       lo = lo ? std::max(*lo, b) : b;
-      return Status();
     };
-    auto upper = [&](double v, bool exclusive, const char* key) -> Status {
-      if (!integer && v != std::floor(v)) return Unsupported(key, path, "non-integer bounds for type number");
-      int64_t b = exclusive ? static_cast<int64_t>(std::ceil(v)) - 1 : static_cast<int64_t>(std::floor(v));
+    auto upper = [&](double v, bool exclusive) {
+      const int64_t b = exclusive ? static_cast<int64_t>(std::ceil(v)) - 1 : static_cast<int64_t>(std::floor(v));
       hi = hi ? std::min(*hi, b) : b;
-      return Status();
     };
-    if (min) TANDEM_RETURN_IF_ERROR(lower(*min, false, "minimum"));
-    if (xmin) TANDEM_RETURN_IF_ERROR(lower(*xmin, true, "exclusiveMinimum"));
-    if (max) TANDEM_RETURN_IF_ERROR(upper(*max, false, "maximum"));
-    if (xmax) TANDEM_RETURN_IF_ERROR(upper(*xmax, true, "exclusiveMaximum"));
+    if (min) lower(*min, false);
+    if (xmin) lower(*xmin, true);
+    if (max) upper(*max, false);
+    if (xmax) upper(*xmax, true);
     if (lo && hi && *lo > *hi) return Bad("minimum", path, "leaves no value (the range is empty)");
     // value = sign, magnitude. Non-negative part: [max(lo, 0), hi]; negative part:
-    // magnitudes in [max(-hi, 0) (or 1 for integers), -lo].
+    // magnitudes in [max(-hi, 1), -lo] (no "-0").
     std::vector<Expr> alts;
-    auto frac = integer ? Expr::Empty() : Fraction();
-    auto zero_frac = integer ? Expr::Empty() : Expr::Opt(Expr::Lit(".0"));
-    // Magnitudes m in [a, b] (b < 0: unbounded) where m is the largest allowed value
-    // exactly at b (no fraction beyond it).
-    auto magnitudes = [&](int64_t a, int64_t b) {
-      std::vector<Expr> parts;
-      if (integer) return NonNegativeRange(a, b);
-      if (b < 0) return Expr::Seq({NonNegativeRange(a, -1), frac});
-      if (b - 1 >= a) parts.push_back(Expr::Seq({NonNegativeRange(a, b - 1), frac}));
-      parts.push_back(Expr::Seq({Expr::Lit(std::to_string(b)), zero_frac}));
-      return Expr::Alt(std::move(parts));
-    };
-    if (!hi || *hi >= 0) alts.push_back(magnitudes(lo ? std::max<int64_t>(*lo, 0) : 0, hi ? *hi : -1));
+    if (!hi || *hi >= 0) alts.push_back(NonNegativeRange(lo ? std::max<int64_t>(*lo, 0) : 0, hi ? *hi : -1));
     if (!lo || *lo < 0) {
-      // v <= hi < 0: magnitude >= -hi (any fraction beyond it stays below hi).
-      const int64_t a = hi && *hi < 0 ? -*hi : (integer ? 1 : 0);
-      alts.push_back(Expr::Seq({Expr::Lit("-"), magnitudes(a, lo ? -*lo : -1)}));
+      const int64_t a = hi && *hi < 0 ? -*hi : 1;
+      alts.push_back(Expr::Seq({Expr::Lit("-"), NonNegativeRange(a, lo ? -*lo : -1)}));
     }
     return Expr::Alt(std::move(alts));
   }

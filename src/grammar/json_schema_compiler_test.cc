@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <random>
+
 #include "grammar/grammar_automaton.h"
 
 namespace tandem::grammar {
@@ -30,6 +34,17 @@ TEST(JsonSchemaTest, AcceptsValidAndRefusesInvalidInstances) {
        {"-15", "-1", "0", "7", "99", "130"},
        {"-16", "131", "200", "-0"}},
       {R"({"type": "integer", "exclusiveMinimum": 5})", {"6", "10", "123456"}, {"5", "0", "-7"}},
+      // Decimal bounds on numbers, exact on both sides and across zero.
+      {R"({"type": "number", "minimum": 0.5, "maximum": 2.25})",
+       {"0.5", "0.50", "0.75", "1", "1.0", "2", "2.25", "2.2", "2.249"},
+       {"0.49", "0.4", "0", "2.26", "2.3", "3", "-1"}},
+      {R"({"type": "number", "exclusiveMinimum": -1.5, "exclusiveMaximum": 0})",
+       {"-1.49", "-1", "-0.001", "-1.4999"},
+       {"-1.5", "-1.50", "-2", "0", "0.0", "0.1", "-1.6"}},
+      {R"({"type": "number", "exclusiveMinimum": 5})", {"5.01", "6", "5.0001", "10.5"}, {"5", "5.0", "5.00", "4.99", "-6"}},
+      {R"({"type": "number", "minimum": 0.25, "maximum": 0.75})", {"0.25", "0.5", "0.7", "0.75", "0.750"}, {"0.2", "0.76", "0", "1"}},
+      {R"({"type": "number", "maximum": -0.125})", {"-0.125", "-0.13", "-1", "-100.5"}, {"-0.12", "0", "-0.1", "1"}},
+      {R"({"type": "number", "minimum": 0.1, "exclusiveMinimum": 0.1})", {"0.11", "1"}, {"0.1", "0.10", "0.09"}},
       {R"({"type": "string", "minLength": 2, "maxLength": 3})", {R"("ab")", R"("abc")", R"("é\"")"}, {R"("a")", R"("abcd")"}},
       {R"({"type": "string", "pattern": "^[A-Z]{2}[0-9]+$"})", {R"("AB12")"}, {R"("ab12")", R"("AB")"}},
       {R"({"type": "string", "format": "date"})", {R"("2024-02-28")"}, {R"("2024-13-01")", R"("x")"}},
@@ -54,7 +69,7 @@ TEST(JsonSchemaTest, UnsupportedKeywordsAreNamed) {
            {R"({"type": "object", "properties": {"a": {"not": {"type": "string"}}}})", "'not' at '/properties/a'"},
            {R"({"type": "array", "uniqueItems": true})", "'uniqueItems'"},
            {R"({"type": "string", "format": "color"})", "'format'"},
-           {R"({"type": "number", "minimum": 0.5})", "'minimum'"},
+           {R"({"type": "number", "minimum": 0.5, "exclusiveMaximum": 0.5})", "'minimum'"},
            {R"({"$ref": "#/$defs/missing"})", "'$ref'"},
            {R"({"type": "integer", "minimum": 5, "maximum": 1})", "'minimum'"},
            {R"({"type": "wat"})", "'type'"},
@@ -65,6 +80,52 @@ TEST(JsonSchemaTest, UnsupportedKeywordsAreNamed) {
   }
   EXPECT_FALSE(CompileJsonSchema("{not json").ok());
   EXPECT_FALSE(CompileJsonSchema("[1]").ok());
+}
+
+// Decimal ranges against arithmetic: random bounds with up to 3 decimals, inclusive or
+// exclusive, and random candidates; the grammar accepts exactly the numbers in range.
+TEST(JsonSchemaTest, NumberRangesMatchArithmetic) {
+  std::mt19937 rng(5);
+  auto decimal = [&](int max_int) {
+    const int scale = std::uniform_int_distribution<int>(0, 3)(rng);
+    const int64_t units = std::uniform_int_distribution<int64_t>(-max_int * 1000, max_int * 1000)(rng);
+    int64_t div = 1;
+    for (int i = 0; i < 3 - scale; ++i) div *= 10;
+    return static_cast<double>(units / div * div) / 1000.0;
+  };
+  auto text = [](double v, int decimals) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
+    std::string t = buf;
+    if (t[0] == '-' && std::stod(t) == 0) t = t.substr(1);  // no "-0" candidates
+    return t;
+  };
+  for (int round = 0; round < 60; ++round) {
+    double lo = decimal(3), hi = decimal(3);
+    if (lo > hi) std::swap(lo, hi);
+    const bool xlo = rng() % 2, xhi = rng() % 2;
+    const bool has_lo = rng() % 4 != 0, has_hi = rng() % 4 != 0;
+    nlohmann::json schema = {{"type", "number"}};
+    if (has_lo) schema[xlo ? "exclusiveMinimum" : "minimum"] = lo;
+    if (has_hi) schema[xhi ? "exclusiveMaximum" : "maximum"] = hi;
+    StatusOr<Grammar> g = CompileJsonSchema(schema.dump());
+    const bool empty = has_lo && has_hi && (lo > hi || (lo == hi && (xlo || xhi)));
+    if (empty) {
+      EXPECT_FALSE(g.ok()) << schema.dump();
+      continue;
+    }
+    ASSERT_TRUE(g.ok()) << schema.dump() << ": " << g.status().message();
+    GrammarAutomaton a(std::move(*g));
+    for (int k = 0; k < 40; ++k) {
+      const double v = k < 4 ? (k % 2 ? lo : hi) : decimal(4);
+      for (int decimals : {0, 1, 2, 3, 4}) {
+        const std::string t = text(v, decimals);
+        const double x = std::stod(t);
+        const bool in = (!has_lo || (xlo ? x > lo : x >= lo)) && (!has_hi || (xhi ? x < hi : x <= hi));
+        EXPECT_EQ(a.IsAccepting(a.Advance(a.initial(), t)), in) << schema.dump() << " on " << t;
+      }
+    }
+  }
 }
 
 // oneOf compiles only when no value can match two alternatives (else an output the
