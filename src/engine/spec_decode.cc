@@ -34,6 +34,16 @@ StatusOr<SpeculativeOptions> ParseSpeculativeConfig(const std::string& json, std
   if (json.empty()) return o;
   const Json j = Json::parse(json, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return InvalidArgumentError("--speculative-config: expected a JSON object");
+  // Other vLLM keys (enforce_eager: CUDA graphs; draft tensor parallelism, ...) have no
+  // meaning here: accepted, and said so (the caller logs it).
+  std::string ignored;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    static const char* kUsed[] = {"method", "model", "num_speculative_tokens", "prompt_lookup_min",
+                                  "prompt_lookup_max"};
+    if (std::find(std::begin(kUsed), std::end(kUsed), it.key()) != std::end(kUsed)) continue;
+    ignored += (ignored.empty() ? "" : ", ") + it.key();
+  }
+  if (!ignored.empty()) *unsupported = "keys without effect on CPU (ignored): " + ignored;
   std::string method;
   if (auto it = j.find("method"); it != j.end() && !it->is_null()) {
     if (!it->is_string()) return InvalidArgumentError("--speculative-config: method must be a string");

@@ -37,6 +37,11 @@ TEST(SpecConfigTest, ParsesVllmKeys) {
   EXPECT_EQ(o->method, SpeculativeOptions::Method::kDraftModel);
   EXPECT_EQ(o->draft_model, "/dev/null");
   EXPECT_EQ(o->num_speculative_tokens, 4);
+  // Keys without effect here are named for the log.
+  unsupported.clear();
+  o = ParseSpeculativeConfig(R"({"method":"ngram","num_speculative_tokens":2,"enforce_eager":true})", &unsupported);
+  ASSERT_TRUE(o.ok());
+  EXPECT_NE(unsupported.find("enforce_eager"), std::string::npos) << unsupported;
   // The seeds' MTP config.
   for (const char* method : {"deepseek_mtp", "mtp", "glm4_moe_mtp"}) {
     o = ParseSpeculativeConfig(std::string(R"({"num_speculative_tokens":3,"method":")") + method + "\"}", &unsupported);
