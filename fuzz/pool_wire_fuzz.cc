@@ -73,6 +73,15 @@ void FuzzRequest(MsgType type, std::string_view body) {
       }
       break;
     }
+    case MsgType::kSoftPin: {
+      uint32_t ttl_ms = 0;
+      std::vector<std::string> keys;
+      if (DecodeSoftPinRequest(body, &ttl_ms, &keys).ok()) {
+        Check(keys.size() <= kMaxKeysPerFrame);
+        Check(EncodeSoftPinRequest(ttl_ms, keys) == body);
+      }
+      break;
+    }
     case MsgType::kDirPut:
     case MsgType::kDirDel: {
       DirUpdateRequest r;
@@ -93,7 +102,8 @@ void FuzzResponse(MsgType type, std::string_view body, size_t n) {
       break;
     }
     case MsgType::kExist:
-    case MsgType::kPutSeal: {
+    case MsgType::kPutSeal:
+    case MsgType::kSoftPin: {
       std::vector<uint8_t> codes;
       if (DecodeCodes(body, n, &codes).ok()) Check(codes.size() == n && EncodeCodes(codes) == body);
       break;
