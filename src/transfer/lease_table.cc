@@ -8,9 +8,8 @@ LeaseTable::LeaseTable(std::chrono::milliseconds lease, std::chrono::millisecond
                        std::function<void()> on_change)
     : lease_(lease), hard_cap_(std::max(hard_cap, lease)), on_change_(std::move(on_change)) {}
 
-Status LeaseTable::Park(const std::string& id, std::vector<int32_t> blocks) {
+Status LeaseTable::Park(const std::string& id, std::vector<int32_t> blocks, Clock::time_point now) {
   std::sort(blocks.begin(), blocks.end());
-  const Clock::time_point now = Clock::now();
   std::lock_guard<std::mutex> lock(mu_);
   if (leases_.count(id)) return AlreadyExistsError("a KV lease named " + id + " exists");
   Lease& l = leases_[id];
@@ -38,8 +37,7 @@ Status LeaseTable::Acquire(const std::string& id, std::span<const int32_t> block
   return Status::Ok();
 }
 
-void LeaseTable::Renew(const std::string& id) {
-  const Clock::time_point now = Clock::now();
+void LeaseTable::Renew(const std::string& id, Clock::time_point now) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = leases_.find(id);
   if (it != leases_.end() && LiveLocked(it->second, now)) {

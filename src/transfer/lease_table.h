@@ -31,11 +31,12 @@ class LeaseTable {
   LeaseTable(std::chrono::milliseconds lease, std::chrono::milliseconds hard_cap, std::function<void()> on_change);
 
   // Starts a lease named `id` over `blocks` (AlreadyExists if it is live).
-  Status Park(const std::string& id, std::vector<int32_t> blocks);
+  // `now` is for tests (a clock they control).
+  Status Park(const std::string& id, std::vector<int32_t> blocks, Clock::time_point now = Clock::now());
   // Pins the lease for one reader and renews it. NotFound for an unknown, released or
   // expired lease; PermissionDenied if a block does not belong to it.
   Status Acquire(const std::string& id, std::span<const int32_t> blocks);
-  void Renew(const std::string& id);
+  void Renew(const std::string& id, Clock::time_point now = Clock::now());
   void Unpin(const std::string& id);
   // Ends the lease (DONE or abort). False if it was not live.
   bool Release(const std::string& id);

@@ -41,16 +41,18 @@ TEST(LeaseTableTest, ExpiryRenewalAndHardCap) {
   std::vector<std::string> freed = t.TakeFreeable(LeaseTable::Clock::now() + milliseconds(200));
   EXPECT_EQ(freed.size(), 2u);
 
-  ASSERT_TRUE(t.Park("c", {3}).ok());
-  for (int i = 0; i < 4; ++i) {
-    std::this_thread::sleep_for(milliseconds(60));
-    t.Renew("c");
-  }
-  // 240 ms in: renewals kept it alive past the 100 ms lease.
-  EXPECT_TRUE(t.TakeFreeable().empty());
-  std::this_thread::sleep_for(milliseconds(60));
-  t.Renew("c");  // past the 250 ms cap: no effect
-  EXPECT_EQ(t.TakeFreeable(), std::vector<std::string>{"c"});
+  // On a clock the test controls (sleeping made this flaky on a loaded machine).
+  const auto t1 = LeaseTable::Clock::now() + milliseconds(1000);
+  ASSERT_TRUE(t.Park("c", {3}, t1).ok());
+  for (int i = 1; i <= 4; ++i) t.Renew("c", t1 + milliseconds(60 * i));
+  // 240 ms in: renewals kept it alive past the 100 ms lease...
+  EXPECT_TRUE(t.TakeFreeable(t1 + milliseconds(245)).empty());
+  // ... but the last renewal's deadline (340 ms) was capped at 250 ms.
+  EXPECT_EQ(t.TakeFreeable(t1 + milliseconds(251)), std::vector<std::string>{"c"});
+  // An expired lease is not renewed.
+  ASSERT_TRUE(t.Park("d", {4}, t1).ok());
+  t.Renew("d", t1 + milliseconds(300));
+  EXPECT_EQ(t.TakeFreeable(t1 + milliseconds(301)), std::vector<std::string>{"d"});
 }
 
 TEST(LeaseTableTest, PinnedExpiredLeaseIsAnnouncedOnUnpin) {
