@@ -72,6 +72,13 @@ void Forward::Run(const std::vector<ForwardSequence>& batch, std::vector<float>*
   LmHead(batch, w_.output_norm, w_.output, logits, hidden);
 }
 
+void Forward::RunExpertParallelIdle() {
+  if (exchange_ == nullptr) return;
+  for (int il = 0; il < c_.n_layers; ++il) {
+    if (c_.layer_is_moe(il)) moe_.Run(w_.layers[il].moe, nullptr, 0, nullptr, exchange_);
+  }
+}
+
 void Forward::RunNextn(int j, const std::vector<ForwardSequence>& batch, const float* h, std::vector<float>* logits,
                        std::vector<float>* hidden) {
   TANDEM_CHECK(j >= 0 && j < static_cast<int>(w_.nextn.size())) << "no NextN block " << j;
@@ -117,7 +124,7 @@ void Forward::Block(int il, const std::vector<ForwardSequence>& batch) {
     }
   });
   if (c_.layer_is_moe(il)) {
-    moe_.Run(l.moe, xn_.data(), n, proj_.data());
+    moe_.Run(l.moe, xn_.data(), n, proj_.data(), il < c_.n_layers ? exchange_ : nullptr);
   } else {
     MatMul(l.ffn_gate, xn_.data(), n, gate_.data(), pool_);
     MatMul(l.ffn_up, xn_.data(), n, up_.data(), pool_);

@@ -53,6 +53,16 @@ class Forward {
   void RunNextn(int j, const std::vector<ForwardSequence>& batch, const float* h, std::vector<float>* logits,
                 std::vector<float>* hidden);
 
+  // Expert parallelism: the trunk's MoE layers exchange tokens through `exchange`
+  // (borrowed; the weights hold this rank's experts). NextN blocks run locally.
+  void set_expert_exchange(ExpertExchange* exchange) { exchange_ = exchange; }
+  // An idle rank's turn in a step of its expert-parallel group: every trunk MoE layer's
+  // collectives with no tokens of its own (vLLM's dummy batch), serving the other ranks'.
+  void RunExpertParallelIdle();
+  // Seconds spent in the MoE collectives and bytes sent to other ranks, since creation.
+  double expert_exchange_seconds() const { return moe_.exchange_seconds(); }
+  int64_t expert_exchange_bytes_sent() const { return moe_.exchange_bytes_sent(); }
+
  private:
   // Token embeddings of the batch into x_ (scaled by embd_scale when `scale`), and
   // pos_ / seq_of_. Returns the token count.
@@ -83,6 +93,7 @@ class Forward {
   const ModelWeights& w_;
   ThreadPool* pool_;
   MoeFfn moe_;  // the FFN of MoE layers
+  ExpertExchange* exchange_ = nullptr;
   // Scratch, [n_tokens, width] each, grown on demand.
   std::vector<float> x_, xn_, q_, k_, v_, att_, proj_, gate_, up_;
   std::vector<float> eh_;  // [n_tokens, 2 * n_embd]: a NextN block's concat(enorm(e), hnorm(h))

@@ -81,6 +81,21 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path,
     TANDEM_LOG(INFO) << "split attn_kv_b into attn_k_b / attn_v_b (Q8_0, "
                      << m->mla_kv_b_bytes_.size() / 1000000 << " MB) for absorbed MLA";
   }
+  if (options.expert_shard.sharded()) {
+    const ExpertShard& shard = options.expert_shard;
+    const int n_expert = m->config_.moe.n_expert;
+    if (n_expert < shard.size) {
+      return InvalidArgumentError("--enable-expert-parallel: " + std::to_string(n_expert) +
+                                  " experts cannot be spread over " + std::to_string(shard.size) + " ranks");
+    }
+    for (int il = 0; il < m->config_.n_layers; ++il) {
+      if (!m->config_.layer_is_moe(il)) continue;
+      for (MatrixStack* s : {&m->weights_.layers[il].moe.gate, &m->weights_.layers[il].moe.up,
+                             &m->weights_.layers[il].moe.down}) {
+        s->NarrowTo(shard.First(n_expert), shard.Count(n_expert));
+      }
+    }
+  }
   if (options.quantization == WeightQuantization::kW8A8) {
     RequantizeW8A8(&m->weights_, &m->requantized_bytes_, options.pool, &m->requantized_);
   }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "model/expert_exchange.h"
 #include "model/gguf_file.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
@@ -29,6 +30,9 @@ struct ModelLoadOptions {
   // Q5_0 / Q4_0 matrices repacked for the int8 tile (RepackForInt8Tile; the same bits).
   // False keeps every matrix in its file layout (tests compare the two).
   bool repack_for_tile = true;
+  // Expert parallelism: the trunk's MoE layers keep only this rank's experts (NextN
+  // blocks keep all of theirs: drafting runs on one rank, without collectives).
+  ExpertShard expert_shard;
 };
 
 class Model {

@@ -21,17 +21,29 @@ class GgufFile;
 // count}, the matrix index outermost): a MoE layer's experts, or MLA's per-head
 // attn_k_b / attn_v_b. `all` views it as [count * rows_each, cols], so load-time
 // rewrites treat it as one matrix, and At(i) is matrix i's slice of it (no copy).
+// With expert parallelism a layer's expert stacks hold only this rank's experts
+// [first, first + count) (NarrowTo); At takes the global index.
 struct MatrixStack {
   WeightMatrix all;
   int count = 0;
   int64_t rows_each = 0;
+  int first = 0;  // global index of the first matrix held
 
   bool valid() const { return all.valid(); }
+  bool Holds(int i) const { return i >= first && i < first + count; }
   WeightMatrix At(int i) const {
     WeightMatrix m = all;
-    m.data = all.data + static_cast<int64_t>(i) * rows_each * all.row_bytes;
+    m.data = all.data + static_cast<int64_t>(i - first) * rows_each * all.row_bytes;
     m.rows = rows_each;
     return m;
+  }
+  // Keeps matrices [begin, begin + n) of those held; the others are never read again
+  // (their mapped pages stay untouched).
+  void NarrowTo(int begin, int n) {
+    all.data += static_cast<int64_t>(begin - first) * rows_each * all.row_bytes;
+    all.rows = static_cast<int64_t>(n) * rows_each;
+    first = begin;
+    count = n;
   }
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -80,52 +81,55 @@ void RouteTokens(const MoeConfig& m, const float* logits, const float* probs_bia
   }
 }
 
-void MoeFfn::Run(const MoeWeights& w, const float* x, int64_t n, float* out) {
+void MoeFfn::RouteAll(const MoeWeights& w, const float* x, int64_t n) {
   const MoeConfig& m = c_.moe;
-  const int64_t E = c_.n_embd, F = m.n_ff_exp, k = m.n_expert_used, pairs = n * k;
-  TANDEM_CHECK(w.router.valid() && w.gate.valid() && w.up.valid() && w.down.valid());
-
-  // Route every token.
+  const int64_t pairs = n * m.n_expert_used;
   Grow(logits_, static_cast<size_t>(n * m.n_expert));
   experts_.resize(static_cast<size_t>(pairs));
   weights_.resize(static_cast<size_t>(pairs));
+  if (n == 0) return;
   MatMul(w.router, x, n, logits_.data(), pool_);
   RouteTokens(m, logits_.data(), w.probs_bias.empty() ? nullptr : w.probs_bias.data(), n,
               experts_.data(), weights_.data());
+}
 
-  // Group the (token, slot) pairs by expert (a counting sort, token order kept within
-  // an expert) and gather their inputs.
+template <typename ExpertOf>
+void MoeFfn::GroupByExpert(int64_t rows, ExpertOf expert_of, int64_t extra_rows) {
+  // A counting sort: input order kept within an expert.
+  const MoeConfig& m = c_.moe;
+  const int64_t E = c_.n_embd, F = m.n_ff_exp;
   expert_begin_.assign(static_cast<size_t>(m.n_expert) + 1, 0);
-  for (int64_t p = 0; p < pairs; ++p) ++expert_begin_[experts_[p] + 1];
+  for (int64_t r = 0; r < rows; ++r) ++expert_begin_[expert_of(r) + 1];
   for (int e = 0; e < m.n_expert; ++e) expert_begin_[e + 1] += expert_begin_[e];
-  order_.resize(static_cast<size_t>(pairs));
-  row_of_.resize(static_cast<size_t>(pairs));
+  order_.resize(static_cast<size_t>(rows));
+  row_of_.resize(static_cast<size_t>(rows));
   {
     std::vector<int64_t> next(expert_begin_.begin(), expert_begin_.end() - 1);
-    for (int64_t p = 0; p < pairs; ++p) {
-      const int64_t row = next[experts_[p]]++;
-      order_[row] = p;
-      row_of_[p] = row;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t row = next[expert_of(r)]++;
+      order_[row] = r;
+      row_of_[r] = row;
     }
   }
-  Grow(xg_, static_cast<size_t>(pairs * E));
-  Grow(yg_, static_cast<size_t>(pairs * E));
-  Grow(gate_, static_cast<size_t>(std::max(pairs * F, n * m.n_ff_shexp)));
-  Grow(up_, static_cast<size_t>(std::max(pairs * F, n * m.n_ff_shexp)));
-  for (int64_t row = 0; row < pairs; ++row) {
-    std::copy_n(x + order_[row] / k * E, E, &xg_[row * E]);
-  }
-
-  // One GEMM per active expert over exactly its tokens. With at least two active
-  // experts per thread, whole experts go to threads (taken from a shared counter, so
-  // experts with more tokens do not hold the others up): one pool loop per layer instead
-  // of three per expert. With fewer, each expert's rows are split over the pool. A
-  // MatMul's bits do not depend on its pool, so both give the same result.
   active_.clear();
   for (int e = 0; e < m.n_expert; ++e) {
     if (expert_begin_[e + 1] > expert_begin_[e]) active_.push_back(e);
   }
+  Grow(xg_, static_cast<size_t>(rows * E));
+  Grow(yg_, static_cast<size_t>(rows * E));
+  Grow(gate_, static_cast<size_t>(std::max(rows * F, extra_rows * m.n_ff_shexp)));
+  Grow(up_, static_cast<size_t>(std::max(rows * F, extra_rows * m.n_ff_shexp)));
+}
+
+void MoeFfn::RunExperts(const MoeWeights& w) {
+  // One GEMM per active expert over exactly its rows. With at least two active experts
+  // per thread, whole experts go to threads (taken from a shared counter, so experts
+  // with more rows do not hold the others up): one pool loop per layer instead of three
+  // per expert. With fewer, each expert's rows are split over the pool. A MatMul's bits
+  // do not depend on its pool, so both give the same result.
+  const int64_t E = c_.n_embd, F = c_.moe.n_ff_exp;
   auto run_expert = [&](int e, ThreadPool* pool) {
+    TANDEM_CHECK(w.gate.Holds(e)) << "expert " << e << " is not held by this rank";
     const int64_t b = expert_begin_[e], cnt = expert_begin_[e + 1] - b;
     MatMul(w.gate.At(e), &xg_[b * E], cnt, &gate_[b * F], pool);
     MatMul(w.up.At(e), &xg_[b * E], cnt, &up_[b * F], pool);
@@ -144,20 +148,23 @@ void MoeFfn::Run(const MoeWeights& w, const float* x, int64_t n, float* out) {
   } else {
     for (int e : active_) run_expert(e, pool_);
   }
+}
 
+void MoeFfn::Combine(const float* y, const int64_t* row, int64_t n, float* out) {
   // The weighted sum in slot order (best expert first), as llama.cpp adds its views:
   // each product rounded, then added.
+  const int64_t E = c_.n_embd, k = c_.moe.n_expert_used;
   auto combine = [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       float* o = out + t * E;
       for (int64_t i = 0; i < k; ++i) {
         const float wt = weights_[t * k + i];
-        const float* y = &yg_[row_of_[t * k + i] * E];
+        const float* yr = y + row[t * k + i] * E;
         if (i == 0) {
-          for (int64_t d = 0; d < E; ++d) o[d] = y[d] * wt;
+          for (int64_t d = 0; d < E; ++d) o[d] = yr[d] * wt;
         } else {
           for (int64_t d = 0; d < E; ++d) {
-            const float v = y[d] * wt;
+            const float v = yr[d] * wt;
             o[d] += v;
           }
         }
@@ -169,17 +176,87 @@ void MoeFfn::Run(const MoeWeights& w, const float* x, int64_t n, float* out) {
   } else {
     combine(0, n);
   }
+}
 
-  // The shared expert: a dense SwiGLU FFN of every token, added to the routed sum.
-  if (w.shared_gate.valid()) {
-    const int64_t Fs = m.n_ff_shexp;
-    Grow(shared_, static_cast<size_t>(n * E));
-    MatMul(w.shared_gate, x, n, gate_.data(), pool_);
-    MatMul(w.shared_up, x, n, up_.data(), pool_);
-    for (int64_t t = 0; t < n; ++t) SiluMul(&gate_[t * Fs], &up_[t * Fs], Fs);
-    MatMul(w.shared_down, gate_.data(), n, shared_.data(), pool_);
-    for (int64_t t = 0; t < n; ++t) AddInPlace(out + t * E, &shared_[t * E], E);
+void MoeFfn::AddSharedExpert(const MoeWeights& w, const float* x, int64_t n, float* out) {
+  // A dense SwiGLU FFN of every token, added to the routed sum.
+  if (!w.shared_gate.valid() || n == 0) return;
+  const int64_t E = c_.n_embd, Fs = c_.moe.n_ff_shexp;
+  Grow(shared_, static_cast<size_t>(n * E));
+  MatMul(w.shared_gate, x, n, gate_.data(), pool_);
+  MatMul(w.shared_up, x, n, up_.data(), pool_);
+  for (int64_t t = 0; t < n; ++t) SiluMul(&gate_[t * Fs], &up_[t * Fs], Fs);
+  MatMul(w.shared_down, gate_.data(), n, shared_.data(), pool_);
+  for (int64_t t = 0; t < n; ++t) AddInPlace(out + t * E, &shared_[t * E], E);
+}
+
+void MoeFfn::Run(const MoeWeights& w, const float* x, int64_t n, float* out, ExpertExchange* exchange) {
+  TANDEM_CHECK(w.router.valid() && w.gate.valid() && w.up.valid() && w.down.valid());
+  if (exchange != nullptr && exchange->size() > 1) {
+    RunSharded(w, x, n, out, exchange);
+    return;
   }
+  const int64_t E = c_.n_embd, k = c_.moe.n_expert_used, pairs = n * k;
+  RouteAll(w, x, n);
+  // Group the (token, slot) pairs by expert and gather their inputs.
+  GroupByExpert(pairs, [&](int64_t p) { return experts_[p]; }, n);
+  for (int64_t row = 0; row < pairs; ++row) std::copy_n(x + order_[row] / k * E, E, &xg_[row * E]);
+  RunExperts(w);
+  Combine(yg_.data(), row_of_.data(), n, out);
+  AddSharedExpert(w, x, n, out);
+}
+
+void MoeFfn::RunSharded(const MoeWeights& w, const float* x, int64_t n, float* out, ExpertExchange* ex) {
+  const MoeConfig& m = c_.moe;
+  const int64_t E = c_.n_embd, k = m.n_expert_used, pairs = n * k, W = E + 1;
+  const int ranks = ex->size();
+  auto fail = [&] {
+    if (n > 0) std::fill_n(out, n * E, 0.0f);
+  };
+  if (!ex->status().ok()) return fail();
+  RouteAll(w, x, n);
+
+  // Dispatch: each pair to its expert's owner as [expert id, x row], grouped by
+  // destination rank, pair order kept within a rank.
+  send_rows_.assign(static_cast<size_t>(ranks), 0);
+  recv_rows_.assign(static_cast<size_t>(ranks), 0);
+  send_pos_.resize(static_cast<size_t>(pairs));
+  std::vector<int64_t> next(static_cast<size_t>(ranks) + 1, 0);
+  for (int64_t p = 0; p < pairs; ++p) ++send_rows_[ExpertShard::Owner(experts_[p], m.n_expert, ranks)];
+  for (int d = 0; d < ranks; ++d) next[d + 1] = next[d] + send_rows_[d];
+  Grow(send_, static_cast<size_t>(pairs * W));
+  for (int64_t p = 0; p < pairs; ++p) {
+    const int64_t pos = next[ExpertShard::Owner(experts_[p], m.n_expert, ranks)]++;
+    send_pos_[p] = pos;
+    send_[pos * W] = static_cast<float>(experts_[p]);  // exact: ids < 2^24
+    std::copy_n(x + p / k * E, E, &send_[pos * W + 1]);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  if (!ex->ExchangeCounts(send_rows_, recv_rows_).ok()) return fail();
+  int64_t received = 0;
+  for (int64_t r : recv_rows_) received += r;
+  Grow(recv_, static_cast<size_t>(received * W));
+  if (!ex->ExchangeRows(send_.data(), send_rows_, recv_.data(), recv_rows_, W).ok()) return fail();
+  exchange_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  // This rank's experts over every row it received, grouped by expert.
+  GroupByExpert(received, [&](int64_t r) { return static_cast<int>(recv_[r * W]); }, n);
+  for (int64_t row = 0; row < received; ++row) std::copy_n(&recv_[order_[row] * W + 1], E, &xg_[row * E]);
+  RunExperts(w);
+  Grow(back_, static_cast<size_t>(received * E));
+  for (int64_t r = 0; r < received; ++r) std::copy_n(&yg_[row_of_[r] * E], E, &back_[r * E]);
+
+  // Combine: the outputs come back in the order their pairs were sent.
+  const auto start2 = std::chrono::steady_clock::now();
+  Grow(returned_, static_cast<size_t>(pairs * E));
+  if (!ex->ExchangeRows(back_.data(), recv_rows_, returned_.data(), send_rows_, E).ok()) return fail();
+  exchange_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start2).count();
+  for (int d = 0; d < ranks; ++d) {
+    if (d != ex->rank()) exchange_bytes_sent_ += (send_rows_[d] * W + recv_rows_[d] * E) * 4;
+  }
+  if (n == 0) return;
+  Combine(returned_.data(), send_pos_.data(), n, out);
+  AddSharedExpert(w, x, n, out);
 }
 
 }  // namespace tandem

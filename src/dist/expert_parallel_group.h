@@ -1,0 +1,76 @@
+// ExpertParallelGroup: the data-parallel ranks of a MoE model that share its experts
+// (--enable-expert-parallel), joined over Gloo's TCP transport — the CPU collective
+// library PyTorch uses — and the collectives MoeFfn needs (model/expert_exchange.h):
+// the counts and rows all-to-alls of dispatch and combine, and the all-reduce the engine
+// loops step in lockstep by.
+//
+// Joining: rank 0 serves the rendezvous store (dist/rendezvous_store.h) on
+// address:store_port; each rank binds Gloo's device to the interface named by
+// GLOO_SOCKET_IFNAME (the seeds set it), else to its own address on the route to
+// `address`, publishes it, and connects to every other rank (a full mesh). A rank that
+// starts first waits, logging, up to `join_timeout`.
+//
+// Failure: Gloo reports a lost peer or a collective past `timeout` by an exception; it
+// is caught here, becomes status() (Unavailable) and every later call fails at once:
+// the group does not heal, its ranks are restarted together.
+//
+// Thread safety: one thread at a time (the engine loop).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "model/expert_exchange.h"
+
+namespace gloo {
+class Context;
+}
+
+namespace tandem::dist {
+
+class RendezvousStoreServer;
+
+struct ExpertParallelOptions {
+  int rank = 0;
+  int size = 1;
+  std::string address = "127.0.0.1";  // rank 0's host (--data-parallel-address)
+  uint16_t store_port = 0;              // --data-parallel-rpc-port + 1
+  std::chrono::milliseconds join_timeout{std::chrono::seconds(300)};
+  std::chrono::milliseconds timeout{std::chrono::seconds(300)};  // one collective
+};
+
+class ExpertParallelGroup final : public ExpertExchange {
+ public:
+  // Blocks until every rank has joined. Errors: DeadlineExceeded when the store or a
+  // rank did not answer within join_timeout, Unavailable when Gloo could not connect.
+  static StatusOr<std::unique_ptr<ExpertParallelGroup>> Join(const ExpertParallelOptions& options);
+  ~ExpertParallelGroup() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Status ExchangeCounts(std::span<const int64_t> send, std::span<int64_t> recv) override;
+  Status ExchangeRows(const float* send, std::span<const int64_t> send_rows, float* recv,
+                      std::span<const int64_t> recv_rows, int64_t row_floats) override;
+  StatusOr<bool> AnyRank(bool local) override;
+  Status status() const override { return status_; }
+
+ private:
+  ExpertParallelGroup(int rank, int size);
+  template <typename Fn>
+  Status Collective(const char* what, Fn&& fn);
+
+  const int rank_, size_;
+  std::unique_ptr<RendezvousStoreServer> store_;  // rank 0
+  std::shared_ptr<gloo::Context> context_;
+  uint32_t tag_ = 0;
+  Status status_;
+};
+
+// The local address the kernel would use to reach `host` (an IPv4 literal), for binding
+// Gloo's device when GLOO_SOCKET_IFNAME is not set.
+StatusOr<std::string> LocalAddressToward(const std::string& host);
+
+}  // namespace tandem::dist
