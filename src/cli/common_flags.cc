@@ -77,6 +77,7 @@ StatusOr<std::unique_ptr<Model>> LoadModelFromFlags(const ModelFlags& flags) {
   // for A/B measurements of the repacked kernels).
   const char* no_repack = std::getenv("TANDEM_NO_REPACK");
   options.repack_for_tile = no_repack == nullptr || std::string(no_repack) != "1";
+  options.expert_shard = flags.expert_shard;
   std::unique_ptr<ThreadPool> load_pool;
   if (options.quantization == WeightQuantization::kW8A8) {
     // As many threads as computing will use, unpinned: pinning would pin this (the

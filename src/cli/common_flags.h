@@ -20,6 +20,7 @@ struct ModelFlags {
   int threads = 0;           // --threads; 0 = all cores in the affinity set
   std::string cpu_affinity;  // --cpu-affinity "0,1" or "0-3"
   std::string quantization;  // --quantization w8a8|ascend; empty = absent
+  ExpertShard expert_shard;  // serve --enable-expert-parallel: this rank's experts only
 };
 
 // --model, --threads, --cpu-affinity and --quantization.

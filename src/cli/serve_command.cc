@@ -18,6 +18,7 @@
 #include "cli/common_flags.h"
 #include "common/logging.h"
 #include "common/metrics.h"
+#include "dist/expert_parallel_group.h"
 #include "engine/engine.h"
 #include "kv/kv_events.h"
 #include "model/model.h"
@@ -133,7 +134,7 @@ int RunServe(ServeConfig config, const std::vector<CLI::Option*>& ignored) {
     if (const char* env = std::getenv("VLLM_API_KEY"); env != nullptr) config.api_key = env;
   }
 
-  ModelFlags model_flags{config.model, config.threads, config.cpu_affinity, config.quantization};
+  ModelFlags model_flags{config.model, config.threads, config.cpu_affinity, config.quantization, {}};
   auto path = ResolveModelPath(config.model);
   if (!path.ok()) return ReportError(path.status());
   config.model = *path;
@@ -186,13 +187,22 @@ int RunServe(ServeConfig config, const std::vector<CLI::Option*>& ignored) {
                      << ", engine_id " << kv.engine_id << ", load failure policy "
                      << (kv.recompute_on_failure ? "recompute" : "fail");
   }
+  if (config.data_parallel_rank >= config.data_parallel_size) {
+    return ReportError(InvalidArgumentError("--data-parallel-rank " + std::to_string(config.data_parallel_rank) +
+                                            " is out of range for --data-parallel-size " +
+                                            std::to_string(config.data_parallel_size)));
+  }
+  // Expert parallelism spans the data-parallel ranks (tensor parallelism is one CPU shard).
+  const bool expert_parallel = config.enable_expert_parallel && config.data_parallel_size > 1;
   if (config.tensor_parallel_size > 1 || config.data_parallel_size > 1 ||
       config.enable_expert_parallel) {
     TANDEM_LOG(INFO) << "parallelism: data-parallel rank " << config.data_parallel_rank << " of "
                      << config.data_parallel_size << " (address " << config.data_parallel_address
                      << ":" << config.data_parallel_rpc_port << "); tensor-parallel "
-                     << config.tensor_parallel_size << " and expert-parallel "
-                     << (config.enable_expert_parallel ? "on" : "off") << " run as one CPU shard";
+                     << config.tensor_parallel_size << " runs as one CPU shard; expert-parallel "
+                     << (expert_parallel ? "over the " + std::to_string(config.data_parallel_size) + " ranks"
+                         : config.enable_expert_parallel ? "on one rank (it holds every expert)"
+                                                         : "off");
   }
   if (!config.kv_transfer_config.empty())
     TANDEM_LOG(INFO) << "kv-transfer-config: " << server::RedactSecrets(config.kv_transfer_config);
@@ -236,8 +246,32 @@ int RunServe(ServeConfig config, const std::vector<CLI::Option*>& ignored) {
     }
   }
 
+  if (expert_parallel) model_flags.expert_shard = {config.data_parallel_rank, config.data_parallel_size};
   auto model = LoadModelFromFlags(model_flags);
   if (!model.ok()) return ReportError(model.status());
+  if (config.enable_expert_parallel && (*model)->config().moe.n_expert == 0) {
+    return ReportError(InvalidArgumentError("--enable-expert-parallel: " + (*model)->config().arch +
+                                            " is a dense model (no MoE layers, no experts to spread over ranks)"));
+  }
+  std::unique_ptr<dist::ExpertParallelGroup> expert_group;  // outlives the engine
+  if (expert_parallel) {
+    const int n_expert = (*model)->config().moe.n_expert;
+    const ExpertShard& shard = model_flags.expert_shard;
+    dist::ExpertParallelOptions o;
+    o.rank = config.data_parallel_rank;
+    o.size = config.data_parallel_size;
+    if (!config.data_parallel_address.empty()) o.address = config.data_parallel_address;
+    o.store_port = static_cast<uint16_t>(
+        (config.data_parallel_rpc_port > 0 ? config.data_parallel_rpc_port : server::kDefaultDataParallelRpcPort) + 1);
+    o.join_timeout = o.timeout = std::chrono::milliseconds(static_cast<int64_t>(config.expert_parallel_timeout_s * 1000));
+    TANDEM_LOG(INFO) << "expert parallel: this rank holds experts [" << shard.First(n_expert) << ", "
+                     << shard.First(n_expert) + shard.Count(n_expert) << ") of " << n_expert
+                     << " in every MoE layer (NextN blocks keep all theirs)";
+    auto group = dist::ExpertParallelGroup::Join(o);
+    if (!group.ok()) return ReportError(group.status());
+    expert_group = std::move(group).value();
+    engine_options->expert_exchange = expert_group.get();
+  }
   // The model part of every prefix-cache key (kv/block_hash.h): with kv_hash_tool, anyone can
   // recompute the block hashes that KV events and pool keys carry.
   TANDEM_LOG(INFO) << "model fingerprint " << (*model)->fingerprint();
@@ -344,7 +378,12 @@ void RegisterServe(CLI::App& app, RunFn* run) {
   cmd->add_option("--data-parallel-rpc-port", c.data_parallel_rpc_port)
       ->check(CLI::Range(0, 65535));
   cmd->add_option("--tensor-parallel-size", c.tensor_parallel_size)->check(CLI::Range(1, 4096));
-  cmd->add_flag("--enable-expert-parallel", c.enable_expert_parallel);
+  cmd->add_flag("--enable-expert-parallel", c.enable_expert_parallel,
+                "spread each MoE layer's experts over the data-parallel ranks (Gloo all-to-all)");
+  cmd->add_option("--expert-parallel-timeout", c.expert_parallel_timeout_s,
+                  "seconds to wait for the other expert-parallel ranks to join, and for one collective")
+      ->check(CLI::Range(1.0, 86400.0))
+      ->capture_default_str();
   cmd->add_option("--kv-transfer-config", c.kv_transfer_config, "KV connector config (JSON)");
   cmd->add_option("--additional-config", c.additional_config,
                   "vLLM-Ascend options (JSON): recompute_scheduler_enable; other keys are Ascend-only, ignored");

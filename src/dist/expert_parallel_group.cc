@@ -131,6 +131,10 @@ Status ExpertParallelGroup::Collective(const char* what, Fn&& fn) {
     status_ = UnavailableError(std::string("expert-parallel group (rank ") + std::to_string(rank_) + " of " +
                                std::to_string(size_) + "): " + what + " failed: " + e.what());
     TANDEM_LOG(ERROR) << status_.message();
+    // Closing every connection fails the collectives the other ranks wait in at once
+    // (a ring all-reduce may not talk to the rank that left), so the whole group stops
+    // rather than each rank waiting out its timeout.
+    context_.reset();
   }
   return status_;
 }

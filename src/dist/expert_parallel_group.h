@@ -11,8 +11,9 @@
 // starts first waits, logging, up to `join_timeout`.
 //
 // Failure: Gloo reports a lost peer or a collective past `timeout` by an exception; it
-// is caught here, becomes status() (Unavailable) and every later call fails at once:
-// the group does not heal, its ranks are restarted together.
+// is caught here, becomes status() (Unavailable) and every later call fails at once.
+// The rank then closes its connections, so the ranks waiting on it fail too: the group
+// does not heal, its ranks are restarted together.
 //
 // Thread safety: one thread at a time (the engine loop).
 #pragma once

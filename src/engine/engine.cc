@@ -71,7 +71,9 @@ class EngineImpl final : public Engine {
         output_(model.tokenizer()),
         metrics_(metrics, options.model_name),
         metrics_registry_(metrics),
-        rng_(std::random_device{}()) {}
+        rng_(std::random_device{}()) {
+    runner_.set_expert_exchange(options.expert_exchange);
+  }
 
   // Starts the KV connectors and the step thread.
   Status Start() {
@@ -220,6 +222,14 @@ class EngineImpl final : public Engine {
       h.reason = "the engine loop has stopped";
       return h;
     }
+    {
+      std::lock_guard<std::mutex> lock(ep_mu_);
+      if (!ep_error_.empty()) {
+        h.healthy = false;
+        h.reason = ep_error_;
+        return h;
+      }
+    }
     const int64_t now = SteadyNs();
     h.seconds_since_step = static_cast<double>(now - last_progress_ns_.load()) / 1e9;
     if (has_work_.load() && h.seconds_since_step > options_.health_watchdog_s) {
@@ -260,7 +270,19 @@ class EngineImpl final : public Engine {
                  reset_prefix_cache_ || scheduler_.has_work();
         };
         const auto deadline = connector_ ? connector_->NextDeadline() : std::nullopt;
-        if (deadline) {
+        if (ExpertParallelLive()) {
+          // Lockstep: while any rank of the group has a batch this rank steps without
+          // waiting (it runs the dummy batch). When none has, every rank looks again
+          // after a pause that grows from 1 ms to 20 ms while the group stays idle: a new
+          // request waits at most that long for the others, and an idle group costs
+          // ~50 all-reduces a second.
+          if (ep_group_idle_) {
+            cv_.wait_for(lock, ep_poll_, ready);
+            ep_poll_ = std::min(ep_poll_ * 2, kExpertParallelMaxPoll);
+          } else {
+            ep_poll_ = std::chrono::milliseconds(1);
+          }
+        } else if (deadline) {
           cv_.wait_until(lock, *deadline + std::chrono::milliseconds(1), ready);
         } else {
           cv_.wait(lock, ready);
@@ -328,8 +350,27 @@ class EngineImpl final : public Engine {
       connector_->StartLoadKv();
       CollectConnectorResults(false);  // loads done in the step (the pool's synchronous mode)
     }
+    if (ExpertParallelLive()) {
+      auto any = options_.expert_exchange->AnyRank(!plan.scheduled.empty());
+      ep_group_idle_ = any.ok() && !*any;
+      if (any.ok() && *any && plan.scheduled.empty()) {
+        runner_.RunExpertParallelIdle();  // the other ranks' tokens still need our experts
+        metrics_.OnExpertParallelStep(true, runner_.expert_exchange_seconds(), runner_.expert_exchange_bytes_sent());
+      }
+    }
+    if (options_.expert_exchange != nullptr && !options_.expert_exchange->status().ok()) {
+      FailExpertParallel();
+      return;
+    }
     if (plan.scheduled.empty()) return;
     StepLogits logits = runner_.Run(plan.scheduled);
+    if (options_.expert_exchange != nullptr) {
+      if (!options_.expert_exchange->status().ok()) {
+        FailExpertParallel();  // the step's outputs are not to be trusted
+        return;
+      }
+      metrics_.OnExpertParallelStep(false, runner_.expert_exchange_seconds(), runner_.expert_exchange_bytes_sent());
+    }
     if (spec_) spec_->AfterForward(plan.scheduled, logits);  // MTP rows before any block is cached
     fork_rows_.clear();
     std::vector<DrawInput> sampling;   // the draws of requests without drafts, in parallel
@@ -359,6 +400,33 @@ class EngineImpl final : public Engine {
     if (spec_ && !logits.has_prompt_tokens) {
       spec_->OnDecodeStep(!verifying.empty(), step_tokens_,
                           std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count());
+    }
+  }
+
+  bool ExpertParallelLive() const {
+    return options_.expert_exchange != nullptr && options_.expert_exchange->status().ok();
+  }
+
+  // The expert-parallel group broke (a rank gone, a collective past its timeout): no
+  // step can run any more, so every request ends with the group's error.
+  void FailExpertParallel() {
+    const Status error = options_.expert_exchange->status();
+    {
+      std::lock_guard<std::mutex> lock(ep_mu_);
+      ep_error_ = error.message();
+    }
+    std::vector<std::string> ids;
+    for (auto& [id, r] : requests_) ids.push_back(id);
+    for (const std::string& id : ids) {
+      auto it = requests_.find(id);  // finishing one may have finished others (n > 1)
+      if (it == requests_.end()) continue;
+      Request* r = it->second.get();
+      if (r->status == RequestStatus::kWaitingForRemoteKvs) {
+        if (!r->abort_after_load) connector_->CancelLoad(r->id);
+        r->abort_after_load = true;  // its blocks are freed when the load reports
+      } else {
+        Finish(r, "error", error);
+      }
     }
   }
 
@@ -619,6 +687,13 @@ class EngineImpl final : public Engine {
   std::atomic<int> num_parked_{0};
   std::atomic<int> num_running_{0};
   std::atomic<int> num_waiting_{0};
+  // Expert parallelism: whether no rank had a batch at the last step (then the loop
+  // polls), and the group's error once it broke (for Health, read by other threads).
+  static constexpr std::chrono::milliseconds kExpertParallelMaxPoll{20};
+  bool ep_group_idle_ = true;
+  std::chrono::milliseconds ep_poll_{1};
+  mutable std::mutex ep_mu_;
+  std::string ep_error_;
   std::atomic<double> kv_usage_{0};
   // /health's watchdog: steady-clock ns of the last completed step (or of work arriving
   // at an idle engine), whether requests wait or run, whether the loop has returned.

@@ -23,6 +23,7 @@
 
 namespace tandem {
 
+class ExpertExchange;
 class Model;
 class MetricsRegistry;
 namespace kv {
@@ -125,6 +126,15 @@ struct EngineOptions {
   // engine thread, and the engine closes one batch per step (EndStep). Null = none.
   // Not owned; must outlive the engine.
   kv::KvEventSink* kv_event_sink = nullptr;
+  // Expert parallelism (--enable-expert-parallel over --data-parallel-size ranks): the
+  // group this rank's MoE layers exchange tokens with; the model holds this rank's
+  // experts (ModelLoadOptions::expert_shard). The engine loops of the group step in
+  // lockstep: each step every rank says whether it has a batch (one all-reduce); when
+  // any has, the idle ones run the dummy batch (Forward::RunExpertParallelIdle), so every
+  // rank makes the same collectives. A failed collective (a rank gone) ends every request
+  // with an error and /health reports it: the group is restarted as a whole.
+  // Not owned; must outlive the engine. Null: one rank holds every expert.
+  ExpertExchange* expert_exchange = nullptr;
 };
 
 // Per-request generation parameters (OpenAI / vLLM semantics).

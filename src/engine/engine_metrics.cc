@@ -191,4 +191,26 @@ void EngineMetrics::OnKvPull(bool ok, uint64_t bytes, double seconds, bool used_
   }
 }
 
+void EngineMetrics::OnExpertParallelStep(bool idle, double exchange_seconds, int64_t bytes_sent) {
+  if (registry_ == nullptr) return;
+  if (ep_steps_ == nullptr) {  // created on the first step: only expert-parallel engines have them
+    const MetricLabels labels = {{"model_name", model_name_}, {"engine", "0"}};
+    ep_steps_ = registry_->GetCounter("tandem_expert_parallel_steps",
+                                      "Steps of this rank's expert-parallel group with a batch of its own.", labels);
+    ep_idle_steps_ = registry_->GetCounter(
+        "tandem_expert_parallel_idle_steps",
+        "Steps this rank ran the dummy batch (no tokens of its own; serving the other ranks' experts).", labels);
+    ep_exchange_seconds_ = registry_->GetCounter(
+        "tandem_expert_parallel_exchange_seconds",
+        "Seconds in the MoE dispatch/combine collectives (all-to-all), waiting on other ranks included.", labels);
+    ep_bytes_sent_ = registry_->GetCounter("tandem_expert_parallel_bytes_sent",
+                                           "Bytes this rank sent to other ranks in the MoE all-to-alls.", labels);
+  }
+  (idle ? ep_idle_steps_ : ep_steps_)->Add();
+  ep_exchange_seconds_->Add(exchange_seconds - ep_seconds_seen_);
+  ep_bytes_sent_->Add(static_cast<double>(bytes_sent - ep_bytes_seen_));
+  ep_seconds_seen_ = exchange_seconds;
+  ep_bytes_seen_ = bytes_sent;
+}
+
 }  // namespace tandem

@@ -40,6 +40,9 @@ class EngineMetrics {
   void SetGauges(int running, int waiting, double kv_usage, const kv::PrefixCacheStats& prefix);
   // PD producer: prompts parked under a transfer lease (their blocks wait for a decoder).
   void SetKvLeases(size_t leases);
+  // Expert parallelism, after a step: `idle` when this rank ran the dummy batch; the MoE
+  // collectives' seconds and bytes sent so far (totals, from the forward pass).
+  void OnExpertParallelStep(bool idle, double exchange_seconds, int64_t bytes_sent);
   // Logs a stats line at most every 10 s while there is work.
   void MaybeLogStats(int running, int waiting, double kv_usage, const kv::PrefixCacheStats& prefix);
 
@@ -72,6 +75,12 @@ class EngineMetrics {
   int64_t external_hits_total_ = 0;
   int64_t window_ext_queries_start_ = 0;
   int64_t window_ext_hits_start_ = 0;
+  Counter* ep_steps_ = nullptr;
+  Counter* ep_idle_steps_ = nullptr;
+  Counter* ep_exchange_seconds_ = nullptr;
+  Counter* ep_bytes_sent_ = nullptr;
+  double ep_seconds_seen_ = 0;
+  int64_t ep_bytes_seen_ = 0;
   Counter* kv_pulls_ok_ = nullptr;
   Counter* kv_pulls_failed_ = nullptr;
   Counter* kv_pull_bytes_ = nullptr;

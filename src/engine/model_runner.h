@@ -39,6 +39,13 @@ class ModelRunner {
 
   StepLogits Run(const std::vector<ScheduledRequest>& scheduled);
 
+  // Expert parallelism (see EngineOptions::expert_exchange): the MoE layers' group, and
+  // an idle rank's turn in a step of its group (the dummy batch).
+  void set_expert_exchange(ExpertExchange* exchange) { forward_.set_expert_exchange(exchange); }
+  void RunExpertParallelIdle() { forward_.RunExpertParallelIdle(); }
+  double expert_exchange_seconds() const { return forward_.expert_exchange_seconds(); }
+  int64_t expert_exchange_bytes_sent() const { return forward_.expert_exchange_bytes_sent(); }
+
  private:
   Forward forward_;
   KvArena* arena_;

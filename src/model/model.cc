@@ -84,6 +84,10 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path,
   if (options.expert_shard.sharded()) {
     const ExpertShard& shard = options.expert_shard;
     const int n_expert = m->config_.moe.n_expert;
+    if (n_expert == 0) {
+      return InvalidArgumentError("--enable-expert-parallel: " + m->config_.arch +
+                                  " is a dense model (no MoE layers, no experts to spread over ranks)");
+    }
     if (n_expert < shard.size) {
       return InvalidArgumentError("--enable-expert-parallel: " + std::to_string(n_expert) +
                                   " experts cannot be spread over " + std::to_string(shard.size) + " ranks");

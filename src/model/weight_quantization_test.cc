@@ -30,7 +30,9 @@ bool IsFloat(TensorType t) {
 }
 
 std::unique_ptr<Model> LoadFixture(const std::string& name, WeightQuantization q) {
-  auto model = Model::Load(FixturePath(name), {q});
+  ModelLoadOptions options;
+  options.quantization = q;
+  auto model = Model::Load(FixturePath(name), options);
   EXPECT_TRUE(model.ok()) << model.status().ToString()
                           << " (run: python3 tools/make_fixtures.py build/fixtures)";
   return model.ok() ? std::move(model).value() : nullptr;

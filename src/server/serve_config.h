@@ -18,6 +18,9 @@
 
 namespace tandem::server {
 
+// vLLM's ParallelConfig.data_parallel_rpc_port default.
+inline constexpr int kDefaultDataParallelRpcPort = 29550;
+
 struct ServeConfig {
   std::string model;  // positional or --model
   std::string host = "127.0.0.1";  // loopback unless told otherwise (docs/SECURITY.md)
@@ -45,6 +48,7 @@ struct ServeConfig {
   int data_parallel_rank = 0;
   std::string data_parallel_address;
   int data_parallel_rpc_port = 0;
+  double expert_parallel_timeout_s = 300;  // --expert-parallel-timeout: joining, and one collective
   int tensor_parallel_size = 1;
   bool enable_expert_parallel = false;
   std::string kv_transfer_config;  // JSON (docs/KV_TRANSFER.md; parsed by MakeEngineOptions)
