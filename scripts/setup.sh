@@ -18,6 +18,7 @@ APT_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   etcd-server etcd-client
   libzmq3-dev cppzmq-dev
+  libgloo-dev
   python3 python3-pip
 )
 missing=()
