@@ -114,8 +114,8 @@ def test_ranks_give_the_same_output_as_one_rank(tandem_bin, fixture_dir, tmp_pat
         for r in ranks:
             assert re.search(rf"expert parallel: this rank holds experts \[\d+, \d+\) of 64", r.log())
     finally:
-        for r in ranks:
-            assert r.stop() == 0
+        codes = [r.stop() for r in ranks]  # every rank stopped before any assertion
+    assert codes == [0] * size  # a clean exit although the group broke when the first left
 
 
 def mapping_rss_kib(pid, path):
