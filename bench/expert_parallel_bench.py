@@ -30,7 +30,8 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERIES = {"exchange": "tandem_expert_parallel_exchange_seconds_total",
           "bytes": "tandem_expert_parallel_bytes_sent_total",
-          "prompt": "vllm:prompt_tokens_total", "gen": "vllm:generation_tokens_total"}
+          "prompt": "vllm:prompt_tokens_total", "gen": "vllm:generation_tokens_total",
+          "steps": "tandem_expert_parallel_steps_total", "idle": "tandem_expert_parallel_idle_steps_total"}
 
 
 def free_port(n=1):
@@ -111,15 +112,16 @@ def bench_cmd(binary, server, concurrency, prompts, seed, args, out):
             "--result-file", out]
 
 
-def run(binary, servers, args, tmp):
-    """One client per server, started together; returns (tok/s, ttft p50 ms, results)."""
+def run(binary, servers, args, tmp, rep):
+    """One client per server, started together (fresh prompts each repetition: no
+    prefix-cache hits); returns (tok/s, ttft p50 ms, duration, per-server metric deltas)."""
     before = [metrics(s.url) for s in servers]
     outs, procs = [], []
     for i, s in enumerate(servers):
         out = os.path.join(tmp, f"r{time.time_ns()}_{i}.json")
         outs.append(out)
         procs.append(subprocess.Popen(bench_cmd(binary, s, args.concurrency // len(servers),
-                                                args.num_prompts // len(servers), 1 + i, args, out),
+                                                args.num_prompts // len(servers), 1000 * rep + i, args, out),
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     for p in procs:
         if p.wait() != 0:
@@ -171,18 +173,23 @@ def main():
     print(f"# {model}: {moe_layers} MoE layers in the trunk, trunk expert bytes {expert_bytes / 1e6:.1f} MB")
     print(f"# concurrency {args.concurrency}, {args.num_prompts} prompts of {args.input_len} tokens, "
           f"{args.output_len} output tokens (ignore_eos), greedy\n")
-    print("| run | config | output tok/s | TTFT p50 ms | all-to-all share (rank 0 / 1) | bytes sent / token / MoE layer | all-to-all us / token / MoE layer |")
-    print("|---|---|---|---|---|---|---|")
+    print("| run | config | output tok/s | TTFT p50 ms | all-to-all share (rank 0 / 1) | bytes sent / token / MoE layer | "
+          "all-to-all us / token / MoE layer | all-to-all us / step / MoE layer | tokens / step |")
+    print("|---|---|---|---|---|---|---|---|---|")
     ratios = []
     for rep in range(args.reps):
-        tput_a, ttft_a, _, _ = run(args.bin, [one], args, tmp)
-        print(f"| {rep + 1}A | 1 rank, 2 threads, all experts | {tput_a:.1f} | {ttft_a:.0f} | | | |")
-        tput_b, ttft_b, dur, deltas = run(args.bin, ranks, args, tmp)
+        tput_a, ttft_a, _, _ = run(args.bin, [one], args, tmp, 2 * rep)
+        print(f"| {rep + 1}A | 1 rank, 2 threads, all experts | {tput_a:.1f} | {ttft_a:.0f} | | | | | |")
+        tput_b, ttft_b, dur, deltas = run(args.bin, ranks, args, tmp, 2 * rep + 1)
         shares = " / ".join(f"{d['exchange'] / dur:.0%}" for d in deltas)
         per_tok = [d["bytes"] / max(1, d["prompt"] + d["gen"]) / moe_layers for d in deltas]
         us = [1e6 * d["exchange"] / max(1, d["prompt"] + d["gen"]) / moe_layers for d in deltas]
+        steps = [max(1, d["steps"] + d["idle"]) for d in deltas]
+        per_step = [1e6 * d["exchange"] / n / moe_layers for d, n in zip(deltas, steps)]
+        tok_step = [(d["prompt"] + d["gen"]) / max(1, d["steps"]) for d in deltas]
         print(f"| {rep + 1}B | 2 EP ranks, 1 thread each | {tput_b:.1f} | {ttft_b:.0f} | {shares} | "
-              f"{per_tok[0]:.0f} / {per_tok[1]:.0f} | {us[0]:.1f} / {us[1]:.1f} |")
+              f"{per_tok[0]:.0f} / {per_tok[1]:.0f} | {us[0]:.1f} / {us[1]:.1f} | "
+              f"{per_step[0]:.0f} / {per_step[1]:.0f} | {tok_step[0]:.1f} / {tok_step[1]:.1f} |")
         ratios.append(tput_b / tput_a)
     print("\nratio EP / one rank per pair: " + ", ".join(f"{r:.2f}" for r in ratios))
     print("\n| process | model-file pages resident (MiB) | VmRSS (MiB) |")
