@@ -7,21 +7,15 @@
 #include <random>
 #include <thread>
 
+#include "dist/dist_test_util.h"
 #include "model/model.h"
 #include "model/moe_ffn.h"
 #include "model/test_paths.h"
-#include "net/socket_listener.h"
 
 namespace tandem::dist {
 namespace {
 
 using std::chrono::milliseconds;
-
-uint16_t FreePort() {
-  auto l = net::SocketListener::ListenTcp("127.0.0.1", 0);
-  EXPECT_TRUE(l.ok());
-  return (*l)->port();
-}
 
 // Joins `size` ranks (one thread each) on 127.0.0.1 and runs body(rank, group) on each.
 void RunRanks(int size, const std::function<void(int, ExpertParallelGroup*)>& body) {

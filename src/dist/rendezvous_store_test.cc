@@ -4,19 +4,12 @@
 
 #include <thread>
 
-#include "net/socket_listener.h"
+#include "dist/dist_test_util.h"
 
 namespace tandem::dist {
 namespace {
 
 using std::chrono::milliseconds;
-
-// A port nothing listens on right now (bound, read, closed).
-uint16_t FreePort() {
-  auto l = net::SocketListener::ListenTcp("127.0.0.1", 0);
-  EXPECT_TRUE(l.ok());
-  return (*l)->port();
-}
 
 TEST(RendezvousStoreTest, SetThenGetAndGetWaitsForALaterSet) {
   auto server = RendezvousStoreServer::Start("127.0.0.1", 0);
