@@ -43,7 +43,7 @@ const char* kDocument =
 // Per-token mask+advance time (ms) of one request generating `tokens` under `automaton`.
 double RunRequest(std::shared_ptr<grammar::GrammarAutomaton> automaton, const grammar::TokenTrie& trie,
                   const Tokenizer& tok, const std::vector<int32_t>& tokens, int32_t n_vocab) {
-  GrammarConstraint c(automaton, trie, "");
+  GrammarConstraint c(automaton, trie);
   std::vector<float> logits(n_vocab, 0.0f);
   const auto t0 = Clock::now();
   std::string so_far;
