@@ -118,6 +118,23 @@ def test_ranks_give_the_same_output_as_one_rank(tandem_bin, fixture_dir, tmp_pat
     assert codes == [0] * size  # a clean exit although the group broke when the first left
 
 
+def test_mtp_speculation_runs_on_expert_parallel_ranks(tandem_bin, fixture_dir, tmp_path, reference):
+    """The seeds run EP with deepseek_mtp: the NextN block keeps all its experts, so
+    drafting needs no collective; verification runs in the lockstep trunk forward.
+    Greedy output is the reference's."""
+    rpc = free_port(2)
+    spec = ["--speculative-config", '{"method": "deepseek_mtp", "num_speculative_tokens": 2}']
+    with concurrent.futures.ThreadPoolExecutor(2) as ex:
+        futures = [ex.submit(Rank, tandem_bin, fixture_dir / FIXTURE, r, 2, rpc, tmp_path, extra=spec) for r in range(2)]
+        ranks = [f.result() for f in futures]
+    try:
+        check_ranks_equal_reference(ranks, reference[1])
+        assert sum(r.metric("vllm:spec_decode_num_drafts_total") or 0 for r in ranks) > 0
+    finally:
+        for r in ranks:
+            r.stop()
+
+
 def mapping_rss_kib(pid, path):
     """Resident KiB of the model file's mapping in process `pid` (pages it has touched)."""
     total, inside = 0, False
