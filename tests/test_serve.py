@@ -48,6 +48,18 @@ def gemma(tandem_bin, default_model, tmp_path_factory):
     server.stop()
 
 
+def test_a_prompt_at_the_full_max_model_len_is_served(fx):
+    # 255 prompt tokens + 1 generated = --max-model-len 256: served, not refused, no hang.
+    r = fx.post("/v1/completions", {"model": "fixture", "prompt": [5 + i % 50 for i in range(255)], "max_tokens": 1,
+                                    "temperature": 0})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["usage"]["prompt_tokens"] == 255 and body["usage"]["completion_tokens"] == 1
+    assert body["choices"][0]["finish_reason"] == "length"
+    over = fx.post("/v1/completions", {"model": "fixture", "prompt": [5] * 256, "max_tokens": 1})
+    assert over.status_code == 400 and "maximum context length is 256 tokens" in over.text
+
+
 def test_completion(fx):
     r = fx.client().completions.create(model="fixture", prompt="Hello there", max_tokens=5, temperature=0)
     assert r.id.startswith("cmpl-") and r.object == "text_completion" and r.model == "fixture"
