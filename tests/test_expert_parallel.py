@@ -202,6 +202,32 @@ def test_a_lost_rank_fails_in_flight_requests_and_health(tandem_bin, fixture_dir
             r.stop()
 
 
+@pytest.mark.parametrize("victim", [1, 0])
+def test_a_restarted_rank_rejoins_and_the_group_serves_again(tandem_bin, fixture_dir, tmp_path, reference, victim):
+    """Kill one rank (rank 0 takes the rendezvous store with it), start it again with the
+    same flags: the survivors re-form the group with it (a new generation) and every rank
+    serves the reference output again."""
+    ranks = start_ranks(tandem_bin, fixture_dir / FIXTURE, 2, tmp_path)
+    try:
+        ranks[victim].proc.send_signal(signal.SIGKILL)
+        ranks[victim].proc.wait()
+        survivor = ranks[1 - victim]
+        deadline = time.time() + 30
+        while requests.get(survivor.url + "/health", timeout=10).status_code == 200 and time.time() < deadline:
+            time.sleep(0.05)
+        assert requests.get(survivor.url + "/health", timeout=10).status_code == 503
+        rpc = int(ranks[0]._args[ranks[0]._args.index("--data-parallel-rpc-port") + 1])
+        ranks[victim] = Rank(tandem_bin, fixture_dir / FIXTURE, victim, 2, rpc, tmp_path)
+        deadline = time.time() + 60
+        while requests.get(survivor.url + "/health", timeout=10).status_code != 200 and time.time() < deadline:
+            time.sleep(0.05)
+        assert "re-formed; serving again" in survivor.log()
+        check_ranks_equal_reference(ranks, reference[1])
+    finally:
+        for r in ranks:
+            r.stop()
+
+
 def test_a_rank_started_before_rank_0_waits_and_joins(tandem_bin, fixture_dir, tmp_path, reference):
     rpc = free_port(2)
     model = fixture_dir / FIXTURE

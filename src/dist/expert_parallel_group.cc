@@ -30,22 +30,23 @@ namespace {
 // Gloo's Store over the rendezvous client. Gloo expects failures as exceptions.
 class GlooStore final : public gloo::rendezvous::Store {
  public:
-  GlooStore(std::unique_ptr<RendezvousStoreClient> client, std::chrono::milliseconds timeout)
-      : client_(std::move(client)), timeout_(timeout) {}
+  GlooStore(std::unique_ptr<RendezvousStoreClient> client, std::chrono::milliseconds timeout,
+            const std::atomic<bool>* cancel)
+      : client_(std::move(client)), timeout_(timeout), cancel_(cancel) {}
 
   void set(const std::string& key, const std::vector<char>& data) override {
     Status s = client_->Set(key, std::string(data.begin(), data.end()));
     if (!s.ok()) throw std::runtime_error(s.ToString());
   }
   std::vector<char> get(const std::string& key) override {
-    auto v = client_->Get(key, timeout_);
+    auto v = client_->Get(key, timeout_, cancel_);
     if (!v.ok()) throw std::runtime_error(v.status().ToString());
     return std::vector<char>(v->begin(), v->end());
   }
   void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
     for (const std::string& key : keys) {
-      auto v = client_->Get(key, timeout);
+      auto v = client_->Get(key, timeout, cancel_);
       if (!v.ok()) throw std::runtime_error(v.status().ToString());
     }
   }
@@ -53,6 +54,7 @@ class GlooStore final : public gloo::rendezvous::Store {
  private:
   std::unique_ptr<RendezvousStoreClient> client_;
   const std::chrono::milliseconds timeout_;
+  const std::atomic<bool>* cancel_;
 };
 
 }  // namespace
@@ -82,15 +84,28 @@ StatusOr<std::unique_ptr<ExpertParallelGroup>> ExpertParallelGroup::Join(const E
   if (o.size < 2 || o.rank < 0 || o.rank >= o.size) {
     return InvalidArgumentError("expert-parallel rank " + std::to_string(o.rank) + " of " + std::to_string(o.size));
   }
-  std::unique_ptr<ExpertParallelGroup> g(new ExpertParallelGroup(o.rank, o.size));
+  std::unique_ptr<ExpertParallelGroup> g(new ExpertParallelGroup(o));
   if (o.rank == 0) {
     auto server = RendezvousStoreServer::Start(o.address, o.store_port);
     if (!server.ok()) return server.status();
     g->store_ = std::move(server).value();
   }
-  auto client = RendezvousStoreClient::Connect(o.address, o.store_port, o.join_timeout);
-  if (!client.ok()) return client.status();
+  auto formed = g->Form();
+  if (!formed.ok()) return formed.status();
+  g->context_ = std::move(formed).value();
+  return g;
+}
 
+StatusOr<std::shared_ptr<gloo::Context>> ExpertParallelGroup::Form() const {
+  const ExpertParallelOptions& o = options_;
+  auto client = RendezvousStoreClient::Connect(o.address, o.store_port, o.join_timeout, &stopping_);
+  if (!client.ok()) return client.status();
+  // Every rank that (re)joins takes a ticket; tickets 1..N form generation 0, the next N
+  // generation 1, ...: after a failure every surviving rank and the restarted one take
+  // one each, so they meet in the same generation (a new rank 0 starts a new store).
+  auto ticket = (*client)->Add("tandem-ep/joins", 1);
+  if (!ticket.ok()) return ticket.status();
+  const int64_t generation = (*ticket - 1) / o.size;
   gloo::transport::tcp::attr attr;
   const char* iface = std::getenv("GLOO_SOCKET_IFNAME");
   if (iface != nullptr && *iface != '\0') {
@@ -102,25 +117,53 @@ StatusOr<std::unique_ptr<ExpertParallelGroup>> ExpertParallelGroup::Join(const E
   }
   TANDEM_LOG(INFO) << "expert parallel: rank " << o.rank << " of " << o.size << " joining through " << o.address
                    << ":" << o.store_port << " (Gloo TCP on "
-                   << (attr.iface.empty() ? attr.hostname : "interface " + attr.iface) << ")";
+                   << (attr.iface.empty() ? attr.hostname : "interface " + attr.iface) << "), generation "
+                   << generation;
   try {
     auto device = gloo::transport::tcp::CreateDevice(attr);
-    GlooStore store(std::move(client).value(), o.join_timeout);
-    gloo::rendezvous::PrefixStore prefixed("tandem-ep", store);
+    GlooStore store(std::move(client).value(), o.join_timeout, &stopping_);
+    gloo::rendezvous::PrefixStore prefixed("tandem-ep/g" + std::to_string(generation), store);
     auto context = std::make_shared<gloo::rendezvous::Context>(o.rank, o.size);
     context->setTimeout(o.join_timeout);
     context->connectFullMesh(prefixed, device);
     context->setTimeout(o.timeout);
-    g->context_ = std::move(context);
+    TANDEM_LOG(INFO) << "expert parallel: rank " << o.rank << " of " << o.size << " joined (generation "
+                     << generation << ")";
+    return std::shared_ptr<gloo::Context>(std::move(context));
   } catch (const std::exception& e) {
     return UnavailableError(std::string("expert-parallel group: joining failed: ") + e.what());
   }
-  TANDEM_LOG(INFO) << "expert parallel: rank " << o.rank << " of " << o.size << " joined";
-  return g;
 }
 
-ExpertParallelGroup::ExpertParallelGroup(int rank, int size) : rank_(rank), size_(size) {}
-ExpertParallelGroup::~ExpertParallelGroup() = default;
+bool ExpertParallelGroup::TryResume() {
+  if (status_.ok()) return false;
+  {
+    std::lock_guard<std::mutex> lock(rejoin_mu_);
+    if (!rejoin_done_) return false;
+  }
+  rejoin_.join();
+  rejoin_done_ = false;
+  if (!rejoined_.ok()) {
+    // Nobody came back within the join timeout: the group stays broken.
+    TANDEM_LOG(ERROR) << "expert parallel: rank " << rank_ << " could not re-form the group: "
+                      << rejoined_.status().message() << "; restart the ranks";
+    rejoin_given_up_ = true;
+    return false;
+  }
+  context_ = std::move(rejoined_).value();
+  rejoined_ = UnavailableError("taken");
+  tag_ = 0;  // a new generation counts its collectives from 0 on every rank (tags must match)
+  status_ = Status::Ok();
+  return true;
+}
+
+ExpertParallelGroup::ExpertParallelGroup(const ExpertParallelOptions& options)
+    : options_(options), rank_(options.rank), size_(options.size) {}
+
+ExpertParallelGroup::~ExpertParallelGroup() {
+  stopping_ = true;  // ends a re-forming join's waits
+  if (rejoin_.joinable()) rejoin_.join();
+}
 
 template <typename Fn>
 Status ExpertParallelGroup::Collective(const char* what, Fn&& fn) {
@@ -133,8 +176,17 @@ Status ExpertParallelGroup::Collective(const char* what, Fn&& fn) {
     TANDEM_LOG(ERROR) << status_.message();
     // Closing every connection fails the collectives the other ranks wait in at once
     // (a ring all-reduce may not talk to the rank that left), so the whole group stops
-    // rather than each rank waiting out its timeout.
+    // rather than each rank waiting out its timeout. Then re-form it in the background
+    // (TryResume installs it at a step boundary).
     context_.reset();
+    if (!rejoin_given_up_ && !rejoin_.joinable()) {
+      rejoin_ = std::thread([this] {
+        auto formed = Form();
+        std::lock_guard<std::mutex> lock(rejoin_mu_);
+        rejoined_ = std::move(formed);
+        rejoin_done_ = true;
+      });
+    }
   }
   return status_;
 }

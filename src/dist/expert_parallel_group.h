@@ -12,16 +12,22 @@
 //
 // Failure: Gloo reports a lost peer or a collective past `timeout` by an exception; it
 // is caught here, becomes status() (Unavailable) and every later call fails at once.
-// The rank then closes its connections, so the ranks waiting on it fail too: the group
-// does not heal, its ranks are restarted together.
+// The rank then closes its connections, so the ranks waiting on it fail too, and starts
+// re-forming the group in the background: every rank takes a new ticket at the store
+// (the restarted rank too; a restarted rank 0 serves a new store), and the ranks of the
+// next generation connect a new mesh. TryResume, called by the engine loop between
+// steps, installs it, so every rank starts the new generation at the same collective.
 //
 // Thread safety: one thread at a time (the engine loop).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 
 #include "common/status.h"
 #include "model/expert_exchange.h"
@@ -57,17 +63,28 @@ class ExpertParallelGroup final : public ExpertExchange {
                       std::span<const int64_t> recv_rows, int64_t row_floats) override;
   StatusOr<bool> AnyRank(bool local) override;
   Status status() const override { return status_; }
+  bool TryResume() override;
 
  private:
-  ExpertParallelGroup(int rank, int size);
+  explicit ExpertParallelGroup(const ExpertParallelOptions& options);
+  // Connects to the store, takes a ticket and joins its generation's full mesh.
+  StatusOr<std::shared_ptr<gloo::Context>> Form() const;
   template <typename Fn>
   Status Collective(const char* what, Fn&& fn);
 
+  const ExpertParallelOptions options_;
   const int rank_, size_;
   std::unique_ptr<RendezvousStoreServer> store_;  // rank 0
   std::shared_ptr<gloo::Context> context_;
   uint32_t tag_ = 0;
   Status status_;
+  // Re-forming after a failure: the background join and its result.
+  std::thread rejoin_;
+  std::mutex rejoin_mu_;
+  bool rejoin_done_ = false;  // guarded by rejoin_mu_
+  StatusOr<std::shared_ptr<gloo::Context>> rejoined_ = UnavailableError("not re-formed");  // guarded by rejoin_mu_
+  bool rejoin_given_up_ = false;
+  std::atomic<bool> stopping_{false};  // set by the destructor
 };
 
 // The local address the kernel would use to reach `host` (an IPv4 literal), for binding

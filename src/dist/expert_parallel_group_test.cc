@@ -110,6 +110,55 @@ TEST(ExpertParallelGroupTest, ALostPeerFailsTheNextCollectiveAndEveryLaterOne) {
   EXPECT_FALSE((*g)->ExchangeCounts(c, rc).ok());  // at once, without the peer
 }
 
+TEST(ExpertParallelGroupTest, TheGroupReFormsWithARestartedRank) {
+  const uint16_t port = FreePort();
+  auto options = [&](int rank) {
+    ExpertParallelOptions o;
+    o.rank = rank;
+    o.size = 2;
+    o.store_port = port;
+    o.join_timeout = milliseconds(20000);
+    o.timeout = milliseconds(5000);
+    return o;
+  };
+  std::unique_ptr<ExpertParallelGroup> g1;
+  std::thread t1([&] {
+    auto g = ExpertParallelGroup::Join(options(1));
+    ASSERT_TRUE(g.ok());
+    g1 = std::move(g).value();
+  });
+  auto g0 = ExpertParallelGroup::Join(options(0));
+  t1.join();
+  ASSERT_TRUE(g0.ok() && g1 != nullptr);
+  std::thread both([&] { EXPECT_TRUE(g1->AnyRank(true).ok()); });
+  EXPECT_TRUE((*g0)->AnyRank(false).ok());
+  both.join();
+  g1.reset();  // rank 1 dies
+  EXPECT_FALSE((*g0)->AnyRank(true).ok());
+  EXPECT_FALSE((*g0)->TryResume());  // nobody to re-form with yet
+  // Rank 1 comes back; rank 0 re-forms with it and they run collectives again.
+  std::thread restart([&] {
+    auto g = ExpertParallelGroup::Join(options(1));
+    ASSERT_TRUE(g.ok()) << g.status().ToString();
+    g1 = std::move(g).value();
+  });
+  restart.join();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!(*g0)->TryResume() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  ASSERT_TRUE((*g0)->status().ok());
+  std::thread again([&] {
+    auto any = g1->AnyRank(false);
+    ASSERT_TRUE(any.ok());
+    EXPECT_TRUE(*any);
+  });
+  auto any = (*g0)->AnyRank(true);
+  again.join();
+  ASSERT_TRUE(any.ok()) << any.status().ToString();
+  EXPECT_TRUE(*any);
+}
+
 // The sharded MoE layer gives every rank's tokens the same bits as one rank holding all
 // experts — also with a rank that has no tokens (the dummy batch).
 void CheckShardedMoeEqualsWhole(const std::string& fixture, int ranks) {

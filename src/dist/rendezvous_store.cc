@@ -1,6 +1,7 @@
 #include "dist/rendezvous_store.h"
 
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <span>
 
@@ -10,7 +11,7 @@
 namespace tandem::dist {
 namespace {
 
-constexpr uint8_t kOpSet = 1, kOpGet = 2;
+constexpr uint8_t kOpSet = 1, kOpGet = 2, kOpAdd = 3;
 constexpr uint8_t kFound = 0, kMissing = 1;
 constexpr uint32_t kMaxBody = 16u << 20;
 constexpr size_t kHeader = 8;
@@ -98,6 +99,15 @@ void RendezvousStoreServer::Serve(net::SocketConnection* conn) {
         values_[key] = body.substr(KeyLen(h));
       }
       sent = Send(*conn, kOpSet, kFound, {}, {});
+    } else if (h[0] == kOpAdd) {
+      const std::string delta = body.substr(KeyLen(h));
+      std::string value;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        const int64_t now = std::strtoll(values_[key].c_str(), nullptr, 10) + std::strtoll(delta.c_str(), nullptr, 10);
+        value = values_[key] = std::to_string(now);
+      }
+      sent = Send(*conn, kOpAdd, kFound, {}, value);
     } else if (h[0] == kOpGet) {
       std::string value;
       bool found = false;
@@ -120,7 +130,8 @@ void RendezvousStoreServer::Serve(net::SocketConnection* conn) {
 
 StatusOr<std::unique_ptr<RendezvousStoreClient>> RendezvousStoreClient::Connect(const std::string& host,
                                                                                 uint16_t port,
-                                                                                std::chrono::milliseconds timeout) {
+                                                                                std::chrono::milliseconds timeout,
+                                                                                const std::atomic<bool>* cancel) {
   const std::string address = host + ":" + std::to_string(port);
   const auto start = std::chrono::steady_clock::now();
   auto last_log = start;
@@ -130,6 +141,7 @@ StatusOr<std::unique_ptr<RendezvousStoreClient>> RendezvousStoreClient::Connect(
       return std::unique_ptr<RendezvousStoreClient>(new RendezvousStoreClient(std::move(conn).value(), address));
     }
     if (conn.status().code() == StatusCode::kInvalidArgument) return conn.status().WithContext(address);
+    if (cancel != nullptr && cancel->load()) return CancelledError("rendezvous at " + address + ": cancelled");
     const auto now = std::chrono::steady_clock::now();
     if (now - start >= timeout) {
       return DeadlineExceededError("nothing answered at the expert-parallel rendezvous " + address +
@@ -159,12 +171,20 @@ Status RendezvousStoreClient::Set(const std::string& key, const std::string& val
   return Call(kOpSet, key, value, &answer).status();
 }
 
-StatusOr<std::string> RendezvousStoreClient::Get(const std::string& key, std::chrono::milliseconds timeout) {
+StatusOr<int64_t> RendezvousStoreClient::Add(const std::string& key, int64_t delta) {
+  std::string answer;
+  TANDEM_RETURN_IF_ERROR(Call(kOpAdd, key, std::to_string(delta), &answer).status());
+  return static_cast<int64_t>(std::strtoll(answer.c_str(), nullptr, 10));
+}
+
+StatusOr<std::string> RendezvousStoreClient::Get(const std::string& key, std::chrono::milliseconds timeout,
+                                                 const std::atomic<bool>* cancel) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (true) {
     std::string value;
     TANDEM_ASSIGN_OR_RETURN(int status, Call(kOpGet, key, {}, &value));
     if (status == kFound) return value;
+    if (cancel != nullptr && cancel->load()) return CancelledError("rendezvous at " + address_ + ": cancelled");
     if (std::chrono::steady_clock::now() >= deadline) {
       return DeadlineExceededError("expert-parallel rendezvous: no rank published '" + key + "' within " +
                                    std::to_string(timeout.count() / 1000) + " s (is every rank started?)");

@@ -6,11 +6,14 @@
 //
 // Wire: frames of an 8-byte header [op u8][status u8][key_len u16][value_len u32] (little
 // endian) and a body of key then value. op 1 SET (status 0 back), op 2 GET (status 0
-// with the value, 1 when the key does not exist yet). Bodies over 16 MiB are refused.
+// with the value, 1 when the key does not exist yet), op 3 ADD (the value is a decimal
+// increment; the key's counter, from 0, is incremented and its new value returned in
+// decimal; PyTorch TCPStore's add). Bodies over 16 MiB are refused.
 //
 // Thread safety: the server runs its own threads; a client is used by one thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -56,13 +59,18 @@ class RendezvousStoreClient {
   // Connects to host:port, retrying until `timeout`: the server (rank 0) may start
   // later. Logs a line every few seconds while it waits; DeadlineExceeded naming the
   // address when nothing answered in time.
+  // `cancel` (optional) set from another thread ends the wait (Cancelled).
   static StatusOr<std::unique_ptr<RendezvousStoreClient>> Connect(const std::string& host, uint16_t port,
-                                                                  std::chrono::milliseconds timeout);
+                                                                  std::chrono::milliseconds timeout,
+                                                                  const std::atomic<bool>* cancel = nullptr);
 
   Status Set(const std::string& key, const std::string& value);
+  // Adds `delta` to the counter `key` (0 when new) and returns the new value.
+  StatusOr<int64_t> Add(const std::string& key, int64_t delta);
   // The value of `key`, waiting (polling) until it exists or `timeout` passes
-  // (DeadlineExceeded naming the key).
-  StatusOr<std::string> Get(const std::string& key, std::chrono::milliseconds timeout);
+  // (DeadlineExceeded naming the key) or `cancel` is set (Cancelled).
+  StatusOr<std::string> Get(const std::string& key, std::chrono::milliseconds timeout,
+                            const std::atomic<bool>* cancel = nullptr);
 
  private:
   explicit RendezvousStoreClient(std::unique_ptr<net::SocketConnection> conn, std::string address)

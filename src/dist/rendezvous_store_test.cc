@@ -32,6 +32,18 @@ TEST(RendezvousStoreTest, SetThenGetAndGetWaitsForALaterSet) {
   EXPECT_EQ(*late, "x");
 }
 
+TEST(RendezvousStoreTest, AddCountsAcrossClients) {
+  auto server = RendezvousStoreServer::Start("127.0.0.1", 0);
+  ASSERT_TRUE(server.ok());
+  auto a = RendezvousStoreClient::Connect("127.0.0.1", (*server)->port(), milliseconds(2000));
+  auto b = RendezvousStoreClient::Connect("127.0.0.1", (*server)->port(), milliseconds(2000));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(*(*a)->Add("joins", 1), 1);
+  EXPECT_EQ(*(*b)->Add("joins", 1), 2);
+  EXPECT_EQ(*(*a)->Add("joins", 5), 7);
+  EXPECT_EQ(*(*b)->Get("joins", milliseconds(10)), "7");
+}
+
 TEST(RendezvousStoreTest, GetOfAMissingKeyTimesOutNamingIt) {
   auto server = RendezvousStoreServer::Start("127.0.0.1", 0);
   ASSERT_TRUE(server.ok());

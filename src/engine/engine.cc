@@ -270,13 +270,14 @@ class EngineImpl final : public Engine {
                  reset_prefix_cache_ || scheduler_.has_work();
         };
         const auto deadline = connector_ ? connector_->NextDeadline() : std::nullopt;
-        if (ExpertParallelLive()) {
+        if (options_.expert_exchange != nullptr) {
           // Lockstep: while any rank of the group has a batch this rank steps without
           // waiting (it runs the dummy batch). When none has, every rank looks again
           // after a pause that grows from 1 ms to 20 ms while the group stays idle: a new
           // request waits at most that long for the others, and an idle group costs
-          // ~50 all-reduces a second.
-          if (ep_group_idle_) {
+          // ~50 all-reduces a second. A broken group is polled the same way for its
+          // re-forming (TryResume).
+          if (ep_group_idle_ || !ExpertParallelLive()) {
             cv_.wait_for(lock, ep_poll_, ready);
             ep_poll_ = std::min(ep_poll_ * 2, kExpertParallelMaxPoll);
           } else {
@@ -337,6 +338,12 @@ class EngineImpl final : public Engine {
 
   void Step() {
     const auto step_start = std::chrono::steady_clock::now();  // drafting counts in the step's time
+    if (options_.expert_exchange != nullptr && !ExpertParallelLive() && options_.expert_exchange->TryResume()) {
+      TANDEM_LOG(INFO) << "expert-parallel group re-formed; serving again";
+      std::lock_guard<std::mutex> lock(ep_mu_);
+      ep_error_.clear();
+      ep_group_idle_ = true;
+    }
     if (spec_) spec_->Propose(scheduler_.running());
     SchedulerOutput plan = scheduler_.Schedule();
     if (spec_) spec_->AfterSchedule(plan.scheduled);

@@ -53,6 +53,9 @@ class ExpertExchange {
   // True when `local` is true on any rank (an all-reduce).
   virtual StatusOr<bool> AnyRank(bool local) = 0;
   virtual Status status() const = 0;
+  // After a failure: true once the group has been re-formed (status() is OK again and
+  // the next call is every rank's first of a step). Call between steps only.
+  virtual bool TryResume() { return false; }
 };
 
 }  // namespace tandem
