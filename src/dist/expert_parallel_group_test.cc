@@ -198,7 +198,8 @@ void CheckShardedMoeEqualsWhole(const std::string& fixture, int ranks) {
     MoeFfn moe(shards[r]->config(), nullptr);
     moe.Run(shards[r]->weights().layers[layer].moe, x[r].data(), n, out.data(), g);
     ASSERT_TRUE(g->status().ok()) << g->status().ToString();
-    EXPECT_EQ(std::memcmp(out.data(), expect[r].data(), out.size() * sizeof(float)), 0) << "rank " << r;
+    EXPECT_TRUE(out.empty() || std::memcmp(out.data(), expect[r].data(), out.size() * sizeof(float)) == 0)
+        << "rank " << r;
     EXPECT_GT(moe.exchange_bytes_sent(), 0);
   });
 }
