@@ -377,6 +377,11 @@ def test_seed_layout_engine_command_lines_serve(tandem_bin, fixture_dir, tmp_pat
     argv[argv.index("--host") + 1] = "127.0.0.1"
     argv[argv.index("--port") + 1] = str(port)
     argv[argv.index("--max-model-len") + 1] = "256"
+    # With --enable-expert-parallel the seed's ranks form one group (each waits for the
+    # others at rank 0's address); alone on this host the line runs as a one-rank group.
+    # Groups of 2 and 4 ranks: tests/test_expert_parallel.py.
+    argv[argv.index("--data-parallel-size") + 1] = "1"
+    argv[argv.index("--data-parallel-rank") + 1] = "0"
     kv = argv.index("--kv-transfer-config") + 1
     config = json.loads(argv[kv])
     config["kv_connector_extra_config"]["connectors"][0]["kv_port"] = str(free_port())
