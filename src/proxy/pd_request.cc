@@ -32,7 +32,7 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
     stream_ = stream != p_.body.end() && stream->is_boolean() && stream->get<bool>();
     segment_body_ = p_.body;
     segment_raw_ = p_.raw_body;
-    worker_mode_ = !ctx_->options->workers.empty();
+    worker_mode_ = WorkerMode(*ctx_->options);
     SetLoads();
   }
 

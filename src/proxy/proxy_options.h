@@ -25,6 +25,9 @@ struct ProxyOptions {
   // runs without PD: each request goes unchanged to one worker; prefillers and
   // decoders must be empty.
   std::vector<BackendAddress> workers;
+  // Worker mode even while `workers` is empty: the instances join at run time (the
+  // data-parallel front end, src/dp, adds its ranks through ProxyServer::AddWorker).
+  bool worker_mode = false;
   // How the routed phase (prefill, or the worker) picks its instance.
   RoutingPolicy routing_policy = RoutingPolicy::kLeastLoad;
   // KV-event publisher per routed instance, aligned with `prefillers` (PD) or `workers`
@@ -75,6 +78,9 @@ StatusOr<std::vector<BackendAddress>> PairAddresses(const std::string& what,
 // Parses --worker-urls items: "http://host:port" (a trailing "/" allowed) or
 // "host:port". InvalidArgument for anything else (https is not supported).
 StatusOr<BackendAddress> ParseWorkerUrl(std::string_view url);
+
+// True when requests go unchanged to one worker (workers given, or worker_mode).
+bool WorkerMode(const ProxyOptions& options);
 
 // The instances the routing policy applies to: workers, else prefillers.
 const std::vector<BackendAddress>& RoutedInstances(const ProxyOptions& options);
