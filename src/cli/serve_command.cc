@@ -476,15 +476,11 @@ void RegisterServe(CLI::App& app, RunFn* run) {
       *run = [config, dp_flags] { return RunDataParallelServe(*config, *dp_flags); };
       return;
     }
-    if (f.api_server_count > 1) {
-      *run = [] {
-        return ReportError(InvalidArgumentError(
-            "--api-server-count > 1 needs the data-parallel front end (--data-parallel-size N > 1 "
-            "or --data-parallel-size-local); one engine serves its port with its own threads"));
-      };
-      return;
-    }
-    *run = [config, ignored] { return RunServe(*config, *ignored); };
+    *run = [config, ignored, dp_flags] {
+      // One engine: the DP flags, if any, must describe just this rank.
+      if (auto plan = dp::PlanDp(*dp_flags, 1); !plan.ok()) return ReportError(plan.status());
+      return RunServe(*config, *ignored);
+    };
   });
 }
 

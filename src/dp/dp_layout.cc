@@ -25,7 +25,8 @@ constexpr std::string_view kBareFlags[] = {"--headless"};
 
 DpMode ChooseDpMode(const DpFlags& f) {
   if (f.headless) return DpMode::kHeadless;
-  if (f.size_local >= 0 || (f.size > 1 && f.rank < 0)) return DpMode::kFrontEnd;
+  if (f.rank >= 0) return DpMode::kSingle;  // one rank, balanced from outside
+  if (f.size_local >= 0 || f.size > 1) return DpMode::kFrontEnd;
   return DpMode::kSingle;
 }
 
@@ -33,13 +34,33 @@ StatusOr<DpPlan> PlanDp(const DpFlags& f, int available_cores) {
   DpPlan plan;
   plan.mode = ChooseDpMode(f);
   plan.size = f.size;
-  if (plan.mode == DpMode::kSingle) return plan;
   if (f.size < 1) return InvalidArgumentError("--data-parallel-size must be at least 1");
-  if (f.rank >= 0) {
+  if (plan.mode == DpMode::kSingle) {
+    // One rank of an externally balanced deployment: the local layout, if given, must
+    // say exactly that rank.
+    if (f.rank >= 0 && f.rank >= f.size) {
+      return InvalidArgumentError("--data-parallel-rank (" + std::to_string(f.rank) +
+                                  ") is out of range [0, " + std::to_string(f.size) + ")");
+    }
+    if (f.size_local > 1) {
+      return InvalidArgumentError(
+          "--data-parallel-size-local > 1 cannot be combined with --data-parallel-rank (one "
+          "rank); use --data-parallel-start-rank");
+    }
+    if (f.start_rank >= 0 && f.start_rank != std::max(0, f.rank)) {
+      return InvalidArgumentError("--data-parallel-start-rank must equal --data-parallel-rank");
+    }
+    if (f.api_server_count > 1) {
+      return InvalidArgumentError(
+          "--api-server-count > 1 needs the data-parallel front end (--data-parallel-size N > 1 "
+          "without --data-parallel-rank, or --data-parallel-size-local); one engine serves its "
+          "port with its own threads");
+    }
+    return plan;
+  }
+  if (f.headless && f.rank >= 0) {
     return InvalidArgumentError(
-        "--data-parallel-rank starts one rank on its own; it cannot be combined with " +
-        std::string(f.headless ? "--headless" : "--data-parallel-size-local") +
-        " (use --data-parallel-start-rank)");
+        "--data-parallel-rank cannot be combined with --headless (use --data-parallel-start-rank)");
   }
   const int local = f.size_local >= 0 ? f.size_local : f.size;  // vLLM's default
   if (local > f.size) {

@@ -4,8 +4,8 @@
 //   kSingle    today's one-engine server. `--data-parallel-rank r` makes it one rank of a
 //              deployment balanced from outside (seed 000: launch_online_dp.py + a proxy);
 //              the rank only offsets ports and names the engine.
-//   kFrontEnd  --data-parallel-size-local given, or --data-parallel-size N > 1 without
-//              --data-parallel-rank: this process supervises M local ranks and serves
+//   kFrontEnd  no --data-parallel-rank, and --data-parallel-size-local given or
+//              --data-parallel-size N > 1: this process supervises M local ranks and serves
 //              the OpenAI front end over all N (src/dp/dp_front_end.h).
 //   kHeadless  --headless: only the M local ranks, registered with the front end at
 //              --data-parallel-address:--data-parallel-rpc-port.
@@ -76,10 +76,12 @@ struct DpPlan {
   std::vector<RankSlot> ranks;  // the M local ranks, in rank order
 };
 
-// The plan for kFrontEnd / kHeadless (kSingle: a plan without ranks). InvalidArgument
+// The plan for kFrontEnd / kHeadless (kSingle: a plan without ranks, after checking that
+// --data-parallel-rank is in [0, N), that --data-parallel-size-local / -start-rank, if
+// given, say just that rank, and --api-server-count <= 1). InvalidArgument
 // naming the flag for inconsistent flags: size_local > size, start rank out of [0, N)
 // or start + local > N, --headless without --data-parallel-address or with 0 local
-// ranks, --data-parallel-rank together with --headless or --data-parallel-size-local,
+// ranks, --data-parallel-rank together with --headless,
 // rank ports beyond 65535, an rpc port (or rpc port + 1) beyond 65535, fewer
 // --cpu-affinity cores than local ranks, api-server-count outside [1, 64].
 // `available_cores`: the cores this process may run on (for the default thread split).

@@ -27,6 +27,9 @@ TEST(DpLayout, ChoosesTheMode) {
   f.size = 4;
   f.rank = 2;  // seed 000: one rank of an externally balanced deployment
   EXPECT_EQ(ChooseDpMode(f), DpMode::kSingle);
+  f.size_local = 1;  // ... even with a one-rank local layout
+  EXPECT_EQ(ChooseDpMode(f), DpMode::kSingle);
+  f.size_local = -1;
   f.rank = -1;
   EXPECT_EQ(ChooseDpMode(f), DpMode::kFrontEnd);
   f.size = 1;
@@ -34,6 +37,19 @@ TEST(DpLayout, ChoosesTheMode) {
   EXPECT_EQ(ChooseDpMode(f), DpMode::kFrontEnd);
   f.headless = true;
   EXPECT_EQ(ChooseDpMode(f), DpMode::kHeadless);
+}
+
+TEST(DpLayout, AcceptsOneRankWithItsOwnLocalLayout) {
+  DpFlags f;
+  f.size = 4;
+  f.rank = 2;
+  f.size_local = 1;
+  f.start_rank = 2;
+  f.api_server_count = 1;
+  auto plan = PlanDp(f, 8);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->mode, DpMode::kSingle);
+  EXPECT_TRUE(plan->ranks.empty());
 }
 
 TEST(DpLayout, PlansTheSeedsNodes) {
@@ -107,7 +123,18 @@ TEST(DpLayout, RefusesBadFlagsNamingThem) {
   f.address.clear();
   EXPECT_NE(message(f).find("--data-parallel-address"), std::string::npos);
   f = SeedNode0();
-  f.rank = 1;
+  f.rank = 1;  // one rank (kSingle) with a two-rank local layout
+  EXPECT_NE(message(f).find("--data-parallel-size-local"), std::string::npos);
+  f.size_local = 1;
+  f.start_rank = 0;
+  EXPECT_NE(message(f).find("--data-parallel-start-rank"), std::string::npos);
+  f.rank = 4;
+  f.start_rank = -1;
+  EXPECT_NE(message(f).find("--data-parallel-rank"), std::string::npos);
+  f = SeedNode0();
+  f.headless = true;
+  f.api_server_count = -1;
+  f.rank = 2;
   EXPECT_NE(message(f).find("--data-parallel-rank"), std::string::npos);
   f = SeedNode0();
   f.cpu_ids = {0};
