@@ -190,6 +190,31 @@ def test_registration_refuses_ranks_outside_the_size(cluster):
     assert set(front.ranks()) == {0, 1, 2}
 
 
+def test_front_end_without_a_rank_up_is_unhealthy(tandem_bin, fixture_dir, tmp_path):
+    """An API-only node (--data-parallel-size-local 0): /health and requests get 503 until
+    a rank registers and answers."""
+    port, rpc = free_port(), free_port(2)
+    log = open(tmp_path / "api_only.log", "ab")
+    proc = subprocess.Popen([tandem_bin, "serve", *common(fixture_dir), "--port", str(port),
+                             "--data-parallel-size", "2", "--data-parallel-size-local", "0",
+                             "--data-parallel-rpc-port", str(rpc)], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 10
+        while True:
+            try:
+                health = requests.get(url + "/health", timeout=2)
+                break
+            except requests.RequestException:
+                assert time.time() < deadline and proc.poll() is None
+                time.sleep(0.05)
+        assert health.status_code == 503 and health.json()["worker_instances_up"] == 0
+        assert complete(url).status_code == 503
+        assert requests.get(f"http://127.0.0.1:{rpc}/dp/ranks", timeout=5).json() == {"size": 2, "ranks": []}
+    finally:
+        assert stop(proc) == 0
+
+
 @pytest.mark.parametrize("args,flag", [
     (["--data-parallel-size", "2", "--data-parallel-size-local", "3"], "--data-parallel-size-local"),
     (["--data-parallel-size", "2", "--data-parallel-start-rank", "2"], "--data-parallel-start-rank"),

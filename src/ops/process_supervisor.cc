@@ -262,7 +262,19 @@ bool ProcessSupervisor::Step(std::chrono::milliseconds max_wait) {
 }
 
 bool ProcessSupervisor::Poll(std::chrono::milliseconds max_wait) {
-  Step(max_wait);
+  if (Step(max_wait) && !stopping_) {
+    // No child (yet, or any more): still wait, and still honour a stop signal.
+    const sigset_t set = SupervisedSignals();
+    const auto wait_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(max_wait).count();
+    timespec wait_time{static_cast<time_t>(wait_ns / 1'000'000'000),
+                       static_cast<long>(wait_ns % 1'000'000'000)};
+    siginfo_t info;
+    const int sig = sigtimedwait(&set, &info, &wait_time);
+    if (sig == SIGINT || sig == SIGTERM) {
+      TANDEM_LOG(INFO) << "received " << strsignal(sig) << "; stopping";
+      BeginStop(sig);
+    }
+  }
   return !stopping_;
 }
 

@@ -82,8 +82,9 @@ class ProcessSupervisor {
 
   // One round of Wait()'s work: reaps children that have exited (a failure starts
   // stopping the others) and handles a pending SIGINT/SIGTERM, waiting up to `max_wait`
-  // for a signal. Returns true while supervision runs normally: no child has failed and
-  // no stop has begun. Call Wait() once it returns false.
+  // for a signal (also when no child runs). Returns true while supervision runs
+  // normally: no child has failed and no stop has begun. Call Wait() once it returns
+  // false.
   bool Poll(std::chrono::milliseconds max_wait);
 
   // Starts stopping every child as a forwarded SIGTERM would (e.g. one never became

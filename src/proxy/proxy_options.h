@@ -26,7 +26,8 @@ struct ProxyOptions {
   // decoders must be empty.
   std::vector<BackendAddress> workers;
   // Worker mode even while `workers` is empty: the instances join at run time (the
-  // data-parallel front end, src/dp, adds its ranks through ProxyServer::AddWorker).
+  // data-parallel front end, src/dp, adds its ranks through ProxyServer::AddWorker);
+  // /health then answers 503 while no worker is up.
   bool worker_mode = false;
   // How the routed phase (prefill, or the worker) picks its instance.
   RoutingPolicy routing_policy = RoutingPolicy::kLeastLoad;

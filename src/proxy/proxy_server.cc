@@ -231,7 +231,19 @@ void ProxyServer::AddRoutes() {
               {"decode_instances", registry_->CountActive(Role::kDecode)},
               {"request_num", metrics_->in_flight()}};
     if (WorkerMode(options_)) body["worker_instances"] = registry_->CountActive(Role::kWorker);
-    net::SendJson(*writer, 200, DumpJson(body));
+    int status = 200;
+    if (options_.worker_mode) {
+      // An embedding front end (the DP one) is healthy while one of its workers is up.
+      size_t up = 0;
+      for (const BackendInfo& info : registry_->Snapshot())
+        up += info.role == Role::kWorker && info.state == Backend::State::kUp ? 1 : 0;
+      body["worker_instances_up"] = up;
+      if (up == 0) {
+        body["status"] = "no worker instance is up";
+        status = 503;
+      }
+    }
+    net::SendJson(*writer, status, DumpJson(body));
   };
   // --no-auth-health-metrics opens these to scrapers and load balancers without the key.
   auto health_or_metrics = [this, guarded](auto handler) -> net::HttpHandler {

@@ -8,7 +8,9 @@
 //                                               worker
 //   GET  /v1/models                             from a decoder (else a prefiller)
 //   GET  /health, /healthcheck                  {"status":"ok","prefill_instances":N,
-//                                               "decode_instances":N,"request_num":N}
+//                                               "decode_instances":N,"request_num":N};
+//                                               with ProxyOptions::worker_mode, 503 while
+//                                               no worker is up
 //   GET  /metrics                               Prometheus text, tandem_proxy_*
 //   POST /instances/add, /instances/remove      {"type":"prefill"|"decode"|"worker",
 //                                               "instances":["host:port",...]|"host:port"}
