@@ -181,6 +181,21 @@ def test_a_dead_rank_fails_its_requests_is_avoided_and_rejoins(cluster):
     assert generated_tokens(requests.get(rank_url + "/metrics", timeout=5).text, "0") > before
 
 
+def test_a_headless_rank_that_dies_is_reported_down_and_rejoins(cluster):
+    front, headless, tmp = cluster
+    log = (tmp / "headless2.log").read_text()
+    pid = int(re.findall(r"DP rank 2 \(port \d+\) started \(pid (\d+)\)", log)[-1])
+    os.kill(pid, signal.SIGKILL)
+    # No request goes to it: "down" can only come from its node's report.
+    deadline = time.time() + 5
+    while front.ranks()[2]["state"] != "down":
+        assert time.time() < deadline, front.ranks()
+        time.sleep(0.02)
+    assert burst(front.url, 4) == [200] * 4
+    front.wait_ranks({0, 1, 2})
+    assert "reported down by its node" in front.log()
+
+
 def test_registration_refuses_ranks_outside_the_size(cluster):
     front, _, _ = cluster
     r = requests.post(front.rpc_url + "/dp/ranks", json={"rank": 3, "address": "127.0.0.1:1"}, timeout=5)
