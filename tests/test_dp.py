@@ -240,6 +240,7 @@ def test_front_end_without_a_rank_up_is_unhealthy(tandem_bin, fixture_dir, tmp_p
      "--data-parallel-size-local"),
     (["--data-parallel-size", "2", "--data-parallel-rank", "2"], "--data-parallel-rank"),
     (["--api-server-count", "2"], "--api-server-count"),
+    (["--data-parallel-size", "2", "--data-parallel-join-timeout", "5"], "--data-parallel-join-timeout"),
 ])
 def test_bad_flags_exit_2_naming_the_flag(tandem_bin, fixture_dir, args, flag):
     r = subprocess.run([tandem_bin, "serve", *common(fixture_dir), "--port", str(free_port()), *args],

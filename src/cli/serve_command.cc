@@ -327,7 +327,8 @@ int RunDataParallelServe(ServeConfig config, const dp::DpFlags& flags) {
   const bool wildcard = config.host.empty() || config.host == "0.0.0.0" || config.host == "::";
   o.advertise_host = wildcard ? DefaultAdvertiseHost() : config.host;
   o.api_key = config.api_key;
-  o.join_timeout = std::chrono::milliseconds(static_cast<int64_t>(flags.join_timeout_s * 1000));
+  const double join_timeout_s = flags.join_timeout_s >= 0 ? flags.join_timeout_s : 300;
+  o.join_timeout = std::chrono::milliseconds(static_cast<int64_t>(join_timeout_s * 1000));
   proxy::ProxyOptions& p = o.front_end;
   p.host = config.host;
   p.port = static_cast<uint16_t>(config.port);
@@ -437,8 +438,7 @@ void RegisterServe(CLI::App& app, RunFn* run) {
                   "front-end I/O threads sharing --port (one process)")
       ->check(CLI::Range(0, 1024));
   cmd->add_option("--data-parallel-join-timeout", dp_flags->join_timeout_s,
-                  "--headless: seconds to wait for the front end before exiting 2")
-      ->capture_default_str();
+                  "--headless: seconds to wait for the front end before exiting 2 (default 300)");
   cmd->add_option("--tensor-parallel-size", c.tensor_parallel_size)->check(CLI::Range(1, 4096));
   cmd->add_flag("--enable-expert-parallel", c.enable_expert_parallel);
   cmd->add_option("--kv-transfer-config", c.kv_transfer_config, "KV connector config (JSON)");

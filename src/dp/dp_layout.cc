@@ -50,6 +50,9 @@ StatusOr<DpPlan> PlanDp(const DpFlags& f, int available_cores) {
     if (f.start_rank >= 0 && f.start_rank != std::max(0, f.rank)) {
       return InvalidArgumentError("--data-parallel-start-rank must equal --data-parallel-rank");
     }
+    if (f.join_timeout_s >= 0) {
+      return InvalidArgumentError("--data-parallel-join-timeout only applies to --headless nodes");
+    }
     if (f.api_server_count > 1) {
       return InvalidArgumentError(
           "--api-server-count > 1 needs the data-parallel front end (--data-parallel-size N > 1 "
@@ -88,9 +91,11 @@ StatusOr<DpPlan> PlanDp(const DpFlags& f, int available_cores) {
     if (f.api_server_count >= 0) {
       return InvalidArgumentError("--api-server-count: a --headless node runs no API server");
     }
-    if (!(f.join_timeout_s > 0)) {
+    if (f.join_timeout_s >= 0 && !(f.join_timeout_s > 0)) {
       return InvalidArgumentError("--data-parallel-join-timeout must be positive");
     }
+  } else if (f.join_timeout_s >= 0) {
+    return InvalidArgumentError("--data-parallel-join-timeout only applies to --headless nodes");
   }
   const int api_servers = f.api_server_count >= 0 ? f.api_server_count : 1;
   if (!f.headless && (api_servers < 1 || api_servers > 64)) {

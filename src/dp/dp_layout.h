@@ -48,7 +48,7 @@ struct DpFlags {
   std::string address;   // --data-parallel-address
   int rpc_port = 0;      // --data-parallel-rpc-port
   int api_server_count = -1;
-  double join_timeout_s = 300;  // --data-parallel-join-timeout (headless)
+  double join_timeout_s = -1;   // --data-parallel-join-timeout (headless; -1: 300 s)
   std::string host = "127.0.0.1";
   int port = 8000;
   int threads = 0;       // --threads (0: default)
@@ -82,7 +82,8 @@ struct DpPlan {
 // naming the flag for inconsistent flags: size_local > size, start rank out of [0, N)
 // or start + local > N, --headless without --data-parallel-address or with 0 local
 // ranks, --data-parallel-rank together with --headless,
-// rank ports beyond 65535, an rpc port (or rpc port + 1) beyond 65535, fewer
+// --data-parallel-join-timeout without --headless, rank ports beyond 65535, an rpc port
+// (or rpc port + 1) beyond 65535, fewer
 // --cpu-affinity cores than local ranks, api-server-count outside [1, 64].
 // `available_cores`: the cores this process may run on (for the default thread split).
 StatusOr<DpPlan> PlanDp(const DpFlags& flags, int available_cores);

@@ -137,6 +137,9 @@ TEST(DpLayout, RefusesBadFlagsNamingThem) {
   f.rank = 2;
   EXPECT_NE(message(f).find("--data-parallel-rank"), std::string::npos);
   f = SeedNode0();
+  f.join_timeout_s = 10;  // only for --headless
+  EXPECT_NE(message(f).find("--data-parallel-join-timeout"), std::string::npos);
+  f = SeedNode0();
   f.cpu_ids = {0};
   EXPECT_NE(message(f).find("--cpu-affinity"), std::string::npos);
   f = SeedNode0();
