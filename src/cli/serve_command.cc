@@ -64,13 +64,12 @@ using server::ServeConfig;
 // Flags that only mean something on Ascend/CUDA or in vLLM's process layout: accepted
 // so the seeds' command lines run unchanged, and logged once as ignored.
 void AddIgnoredFlags(CLI::App* cmd, std::vector<CLI::Option*>* ignored) {
-  for (const char* name :
-       {"--enforce-eager", "--trust-remote-code", "--async-scheduling"}) {
+  for (const char* name : {"--enforce-eager", "--trust-remote-code", "--async-scheduling"}) {
     ignored->push_back(cmd->add_flag(std::string(name))->description("accepted; no effect on CPU"));
   }
-  for (const char* name :
-       {"--compilation-config", "--safetensors-load-strategy", "--pipeline-parallel-size", "--prefill-context-parallel-size",
-        "--decode-context-parallel-size", "--cp-kv-cache-interleave-size"}) {
+  for (const char* name : {"--compilation-config", "--safetensors-load-strategy",
+                           "--pipeline-parallel-size", "--prefill-context-parallel-size",
+                           "--decode-context-parallel-size", "--cp-kv-cache-interleave-size"}) {
     // No bound variable: the value stays in the option's results() for the log line.
     ignored->push_back(
         cmd->add_option(name)->description("accepted; no effect on CPU")->expected(1));
@@ -344,8 +343,9 @@ int RunDataParallelServe(ServeConfig config, const dp::DpFlags& flags) {
   for (const dp::RankSlot& r : plan->ranks) {
     ranks += (ranks.empty() ? "" : ", ") + std::to_string(r.rank) + "@" + std::to_string(r.port) +
              " (" + std::to_string(r.threads) + " threads" +
-             (r.cpus.empty() ? std::string() : ", cores " + std::to_string(r.cpus.front()) + "-" +
-                                                   std::to_string(r.cpus.back())) +
+             (r.cpus.empty() ? std::string()
+                             : ", cores " + std::to_string(r.cpus.front()) + "-" +
+                                   std::to_string(r.cpus.back())) +
              ")";
   }
   TANDEM_LOG(INFO) << (plan->mode == dp::DpMode::kHeadless ? "headless data-parallel node"

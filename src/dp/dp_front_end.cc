@@ -16,7 +16,8 @@ using proxy::Json;
 
 StatusOr<std::unique_ptr<DpFrontEnd>> DpFrontEnd::Create(DpFrontEndOptions options) {
   if (options.size < 1) return InvalidArgumentError("--data-parallel-size must be at least 1");
-  if (options.load_interval.count() <= 0) return InvalidArgumentError("the load interval must be positive");
+  if (options.load_interval.count() <= 0)
+    return InvalidArgumentError("the load interval must be positive");
   proxy::ProxyOptions& p = options.proxy;
   p.worker_mode = true;
   p.workers.clear();
@@ -48,8 +49,8 @@ DpFrontEnd::~DpFrontEnd() { Stop(); }
 
 Status DpFrontEnd::Start() {
   if (Status s = rpc_->Start(); !s.ok()) {
-    return UnavailableError("--data-parallel-rpc-port: cannot listen on " + options_.rpc_host + ":" +
-                            std::to_string(options_.rpc_port) + ": " + s.message());
+    return UnavailableError("--data-parallel-rpc-port: cannot listen on " + options_.rpc_host +
+                            ":" + std::to_string(options_.rpc_port) + ": " + s.message());
   }
   if (Status s = proxy_->Start(); !s.ok()) {
     rpc_->Stop();

@@ -46,9 +46,9 @@ struct DpFrontEndOptions {
   // host, port, api_key, limits, io_threads; worker mode, rank_load routing and
   // max_retries 1 are set by Create.
   proxy::ProxyOptions proxy;
-  int size = 1;                  // N: ranks [0, N) are accepted
+  int size = 1;                        // N: ranks [0, N) are accepted
   std::string rpc_host = "127.0.0.1";  // where the registration port binds (the DP address)
-  int rpc_port = 0;              // 0: ephemeral (tests)
+  int rpc_port = 0;                    // 0: ephemeral (tests)
   std::chrono::milliseconds load_interval{100};
 };
 

@@ -13,12 +13,19 @@ std::string JoinCpus(const std::vector<int>& cpus) {
 }
 
 // Supervisor flags that take a value, and those that do not.
-constexpr std::string_view kValueFlags[] = {
-    "--data-parallel-size",     "--data-parallel-size-local", "--data-parallel-start-rank",
-    "--data-parallel-rank",     "--data-parallel-address",    "--data-parallel-rpc-port",
-    "--data-parallel-join-timeout", "--api-server-count",     "--host",
-    "--port",                   "--threads",                  "-t",
-    "--cpu-affinity"};
+constexpr std::string_view kValueFlags[] = {"--data-parallel-size",
+                                            "--data-parallel-size-local",
+                                            "--data-parallel-start-rank",
+                                            "--data-parallel-rank",
+                                            "--data-parallel-address",
+                                            "--data-parallel-rpc-port",
+                                            "--data-parallel-join-timeout",
+                                            "--api-server-count",
+                                            "--host",
+                                            "--port",
+                                            "--threads",
+                                            "-t",
+                                            "--cpu-affinity"};
 constexpr std::string_view kBareFlags[] = {"--headless"};
 
 }  // namespace
@@ -68,8 +75,8 @@ StatusOr<DpPlan> PlanDp(const DpFlags& f, int available_cores) {
   const int local = f.size_local >= 0 ? f.size_local : f.size;  // vLLM's default
   if (local > f.size) {
     return InvalidArgumentError("--data-parallel-size-local (" + std::to_string(local) +
-                                ") is larger than --data-parallel-size (" +
-                                std::to_string(f.size) + ")");
+                                ") is larger than --data-parallel-size (" + std::to_string(f.size) +
+                                ")");
   }
   const int start = f.start_rank >= 0 ? f.start_rank : 0;
   if (start >= f.size) {
@@ -77,10 +84,9 @@ StatusOr<DpPlan> PlanDp(const DpFlags& f, int available_cores) {
                                 ") is out of range [0, " + std::to_string(f.size) + ")");
   }
   if (start + local > f.size) {
-    return InvalidArgumentError("--data-parallel-start-rank " + std::to_string(start) + " + " +
-                                std::to_string(local) +
-                                " local ranks go beyond --data-parallel-size " +
-                                std::to_string(f.size));
+    return InvalidArgumentError(
+        "--data-parallel-start-rank " + std::to_string(start) + " + " + std::to_string(local) +
+        " local ranks go beyond --data-parallel-size " + std::to_string(f.size));
   }
   if (f.headless) {
     if (f.address.empty()) {

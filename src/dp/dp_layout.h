@@ -40,18 +40,18 @@ inline constexpr int kDefaultRpcPort = 29550;
 
 // The values of the DP-related `tandem serve` flags (-1 / "" / 0: not given).
 struct DpFlags {
-  int size = 1;          // --data-parallel-size (N)
-  int size_local = -1;   // --data-parallel-size-local (M)
-  int start_rank = -1;   // --data-parallel-start-rank
-  int rank = -1;         // --data-parallel-rank
+  int size = 1;         // --data-parallel-size (N)
+  int size_local = -1;  // --data-parallel-size-local (M)
+  int start_rank = -1;  // --data-parallel-start-rank
+  int rank = -1;        // --data-parallel-rank
   bool headless = false;
-  std::string address;   // --data-parallel-address
-  int rpc_port = 0;      // --data-parallel-rpc-port
+  std::string address;  // --data-parallel-address
+  int rpc_port = 0;     // --data-parallel-rpc-port
   int api_server_count = -1;
-  double join_timeout_s = -1;   // --data-parallel-join-timeout (headless; -1: 300 s)
+  double join_timeout_s = -1;  // --data-parallel-join-timeout (headless; -1: 300 s)
   std::string host = "127.0.0.1";
   int port = 8000;
-  int threads = 0;       // --threads (0: default)
+  int threads = 0;           // --threads (0: default)
   std::vector<int> cpu_ids;  // --cpu-affinity, parsed by the caller (empty: not given)
 };
 
@@ -61,17 +61,17 @@ DpMode ChooseDpMode(const DpFlags& flags);
 
 // One local rank.
 struct RankSlot {
-  int rank = 0;         // global DP rank
-  int local_index = 0;  // 0..M-1
-  int port = 0;         // its HTTP port (PORT + 1 + rank)
+  int rank = 0;           // global DP rank
+  int local_index = 0;    // 0..M-1
+  int port = 0;           // its HTTP port (PORT + 1 + rank)
   std::vector<int> cpus;  // its share of --cpu-affinity (empty: not pinned)
   int threads = 1;
 };
 
 struct DpPlan {
   DpMode mode = DpMode::kSingle;
-  int size = 1;          // N
-  std::string address;   // A (default 127.0.0.1)
+  int size = 1;         // N
+  std::string address;  // A (default 127.0.0.1)
   int rpc_port = kDefaultRpcPort;
   std::vector<RankSlot> ranks;  // the M local ranks, in rank order
 };

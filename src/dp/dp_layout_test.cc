@@ -154,10 +154,26 @@ TEST(DpLayout, RefusesBadFlagsNamingThem) {
 }
 
 TEST(DpLayout, StripsTheSupervisorsFlagsOnly) {
-  const Argv args{"m.gguf", "--data-parallel-size", "4", "--data-parallel-size-local=2",
-                  "--headless", "--enable-expert-parallel", "--port", "9000", "-t4",
-                  "--threads", "3", "--host=0.0.0.0", "--speculative-config", "{\"a\":1}",
-                  "--cpu-affinity", "0-3", "--api-server-count", "1", "--max-num-seqs", "8"};
+  const Argv args{"m.gguf",
+                  "--data-parallel-size",
+                  "4",
+                  "--data-parallel-size-local=2",
+                  "--headless",
+                  "--enable-expert-parallel",
+                  "--port",
+                  "9000",
+                  "-t4",
+                  "--threads",
+                  "3",
+                  "--host=0.0.0.0",
+                  "--speculative-config",
+                  "{\"a\":1}",
+                  "--cpu-affinity",
+                  "0-3",
+                  "--api-server-count",
+                  "1",
+                  "--max-num-seqs",
+                  "8"};
   EXPECT_EQ(StripSupervisorFlags(args),
             (Argv{"m.gguf", "--enable-expert-parallel", "--speculative-config", "{\"a\":1}",
                   "--max-num-seqs", "8"}));
@@ -170,10 +186,25 @@ TEST(DpLayout, RankArgvIsASingleRankServe) {
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ(RankArgv("/bin/tandem", {"m.gguf", "--enable-expert-parallel"}, *plan, plan->ranks[1],
                      "127.0.0.1"),
-            (Argv{"/bin/tandem", "serve", "m.gguf", "--enable-expert-parallel",
-                  "--data-parallel-size", "4", "--data-parallel-rank", "1",
-                  "--data-parallel-address", "10.0.0.1", "--data-parallel-rpc-port", "12980",
-                  "--host", "127.0.0.1", "--port", "8002", "--threads", "2", "--cpu-affinity",
+            (Argv{"/bin/tandem",
+                  "serve",
+                  "m.gguf",
+                  "--enable-expert-parallel",
+                  "--data-parallel-size",
+                  "4",
+                  "--data-parallel-rank",
+                  "1",
+                  "--data-parallel-address",
+                  "10.0.0.1",
+                  "--data-parallel-rpc-port",
+                  "12980",
+                  "--host",
+                  "127.0.0.1",
+                  "--port",
+                  "8002",
+                  "--threads",
+                  "2",
+                  "--cpu-affinity",
                   "6,7"}));
 }
 

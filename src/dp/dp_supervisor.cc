@@ -14,7 +14,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-bool IsWildcard(const std::string& host) { return host.empty() || host == "0.0.0.0" || host == "::"; }
+bool IsWildcard(const std::string& host) {
+  return host.empty() || host == "0.0.0.0" || host == "::";
+}
 
 // POSTs one registration to the front end. Unavailable when nothing answers there;
 // FailedPrecondition with the front end's message when it refuses the rank.
@@ -72,8 +74,8 @@ int RunDataParallel(const DpRunOptions& o) {
       headless ? o.advertise_host : (IsWildcard(o.rank_host) ? "127.0.0.1" : o.rank_host);
   std::map<std::string, const RankSlot*> slot_of;  // child name -> its rank
   for (const RankSlot& slot : plan.ranks) {
-    const std::string name = "DP rank " + std::to_string(slot.rank) + " (port " +
-                             std::to_string(slot.port) + ")";
+    const std::string name =
+        "DP rank " + std::to_string(slot.rank) + " (port " + std::to_string(slot.port) + ")";
     ops::ChildOptions child;
     child.stop_with_supervisor = true;
     child.restart_on_failure = true;
@@ -86,7 +88,8 @@ int RunDataParallel(const DpRunOptions& o) {
     }
     slot_of[name] = &slot;
     if (front) {
-      if (Status s = front->RegisterRank(slot.rank, {reach_host, static_cast<uint16_t>(slot.port)}); !s.ok()) {
+      if (Status s = front->RegisterRank(slot.rank, {reach_host, static_cast<uint16_t>(slot.port)});
+          !s.ok()) {
         TANDEM_LOG(ERROR) << s.ToString();
         supervisor.Stop(2);
       }
@@ -95,7 +98,8 @@ int RunDataParallel(const DpRunOptions& o) {
 
   std::unique_ptr<net::HttpClient> client;
   if (headless) client = std::make_unique<net::HttpClient>(net::HttpClientOptions{});
-  const std::string front_address = proxy::BackendAddress{plan.address, static_cast<uint16_t>(plan.rpc_port)}.Key();
+  const std::string front_address =
+      proxy::BackendAddress{plan.address, static_cast<uint16_t>(plan.rpc_port)}.Key();
   const Clock::time_point started = Clock::now();
   Clock::time_point last_register = started - o.register_interval;  // register at once
   bool joined = false, lost_logged = false;
@@ -107,9 +111,12 @@ int RunDataParallel(const DpRunOptions& o) {
       if (front) {
         front->RankDown(slot.rank);
       } else if (joined) {
-        Status s = PostRegistration(*client, plan, o.api_key,
-                                    {slot.rank, {reach_host, static_cast<uint16_t>(slot.port)}, false});
-        if (!s.ok()) TANDEM_LOG(WARNING) << "could not report DP rank " << slot.rank << " down: " << s.message();
+        Status s =
+            PostRegistration(*client, plan, o.api_key,
+                             {slot.rank, {reach_host, static_cast<uint16_t>(slot.port)}, false});
+        if (!s.ok())
+          TANDEM_LOG(WARNING) << "could not report DP rank " << slot.rank
+                              << " down: " << s.message();
       }
     }
     failed.clear();
@@ -154,11 +161,12 @@ int RunDataParallel(const DpRunOptions& o) {
       supervisor.Stop(2);
       continue;
     }
-    TANDEM_LOG(WARNING) << "waiting for the data-parallel front end at " << front_address
-                        << " (--data-parallel-address / --data-parallel-rpc-port): " << s.message()
-                        << "; retrying every " << o.register_interval.count() / 1000.0 << " s, giving up in "
-                        << std::chrono::duration_cast<std::chrono::seconds>(o.join_timeout - waited).count()
-                        << " s";
+    TANDEM_LOG(WARNING)
+        << "waiting for the data-parallel front end at " << front_address
+        << " (--data-parallel-address / --data-parallel-rpc-port): " << s.message()
+        << "; retrying every " << o.register_interval.count() / 1000.0 << " s, giving up in "
+        << std::chrono::duration_cast<std::chrono::seconds>(o.join_timeout - waited).count()
+        << " s";
   }
   const int code = supervisor.Wait();
   if (front) front->Stop();

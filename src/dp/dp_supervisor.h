@@ -28,13 +28,13 @@
 namespace tandem::dp {
 
 struct DpRunOptions {
-  DpPlan plan;                         // kFrontEnd or kHeadless, with its ranks
-  std::string exe;                     // this binary (for the ranks' command lines)
-  std::vector<std::string> user_args;  // `tandem serve` arguments, StripSupervisorFlags'd
-  std::string rank_host = "127.0.0.1";  // the ranks' --host
+  DpPlan plan;                               // kFrontEnd or kHeadless, with its ranks
+  std::string exe;                           // this binary (for the ranks' command lines)
+  std::vector<std::string> user_args;        // `tandem serve` arguments, StripSupervisorFlags'd
+  std::string rank_host = "127.0.0.1";       // the ranks' --host
   std::string advertise_host = "127.0.0.1";  // how the front end reaches them (headless)
-  proxy::ProxyOptions front_end;       // kFrontEnd: host, port, key, limits, io threads
-  std::string api_key;                 // sent with registrations (headless)
+  proxy::ProxyOptions front_end;             // kFrontEnd: host, port, key, limits, io threads
+  std::string api_key;                       // sent with registrations (headless)
   std::chrono::milliseconds join_timeout{300'000};
   std::chrono::milliseconds register_interval{2'000};
 };

@@ -24,7 +24,8 @@ StatusOr<proxy::RankLoad> ParseRankLoad(std::string_view metrics_text) {
     }
     found = true;
   }
-  if (!found) return InvalidArgumentError("no vllm:num_requests_* or kv_cache_usage gauge in /metrics");
+  if (!found)
+    return InvalidArgumentError("no vllm:num_requests_* or kv_cache_usage gauge in /metrics");
   return load;
 }
 

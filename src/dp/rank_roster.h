@@ -41,7 +41,7 @@ class RankRoster {
   explicit RankRoster(int size) : size_(size) {}
 
   struct Change {
-    bool added = false;                            // new rank, or a new address
+    bool added = false;                             // new rank, or a new address
     std::optional<proxy::BackendAddress> replaced;  // the rank's previous address
   };
   // Registers `rank` at `address`. InvalidArgument when the rank is outside [0, size).

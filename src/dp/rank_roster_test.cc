@@ -12,8 +12,9 @@ TEST(RankRoster, AcceptsRanksInRangeOnly) {
   EXPECT_TRUE(change->added);
   EXPECT_FALSE(roster.Register(3, {"h", 1}).ok());
   EXPECT_FALSE(roster.Register(-1, {"h", 1}).ok());
-  EXPECT_NE(std::string(roster.Register(7, {"h", 1}).status().message()).find("--data-parallel-size"),
-            std::string::npos);
+  EXPECT_NE(
+      std::string(roster.Register(7, {"h", 1}).status().message()).find("--data-parallel-size"),
+      std::string::npos);
   EXPECT_EQ(roster.ranks().size(), 1u);
 }
 
@@ -39,9 +40,9 @@ TEST(RankRoster, RegistrationWireFormatRoundTrips) {
   EXPECT_EQ(parsed->rank, 2);
   EXPECT_EQ(parsed->address.Key(), "10.0.0.2:8003");
   EXPECT_FALSE(parsed->up);
-  for (const char* bad : {R"({"address":"h:1"})", R"({"rank":"1","address":"h:1"})",
-                          R"({"rank":1})", R"({"rank":1,"address":"nope"})",
-                          R"({"rank":1,"address":"h:1","state":"sideways"})"}) {
+  for (const char* bad :
+       {R"({"address":"h:1"})", R"({"rank":"1","address":"h:1"})", R"({"rank":1})",
+        R"({"rank":1,"address":"nope"})", R"({"rank":1,"address":"h:1","state":"sideways"})"}) {
     EXPECT_FALSE(ParseRankRegistration(bad).ok()) << bad;
   }
   auto up = ParseRankRegistration(R"({"rank":0,"address":"[::1]:8001"})");

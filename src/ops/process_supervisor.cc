@@ -210,7 +210,8 @@ void ProcessSupervisor::Reap(bool* no_descendants_left) {
         const auto now = std::chrono::steady_clock::now();
         if (now - child.started_at >= std::chrono::minutes(1)) child.failures_in_a_row = 0;
         auto delay = o.restart_delay;
-        for (int i = 0; i < child.failures_in_a_row && delay < std::chrono::seconds(30); ++i) delay *= 2;
+        for (int i = 0; i < child.failures_in_a_row && delay < std::chrono::seconds(30); ++i)
+          delay *= 2;
         delay = std::min<std::chrono::milliseconds>(delay, std::chrono::seconds(30));
         ++child.failures_in_a_row;
         child.restart_pending = true;
@@ -237,8 +238,9 @@ bool ProcessSupervisor::Step(std::chrono::milliseconds max_wait) {
   const sigset_t set = SupervisedSignals();
   bool none_left = false;
   Reap(&none_left);
-  const bool restart_pending = !stopping_ && std::any_of(children_.begin(), children_.end(),
-                                                         [](const Child& c) { return c.restart_pending; });
+  const bool restart_pending =
+      !stopping_ && std::any_of(children_.begin(), children_.end(),
+                                [](const Child& c) { return c.restart_pending; });
   if (none_left && !restart_pending) return true;
   AdvanceStop();  // a stage may have emptied
   RestartDue();

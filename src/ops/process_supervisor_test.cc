@@ -147,12 +147,13 @@ TEST(ProcessSupervisorTest, RestartsAFailingChildWithoutStoppingTheOthers) {
   restart.restart_delay = std::chrono::milliseconds(50);
   restart.fatal_exit_codes = {2};
   // Fails twice (exit 3), then exits 2: restarted twice, then everything stops.
-  ASSERT_TRUE(supervisor
-                  .Start("flaky",
-                         {"/bin/sh", "-c",
-                          "echo x >> " + count + "; [ $(wc -l < " + count + ") -ge 3 ] && exit 2; exit 3"},
-                         restart)
-                  .ok());
+  ASSERT_TRUE(
+      supervisor
+          .Start("flaky",
+                 {"/bin/sh", "-c",
+                  "echo x >> " + count + "; [ $(wc -l < " + count + ") -ge 3 ] && exit 2; exit 3"},
+                 restart)
+          .ok());
   ASSERT_TRUE(supervisor.Start("steady", TrapShell("steady", dir + "/steady")).ok());
   const int code = supervisor.Wait();
   EXPECT_EQ(code, 2);

@@ -80,7 +80,7 @@ class Backend {
   int64_t in_flight_ = 0;   // requests holding it
   uint64_t last_pick_ = 0;  // pick sequence number (ties go to the least recent)
   int failed_probes_ = 0;   // kPending: probes that failed so far
-  RankLoad reported_;          // the instance's last ReportLoad
+  RankLoad reported_;       // the instance's last ReportLoad
   int64_t sent_since_report_ = 0;  // picks since that report
   Gauge* up_gauge_ = nullptr;
   Gauge* in_flight_gauge_ = nullptr;

@@ -86,7 +86,9 @@ StatusOr<BackendAddress> ParseWorkerUrl(std::string_view url) {
   return address;
 }
 
-bool WorkerMode(const ProxyOptions& options) { return options.worker_mode || !options.workers.empty(); }
+bool WorkerMode(const ProxyOptions& options) {
+  return options.worker_mode || !options.workers.empty();
+}
 
 const std::vector<BackendAddress>& RoutedInstances(const ProxyOptions& options) {
   return WorkerMode(options) ? options.workers : options.prefillers;

@@ -282,10 +282,9 @@ void ProxyServer::AddRoutes() {
     g->scraped.resize(backends.size());
     g->pending = backends.size();
     for (size_t i = 0; i < backends.size(); ++i) {
-      g->scraped[i].engine = !backends[i].label.empty()
-                                 ? backends[i].label
-                                 : std::string(RoleName(backends[i].role)) + "@" +
-                                       backends[i].address.Key();
+      g->scraped[i].engine = !backends[i].label.empty() ? backends[i].label
+                                                        : std::string(RoleName(backends[i].role)) +
+                                                              "@" + backends[i].address.Key();
       net::HttpClientRequest request;
       request.host = backends[i].address.host;
       request.port = backends[i].address.port;
