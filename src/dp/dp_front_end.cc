@@ -22,7 +22,9 @@ StatusOr<std::unique_ptr<DpFrontEnd>> DpFrontEnd::Create(DpFrontEndOptions optio
   p.worker_mode = true;
   p.workers.clear();
   p.routing_policy = proxy::RoutingPolicy::kRankLoad;
-  p.max_retries = 1;  // a request in flight on a rank that dies ends with an error
+  // A request in flight on a rank that dies ends with an error; one that never reached
+  // it (the rank died a moment before it was marked down) goes to another rank.
+  p.retry_sent_requests = false;
   // Ranks join pending and may take long to load their model: probe them often, forever.
   p.waiting_retry_interval_s = 0.25;
   p.max_waiting_retries = 1 << 30;

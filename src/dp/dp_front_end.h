@@ -12,9 +12,11 @@
 //     RoutingPolicy::kRankLoad routes by them (vLLM's waiting * 4 + running).
 // A new rank is pending until its /health answers 200; a rank whose process died is
 // marked down at once (RankDown) and routed to again once /health answers 200.
-// Requests are not retried on another rank (ProxyOptions::max_retries 1): a request
-// in flight on a rank that dies ends with an OpenAI error (a JSON error, or an SSE
-// error event and [DONE] once the stream started).
+// A request is not replayed on another rank once it was sent to one
+// (ProxyOptions::retry_sent_requests false): a request in flight on a rank that dies
+// ends with an OpenAI error (a JSON error, or an SSE error event and [DONE] once the
+// stream started). Requests that never reached a rank (connection refused: it died a
+// moment before it was marked down) and overload answers (503/429) go to another rank.
 //
 // Thread safety: Start(), Stop() and the destructor from one controlling thread;
 // RegisterRank() and RankDown() from any thread.
@@ -44,7 +46,7 @@ namespace tandem::dp {
 
 struct DpFrontEndOptions {
   // host, port, api_key, limits, io_threads; worker mode, rank_load routing and
-  // max_retries 1 are set by Create.
+  // retry_sent_requests false are set by Create.
   proxy::ProxyOptions proxy;
   int size = 1;                        // N: ranks [0, N) are accepted
   std::string rpc_host = "127.0.0.1";  // where the registration port binds (the DP address)

@@ -244,6 +244,7 @@ class HttpClient::Core::Exchange final : public HttpClientStream,
   bool cancelled_ = false;
   bool timed_out_ = false;
   bool done_ = false;
+  bool sent_reported_ = false;  // on_sent has run
   std::atomic<bool> finished_{false};  // Run() has completed
 };
 
@@ -280,6 +281,10 @@ asio::awaitable<Status> HttpClient::Core::Exchange::Perform() {
     }
     auto [wec, wn] = co_await asio::async_write(socket_, asio::buffer(*wire), kAwait);
     error_code ec = wec;
+    if (!ec && !sent_reported_) {
+      sent_reported_ = true;
+      if (callbacks_.on_sent) callbacks_.on_sent();
+    }
     if (!ec) {
       parser.emplace();
       parser->header_limit(static_cast<uint32_t>(core_->options().max_response_header_bytes));

@@ -47,6 +47,11 @@ struct ProxyOptions {
   // Attempts per phase (prefill, decode) before the request fails; at least one is made
   // (the Python proxy's meaning of --max-retries).
   int max_retries = 3;
+  // false: a decode/worker request that was written to a backend is not replayed on
+  // another when that backend fails (it may have run it); only connect failures and
+  // overload answers are retried (the data-parallel front end: a rank that dies fails
+  // the requests it had).
+  bool retry_sent_requests = true;
   // Back-off before attempt k+1: retry_delay_s * 2^(k-1) seconds.
   double retry_delay_s = 0.001;
   // Instances added at run time: probes before giving up, and the time between them.
