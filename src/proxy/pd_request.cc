@@ -516,7 +516,7 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
   int d_attempts_ = 0;
   std::shared_ptr<net::HttpClientStream> d_call_;
   int d_status_ = 0;
-  bool d_sent_ = false;  // this decode attempt's request reached a connection
+  bool d_sent_ = false;  // this decode attempt's backend may have the request (on_sent)
   int overload_status_ = 0;       // the last busy answer (503/429) of a backend, 0 if none
   std::string overload_error_;
   std::string d_content_type_;
