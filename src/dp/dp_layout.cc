@@ -112,6 +112,11 @@ StatusOr<DpPlan> PlanDp(const DpFlags& f, int available_cores) {
   if (plan.rpc_port + 1 > 65535) {
     return InvalidArgumentError("--data-parallel-rpc-port must leave port + 1 (reserved) <= 65535");
   }
+  if (f.port < 1) {
+    return InvalidArgumentError(
+        "--port 0 (any free port) cannot be used with data parallelism: the ranks listen on "
+        "--port + 1 + rank");
+  }
   if (f.port + 1 + start + local - 1 > 65535) {
     return InvalidArgumentError("--port: the ranks' ports (--port + 1 + rank) go beyond 65535");
   }

@@ -148,6 +148,8 @@ TEST(DpLayout, RefusesBadFlagsNamingThem) {
   f = SeedNode0();
   f.port = 65534;
   EXPECT_NE(message(f).find("--port"), std::string::npos);
+  f.port = 0;
+  EXPECT_NE(message(f).find("--port 0"), std::string::npos);
   f = SeedNode0();
   f.rpc_port = 65535;  // rpc_port + 1 is reserved
   EXPECT_NE(message(f).find("--data-parallel-rpc-port"), std::string::npos);
