@@ -135,6 +135,31 @@ def test_mtp_speculation_runs_on_expert_parallel_ranks(tandem_bin, fixture_dir, 
             r.stop()
 
 
+def test_supervised_ranks_behind_the_front_end(tandem_bin, fixture_dir, tmp_path, reference):
+    """The seeds' internal layout: one `tandem serve --data-parallel-size 2
+    --data-parallel-size-local 2 --enable-expert-parallel` supervises both ranks (they
+    form the group at --data-parallel-rpc-port + 1) behind its front end, which serves
+    the reference output and shows each rank's all-to-all counters under its engine label."""
+    rpc = free_port(2)
+    front = Server(tandem_bin, fixture_dir / FIXTURE,
+                   ["--threads", "2", "--max-model-len", "256", "--kv-cache-memory", "128MiB",
+                    "--data-parallel-size", "2", "--data-parallel-size-local", "2", "--data-parallel-rpc-port",
+                    str(rpc), "--enable-expert-parallel"], tmp_path, name="front")
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and not all(
+                (front.metric("vllm:num_requests_running", engine=e) is not None) for e in ("0", "1")):
+            time.sleep(0.1)
+        name = model_name(front)
+        with concurrent.futures.ThreadPoolExecutor(len(PROMPTS)) as ex:
+            got = list(ex.map(lambda p: complete(front, name, p), PROMPTS))
+        assert got == reference[1]
+        for engine in ("0", "1"):
+            assert front.metric("tandem_expert_parallel_bytes_sent_total", engine=engine) > 0
+    finally:
+        front.stop()
+
+
 def mapping_rss_kib(pid, path):
     """Resident KiB of the model file's mapping in process `pid` (pages it has touched)."""
     total, inside = 0, False

@@ -1,6 +1,8 @@
 // `tandem serve [MODEL.gguf]`: the OpenAI-compatible server for one engine, with vLLM's
 // flags. Parses flags and wires model -> engine -> server; the rules live in
-// src/server (serve_config.h), the serving in OpenAiServer.
+// src/server (serve_config.h), the serving in OpenAiServer. With vLLM's data-parallel
+// flags (--data-parallel-size-local, --headless, or --data-parallel-size N > 1 without
+// --data-parallel-rank) it becomes the supervisor of N ranks instead (src/dp).
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -9,7 +11,9 @@
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -19,6 +23,8 @@
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "dist/expert_parallel_group.h"
+#include "dp/dp_layout.h"
+#include "dp/dp_supervisor.h"
 #include "engine/engine.h"
 #include "kv/kv_events.h"
 #include "model/model.h"
@@ -59,15 +65,12 @@ using server::ServeConfig;
 // Flags that only mean something on Ascend/CUDA or in vLLM's process layout: accepted
 // so the seeds' command lines run unchanged, and logged once as ignored.
 void AddIgnoredFlags(CLI::App* cmd, std::vector<CLI::Option*>* ignored) {
-  for (const char* name :
-       {"--enforce-eager", "--trust-remote-code", "--async-scheduling", "--headless"}) {
+  for (const char* name : {"--enforce-eager", "--trust-remote-code", "--async-scheduling"}) {
     ignored->push_back(cmd->add_flag(std::string(name))->description("accepted; no effect on CPU"));
   }
-  for (const char* name :
-       {"--compilation-config", "--safetensors-load-strategy",
-        "--api-server-count", "--data-parallel-size-local", "--data-parallel-start-rank",
-        "--pipeline-parallel-size", "--prefill-context-parallel-size",
-        "--decode-context-parallel-size", "--cp-kv-cache-interleave-size"}) {
+  for (const char* name : {"--compilation-config", "--safetensors-load-strategy",
+                           "--pipeline-parallel-size", "--prefill-context-parallel-size",
+                           "--decode-context-parallel-size", "--cp-kv-cache-interleave-size"}) {
     // No bound variable: the value stays in the option's results() for the log line.
     ignored->push_back(
         cmd->add_option(name)->description("accepted; no effect on CPU")->expected(1));
@@ -186,11 +189,6 @@ int RunServe(ServeConfig config, const std::vector<CLI::Option*>& ignored) {
                                      : std::string())
                      << ", engine_id " << kv.engine_id << ", load failure policy "
                      << (kv.recompute_on_failure ? "recompute" : "fail");
-  }
-  if (config.data_parallel_rank >= config.data_parallel_size) {
-    return ReportError(InvalidArgumentError("--data-parallel-rank " + std::to_string(config.data_parallel_rank) +
-                                            " is out of range for --data-parallel-size " +
-                                            std::to_string(config.data_parallel_size)));
   }
   // Expert parallelism spans the data-parallel ranks (tensor parallelism is one CPU shard).
   const bool expert_parallel = config.enable_expert_parallel && config.data_parallel_size > 1;
@@ -315,6 +313,77 @@ int RunServe(ServeConfig config, const std::vector<CLI::Option*>& ignored) {
   return 0;
 }
 
+// This process's `tandem serve` arguments (after "serve"), as the user gave them, from
+// /proc/self/cmdline: the ranks get them unchanged (less the supervisor's flags).
+std::vector<std::string> ServeArguments() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> all;
+  for (std::string arg; std::getline(in, arg, '\0');) all.push_back(arg);
+  auto serve = std::find(all.begin(), all.end(), "serve");
+  if (serve == all.end()) return {};
+  return std::vector<std::string>(serve + 1, all.end());
+}
+
+// The supervisor of DpMode::kFrontEnd / kHeadless (dp/dp_supervisor.h).
+int RunDataParallelServe(ServeConfig config, const dp::DpFlags& flags) {
+  std::vector<int> cpu_ids;
+  if (!config.cpu_affinity.empty()) {
+    auto cpus = ParseCpuList(config.cpu_affinity);
+    if (!cpus.ok()) return ReportError(cpus.status());
+    cpu_ids = *cpus;
+  }
+  dp::DpFlags f = flags;
+  f.cpu_ids = cpu_ids;
+  auto cores = ThreadCount(ModelFlags{config.model, 0, "", "", {}});
+  if (!cores.ok()) return ReportError(cores.status());
+  auto plan = dp::PlanDp(f, *cores);
+  if (!plan.ok()) return ReportError(plan.status());
+  auto http = server::MakeHttpOptions(config);
+  if (!http.ok()) return ReportError(http.status());
+  if (config.api_key.empty()) {
+    if (const char* env = std::getenv("VLLM_API_KEY"); env != nullptr) config.api_key = env;
+  }
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return ReportError(InternalError("cannot read /proc/self/exe: " + ec.message()));
+
+  dp::DpRunOptions o;
+  o.plan = *plan;
+  o.exe = exe.string();
+  o.user_args = dp::StripSupervisorFlags(ServeArguments());
+  o.rank_host = config.host;
+  const bool wildcard = config.host.empty() || config.host == "0.0.0.0" || config.host == "::";
+  o.advertise_host = wildcard ? DefaultAdvertiseHost() : config.host;
+  o.api_key = config.api_key;
+  const double join_timeout_s = flags.join_timeout_s >= 0 ? flags.join_timeout_s : 300;
+  o.join_timeout = std::chrono::milliseconds(static_cast<int64_t>(join_timeout_s * 1000));
+  proxy::ProxyOptions& p = o.front_end;
+  p.host = config.host;
+  p.port = static_cast<uint16_t>(config.port);
+  p.api_key = config.api_key;
+  p.no_auth_health_metrics = config.no_auth_health_metrics;
+  p.max_body_bytes = http->max_body_bytes;
+  p.max_header_bytes = http->max_header_bytes;
+  p.max_connections = http->max_connections;
+  // --api-server-count K: K front-end I/O threads (at least 2) sharing the port in this
+  // one process.
+  p.io_threads = std::max(2, flags.api_server_count);
+  std::string ranks;
+  for (const dp::RankSlot& r : plan->ranks) {
+    ranks += (ranks.empty() ? "" : ", ") + std::to_string(r.rank) + "@" + std::to_string(r.port) +
+             " (" + std::to_string(r.threads) + " threads" +
+             (r.cpus.empty() ? std::string()
+                             : ", cores " + std::to_string(r.cpus.front()) + "-" +
+                                   std::to_string(r.cpus.back())) +
+             ")";
+  }
+  TANDEM_LOG(INFO) << (plan->mode == dp::DpMode::kHeadless ? "headless data-parallel node"
+                                                           : "data-parallel front end")
+                   << ": " << plan->ranks.size() << " of " << plan->size << " ranks here: " << ranks
+                   << "; DP address " << plan->address << ":" << plan->rpc_port;
+  return dp::RunDataParallel(o);
+}
+
 }  // namespace
 
 void RegisterServe(CLI::App& app, RunFn* run) {
@@ -372,11 +441,33 @@ void RegisterServe(CLI::App& app, RunFn* run) {
   cmd->add_option("--kv-cache-memory", c.kv_cache_memory,
                   "KV cache budget, e.g. 4GiB, 512MiB, bytes")
       ->capture_default_str();
-  cmd->add_option("--data-parallel-size", c.data_parallel_size)->check(CLI::Range(1, 4096));
-  cmd->add_option("--data-parallel-rank", c.data_parallel_rank)->check(CLI::Range(0, 4095));
-  cmd->add_option("--data-parallel-address", c.data_parallel_address);
-  cmd->add_option("--data-parallel-rpc-port", c.data_parallel_rpc_port)
+  auto dp_flags = std::make_shared<dp::DpFlags>();
+  cmd->add_option("--data-parallel-size", c.data_parallel_size,
+                  "data-parallel ranks over all nodes")
+      ->check(CLI::Range(1, 4096));
+  CLI::Option* dp_rank_opt =
+      cmd->add_option("--data-parallel-rank", c.data_parallel_rank,
+                      "run only this rank (balanced from outside; ports and engine id only)")
+          ->check(CLI::Range(0, 4095));
+  cmd->add_option("--data-parallel-address", c.data_parallel_address,
+                  "the front end node's address (rank registration; default 127.0.0.1)");
+  cmd->add_option("--data-parallel-rpc-port", c.data_parallel_rpc_port,
+                  "the front end's rank registration port (default 29550; port + 1 is reserved)")
       ->check(CLI::Range(0, 65535));
+  cmd->add_option("--data-parallel-size-local", dp_flags->size_local,
+                  "ranks on this node, supervised (default: --data-parallel-size)")
+      ->check(CLI::Range(0, 4096));
+  cmd->add_option("--data-parallel-start-rank", dp_flags->start_rank,
+                  "global rank of this node's first rank")
+      ->check(CLI::Range(0, 4095));
+  cmd->add_flag("--headless", dp_flags->headless,
+                "run only this node's ranks and register them with the front end at "
+                "--data-parallel-address:--data-parallel-rpc-port");
+  cmd->add_option("--api-server-count", dp_flags->api_server_count,
+                  "front-end I/O threads sharing --port (one process)")
+      ->check(CLI::Range(0, 1024));
+  cmd->add_option("--data-parallel-join-timeout", dp_flags->join_timeout_s,
+                  "--headless: seconds to wait for the front end before exiting 2 (default 300)");
   cmd->add_option("--tensor-parallel-size", c.tensor_parallel_size)->check(CLI::Range(1, 4096));
   cmd->add_flag("--enable-expert-parallel", c.enable_expert_parallel,
                 "spread each MoE layer's experts over the data-parallel ranks (Gloo all-to-all)");
@@ -405,9 +496,25 @@ void RegisterServe(CLI::App& app, RunFn* run) {
                   "pin compute threads to these cores, e.g. 0,1 or 0-3");
   AddQuantizationFlag(*cmd, &c.quantization);
   AddIgnoredFlags(cmd, ignored.get());
-  cmd->callback([config, ignored, seed, seed_opt, run] {
+  cmd->callback([config, ignored, seed, seed_opt, dp_flags, dp_rank_opt, run] {
     if (seed_opt->count() > 0) config->seed = *seed;
-    *run = [config, ignored] { return RunServe(*config, *ignored); };
+    dp::DpFlags& f = *dp_flags;
+    f.size = config->data_parallel_size;
+    f.rank = dp_rank_opt->count() > 0 ? config->data_parallel_rank : -1;
+    f.address = config->data_parallel_address;
+    f.rpc_port = config->data_parallel_rpc_port;
+    f.host = config->host;
+    f.port = config->port;
+    f.threads = config->threads;
+    if (dp::ChooseDpMode(f) != dp::DpMode::kSingle) {
+      *run = [config, dp_flags] { return RunDataParallelServe(*config, *dp_flags); };
+      return;
+    }
+    *run = [config, ignored, dp_flags] {
+      // One engine: the DP flags, if any, must describe just this rank.
+      if (auto plan = dp::PlanDp(*dp_flags, 1); !plan.ok()) return ReportError(plan.status());
+      return RunServe(*config, *ignored);
+    };
   });
 }
 

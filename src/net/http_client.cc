@@ -244,6 +244,7 @@ class HttpClient::Core::Exchange final : public HttpClientStream,
   bool cancelled_ = false;
   bool timed_out_ = false;
   bool done_ = false;
+  bool sent_reported_ = false;  // on_sent has run
   std::atomic<bool> finished_{false};  // Run() has completed
 };
 
@@ -280,6 +281,14 @@ asio::awaitable<Status> HttpClient::Core::Exchange::Perform() {
     }
     auto [wec, wn] = co_await asio::async_write(socket_, asio::buffer(*wire), kAwait);
     error_code ec = wec;
+    // on_sent runs once the server may have the request: its response head arrived, or
+    // the request was written and the exchange fails without the retry below (which
+    // treats a dead pooled connection as "never sent").
+    auto report_sent = [this] {
+      if (sent_reported_) return;
+      sent_reported_ = true;
+      if (callbacks_.on_sent) callbacks_.on_sent();
+    };
     if (!ec) {
       parser.emplace();
       parser->header_limit(static_cast<uint32_t>(core_->options().max_response_header_bytes));
@@ -289,13 +298,17 @@ asio::awaitable<Status> HttpClient::Core::Exchange::Perform() {
       auto [hec, hn] = co_await http::async_read_header(socket_, buffer_, *parser, kAwait);
       ec = hec;
     }
-    if (!ec) break;
+    if (!ec) {
+      report_sent();
+      break;
+    }
     bool nothing_received = !parser || !parser->got_some();
     if (reused && nothing_received && !cancelled_ && !timed_out_) {
       error_code ignored;
       socket_.close(ignored);
       continue;
     }
+    if (!wec) report_sent();
     co_return ErrorStatus("sending the request or reading the response head", ec);
   }
 

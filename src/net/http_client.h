@@ -55,9 +55,15 @@ struct HttpResponse {
 };
 
 // Callbacks of one streamed request; any may be empty. They run on an I/O thread, in
-// order: on_headers once, on_data zero or more times, on_done exactly once (also after
-// an error or Cancel; on_headers/on_data may not have run).
+// order: on_sent, on_headers once, on_data zero or more times, on_done exactly once (also
+// after an error or Cancel; the others may not have run).
 struct HttpStreamCallbacks {
+  // The server may have the request: its response head arrived, or the request was
+  // written and the exchange then failed (at most once, before on_headers). It never
+  // runs when connecting fails, nor for a pooled connection found dead before any
+  // response byte (the client re-sends on a fresh one): then the server cannot have
+  // seen the request.
+  std::function<void()> on_sent;
   std::function<void(int status, const HttpHeaders& headers)> on_headers;
   std::function<void(std::string_view body_bytes)> on_data;  // de-chunked body bytes
   std::function<void(Status status)> on_done;

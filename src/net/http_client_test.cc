@@ -96,6 +96,33 @@ TEST_F(ClientTest, ConnectionRefusedIsUnavailable) {
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
 }
 
+TEST_F(ClientTest, OnSentRunsOnlyWhenTheServerMayHaveTheRequest) {
+  auto run = [&](const std::string& url) {
+    auto request = HttpClientRequest::FromUrl("GET", url);
+    EXPECT_TRUE(request.ok());
+    std::atomic<int> sent{0};
+    std::promise<Status> done;
+    HttpStreamCallbacks cb;
+    cb.on_sent = [&] { sent.fetch_add(1); };
+    cb.on_done = [&](Status s) { done.set_value(s); };
+    auto stream = client_.Stream(*request, cb);
+    const Status status = done.get_future().get();
+    return std::make_pair(status.code(), sent.load());
+  };
+  // Refused: the server cannot have the request.
+  EXPECT_EQ(run("http://127.0.0.1:" + std::to_string(UnusedPort()) + "/"),
+            std::make_pair(StatusCode::kUnavailable, 0));
+  EXPECT_EQ(run(Url("/remote")), std::make_pair(StatusCode::kOk, 1));
+  // A pooled connection the server dropped: re-sent on a fresh one, reported once.
+  std::this_thread::sleep_for(600ms);
+  EXPECT_EQ(run(Url("/remote")), std::make_pair(StatusCode::kOk, 1));
+  // The server is gone: the pooled connection is dead and the fresh one refused, so the
+  // server never had the request.
+  const std::string url = Url("/remote");
+  server_->Stop();
+  EXPECT_EQ(run(url), std::make_pair(StatusCode::kUnavailable, 0));
+}
+
 TEST_F(ClientTest, BadUrlIsInvalidArgument) {
   EXPECT_EQ(client_.Fetch("GET", "http://:1/").status().code(), StatusCode::kInvalidArgument);
 }

@@ -72,6 +72,22 @@ StatusOr<pid_t> ProcessSupervisor::Start(const std::string& name,
 StatusOr<pid_t> ProcessSupervisor::Start(const std::string& name,
                                          const std::vector<std::string>& argv,
                                          const ChildOptions& options) {
+  TANDEM_ASSIGN_OR_RETURN(pid_t pid, Spawn(name, argv, options));
+  Child child;
+  child.name = name;
+  child.pid = pid;
+  child.stop_stage = options.stop_stage;
+  child.argv = argv;
+  child.options = options;
+  child.started_at = std::chrono::steady_clock::now();
+  children_.push_back(std::move(child));
+  if (stopping_) kill(-pid, stop_signal_);  // started after a stop began: stop it too
+  return pid;
+}
+
+StatusOr<pid_t> ProcessSupervisor::Spawn(const std::string& name,
+                                         const std::vector<std::string>& argv,
+                                         const ChildOptions& options) {
   if (argv.empty()) return InvalidArgumentError(name + ": empty command line");
   int log_fd = -1;
   if (!options.log_path.empty()) {
@@ -114,10 +130,27 @@ StatusOr<pid_t> ProcessSupervisor::Start(const std::string& name,
   }
   if (log_fd >= 0) close(log_fd);
   setpgid(pid, pid);  // also here, so a signal sent right after Start reaches the group
-  children_.push_back({name, pid, true, options.stop_stage});
   TANDEM_LOG(INFO) << name << " started (pid " << pid << ")";
-  if (stopping_) kill(-pid, stop_signal_);  // started after a stop began: stop it too
   return pid;
+}
+
+void ProcessSupervisor::RestartDue() {
+  const auto now = std::chrono::steady_clock::now();
+  for (Child& child : children_) {
+    if (!child.restart_pending || stopping_ || now < child.restart_at) continue;
+    child.restart_pending = false;
+    StatusOr<pid_t> pid = Spawn(child.name, child.argv, child.options);
+    if (!pid.ok()) {
+      TANDEM_LOG(ERROR) << child.name << ": restart failed: " << pid.status().ToString();
+      if (first_failure_.empty()) first_failure_ = child.name;
+      if (exit_code_ == 0) exit_code_ = 1;
+      BeginStop(SIGTERM);
+      return;
+    }
+    child.pid = *pid;
+    child.running = true;
+    child.started_at = now;
+  }
 }
 
 void ProcessSupervisor::SignalAll(int sig) {
@@ -169,6 +202,25 @@ void ProcessSupervisor::Reap(bool* no_descendants_left) {
         break;
       }
       TANDEM_LOG(ERROR) << child.name << " " << DescribeStatus(status);
+      const ChildOptions& o = child.options;
+      const bool fatal =
+          WIFEXITED(status) && std::find(o.fatal_exit_codes.begin(), o.fatal_exit_codes.end(),
+                                         WEXITSTATUS(status)) != o.fatal_exit_codes.end();
+      if (o.restart_on_failure && !fatal && !stopping_) {
+        const auto now = std::chrono::steady_clock::now();
+        if (now - child.started_at >= std::chrono::minutes(1)) child.failures_in_a_row = 0;
+        auto delay = o.restart_delay;
+        for (int i = 0; i < child.failures_in_a_row && delay < std::chrono::seconds(30); ++i)
+          delay *= 2;
+        delay = std::min<std::chrono::milliseconds>(delay, std::chrono::seconds(30));
+        ++child.failures_in_a_row;
+        child.restart_pending = true;
+        child.restart_at = now + delay;
+        TANDEM_LOG(WARNING) << child.name << " will be restarted in " << delay.count() << " ms";
+        if (on_failure_) on_failure_(child.name, true);
+        break;
+      }
+      if (on_failure_ && !stopping_) on_failure_(child.name, false);
       if (first_failure_.empty()) first_failure_ = child.name;
       if (exit_code_ == 0) {
         exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -186,8 +238,12 @@ bool ProcessSupervisor::Step(std::chrono::milliseconds max_wait) {
   const sigset_t set = SupervisedSignals();
   bool none_left = false;
   Reap(&none_left);
-  if (none_left) return true;
+  const bool restart_pending =
+      !stopping_ && std::any_of(children_.begin(), children_.end(),
+                                [](const Child& c) { return c.restart_pending; });
+  if (none_left && !restart_pending) return true;
   AdvanceStop();  // a stage may have emptied
+  RestartDue();
   const auto wait_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(max_wait).count();
   timespec wait_time{static_cast<time_t>(wait_ns / 1'000'000'000),
                      static_cast<long>(wait_ns % 1'000'000'000)};
@@ -208,7 +264,19 @@ bool ProcessSupervisor::Step(std::chrono::milliseconds max_wait) {
 }
 
 bool ProcessSupervisor::Poll(std::chrono::milliseconds max_wait) {
-  Step(max_wait);
+  if (Step(max_wait) && !stopping_) {
+    // No child (yet, or any more): still wait, and still honour a stop signal.
+    const sigset_t set = SupervisedSignals();
+    const auto wait_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(max_wait).count();
+    timespec wait_time{static_cast<time_t>(wait_ns / 1'000'000'000),
+                       static_cast<long>(wait_ns % 1'000'000'000)};
+    siginfo_t info;
+    const int sig = sigtimedwait(&set, &info, &wait_time);
+    if (sig == SIGINT || sig == SIGTERM) {
+      TANDEM_LOG(INFO) << "received " << strsignal(sig) << "; stopping";
+      BeginStop(sig);
+    }
+  }
   return !stopping_;
 }
 

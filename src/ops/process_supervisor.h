@@ -6,7 +6,8 @@
 // - SIGINT and SIGTERM sent to the supervisor are forwarded to every group; if the
 //   children have not all exited `stop_timeout` later, their groups get SIGKILL.
 // - When a child exits non-zero (or is killed) while the others run, the others are
-//   stopped the same way and Wait() returns non-zero.
+//   stopped the same way and Wait() returns non-zero, unless the child was started with
+//   ChildOptions::restart_on_failure: then it alone is started again after a back-off.
 // - The supervisor is a child subreaper (Linux), so processes that a child leaves behind
 //   are reaped too: Wait() returns only when no descendant is left.
 // - Optionally (ChildOptions) a child's output goes to a log file, it gets extra
@@ -23,6 +24,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -47,6 +49,14 @@ struct ChildOptions {
   // The child gets SIGTERM when this process dies (PR_SET_PDEATHSIG), even by SIGKILL or
   // SIGHUP, so that no service outlives a supervisor that could not stop it.
   bool stop_with_supervisor = false;
+  // Restart policy. A child that fails (exits non-zero or is killed) while supervision
+  // runs normally does not stop the others: it is started again with the same argv and
+  // options `restart_delay` later, the delay doubling for each failure in a row up to
+  // 30 s (a child that ran for a minute starts over at restart_delay). An exit code in
+  // `fatal_exit_codes` (e.g. 2, bad input) stops everything as without the policy.
+  bool restart_on_failure = false;
+  std::chrono::milliseconds restart_delay{1000};
+  std::vector<int> fatal_exit_codes;
 };
 
 class ProcessSupervisor {
@@ -64,10 +74,17 @@ class ProcessSupervisor {
   StatusOr<pid_t> Start(const std::string& name, const std::vector<std::string>& argv,
                         const ChildOptions& options);
 
+  // Called (from Poll()/Wait(), on the calling thread) when a child fails while
+  // supervision runs normally, with its name and whether it will be restarted.
+  void set_on_failure(std::function<void(const std::string& name, bool will_restart)> callback) {
+    on_failure_ = std::move(callback);
+  }
+
   // One round of Wait()'s work: reaps children that have exited (a failure starts
   // stopping the others) and handles a pending SIGINT/SIGTERM, waiting up to `max_wait`
-  // for a signal. Returns true while supervision runs normally: no child has failed and
-  // no stop has begun. Call Wait() once it returns false.
+  // for a signal (also when no child runs). Returns true while supervision runs
+  // normally: no child has failed and no stop has begun. Call Wait() once it returns
+  // false.
   bool Poll(std::chrono::milliseconds max_wait);
 
   // Starts stopping every child as a forwarded SIGTERM would (e.g. one never became
@@ -89,7 +106,19 @@ class ProcessSupervisor {
     pid_t pid = 0;
     bool running = true;
     int stop_stage = 0;
+    // For restarts.
+    std::vector<std::string> argv;
+    ChildOptions options;
+    std::chrono::steady_clock::time_point started_at;
+    std::chrono::steady_clock::time_point restart_at;  // when !running and restart_pending
+    bool restart_pending = false;
+    int failures_in_a_row = 0;
   };
+  // Forks and execs; InvalidArgument/Internal as Start().
+  StatusOr<pid_t> Spawn(const std::string& name, const std::vector<std::string>& argv,
+                        const ChildOptions& options);
+  // Starts the children whose restart time has come.
+  void RestartDue();
   void SignalAll(int sig);
   // Begins (or, for a repeated signal, re-sends) the stop with `sig`.
   void BeginStop(int sig);
@@ -102,6 +131,7 @@ class ProcessSupervisor {
   bool Step(std::chrono::milliseconds max_wait);
 
   SupervisorOptions options_;
+  std::function<void(const std::string& name, bool will_restart)> on_failure_;
   std::vector<Child> children_;
   bool stopping_ = false;
   bool killed_ = false;

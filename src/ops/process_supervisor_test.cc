@@ -134,5 +134,33 @@ TEST(ProcessSupervisorTest, StopWithSupervisorEndsTheChildWhenTheSupervisorIsKil
   if (!ended) kill(child, SIGKILL);
 }
 
+TEST(ProcessSupervisorTest, RestartsAFailingChildWithoutStoppingTheOthers) {
+  const std::string dir = TempDir();
+  const std::string count = dir + "/starts";
+  ProcessSupervisor supervisor;
+  std::vector<std::string> failures;
+  supervisor.set_on_failure([&](const std::string& name, bool restart) {
+    failures.push_back(name + (restart ? " restart" : " fatal"));
+  });
+  ChildOptions restart;
+  restart.restart_on_failure = true;
+  restart.restart_delay = std::chrono::milliseconds(50);
+  restart.fatal_exit_codes = {2};
+  // Fails twice (exit 3), then exits 2: restarted twice, then everything stops.
+  ASSERT_TRUE(
+      supervisor
+          .Start("flaky",
+                 {"/bin/sh", "-c",
+                  "echo x >> " + count + "; [ $(wc -l < " + count + ") -ge 3 ] && exit 2; exit 3"},
+                 restart)
+          .ok());
+  ASSERT_TRUE(supervisor.Start("steady", TrapShell("steady", dir + "/steady")).ok());
+  const int code = supervisor.Wait();
+  EXPECT_EQ(code, 2);
+  EXPECT_EQ(ReadFile(count), "x\nx\nx\n");
+  EXPECT_EQ(failures, (std::vector<std::string>{"flaky restart", "flaky restart", "flaky fatal"}));
+  EXPECT_EQ(ReadFile(dir + "/steady"), "steady\n");  // stopped only after the fatal exit
+}
+
 }  // namespace
 }  // namespace tandem::ops

@@ -47,14 +47,15 @@ StatusOr<BackendAddress> ParseBackendAddress(std::string_view text) {
   return BackendAddress{std::string(host), static_cast<uint16_t>(port)};
 }
 
-BackendPtr BackendRegistry::Add(Role role, const BackendAddress& address, Backend::State state) {
+BackendPtr BackendRegistry::Add(Role role, const BackendAddress& address, Backend::State state,
+                                const std::string& label) {
   std::lock_guard<std::mutex> lock(mu_);
   if (BackendPtr existing = FindLocked(role, address)) {
     if (!existing->draining_) return nullptr;
     existing->draining_ = false;
     return existing;
   }
-  auto backend = std::make_shared<Backend>(role, address, next_ordinal_++);
+  auto backend = std::make_shared<Backend>(role, address, next_ordinal_++, label);
   if (metrics_ != nullptr) {
     MetricLabels labels{{"role", std::string(RoleName(role))}, {"instance", address.Key()}};
     backend->up_gauge_ =
@@ -68,6 +69,20 @@ BackendPtr BackendRegistry::Add(Role role, const BackendAddress& address, Backen
   SetStateLocked(*backend, state);
   backends_[static_cast<int>(role)].push_back(backend);
   return backend;
+}
+
+bool BackendRegistry::ReportLoad(Role role, const BackendAddress& address, const RankLoad& load) {
+  std::lock_guard<std::mutex> lock(mu_);
+  BackendPtr backend = FindLocked(role, address);
+  if (!backend) return false;
+  backend->reported_ = load;
+  backend->sent_since_report_ = 0;
+  return true;
+}
+
+BackendPtr BackendRegistry::Find(Role role, const BackendAddress& address) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return FindLocked(role, address);
 }
 
 BackendRegistry::RemoveResult BackendRegistry::Remove(Role role, const BackendAddress& address) {
@@ -121,10 +136,14 @@ BackendRegistry::Routed BackendRegistry::PickRouted(
       RouteCandidate c{b->load_, b->in_flight_, b->last_pick_, 0};
       if (policy == RoutingPolicy::kPrefixAware && cached_tokens)
         c.cached_tokens = cached_tokens(*b);
+      c.rank_score = RankScore(b->reported_, b->sent_since_report_);
+      c.kv_usage = b->reported_.kv_usage;
       scored.push_back(c);
     }
     RouteChoice choice{LeastLoaded(scored), RouteReason::kLeastLoad};
-    if (policy == RoutingPolicy::kPrefixAware) {
+    if (policy == RoutingPolicy::kRankLoad) {
+      choice = {ChooseRankLoad(scored), RouteReason::kRankLoad};
+    } else if (policy == RoutingPolicy::kPrefixAware) {
       choice = cached_tokens ? ChoosePrefixAware(scored, load_threshold)
                              : RouteChoice{choice.index, RouteReason::kNotScored};
     }
@@ -170,6 +189,7 @@ BackendPtr BackendRegistry::ChooseLocked(Role role, const std::vector<BackendPtr
 void BackendRegistry::ChargeLocked(Backend& backend, int64_t load) {
   backend.load_ += load;
   backend.in_flight_ += 1;
+  backend.sent_since_report_ += 1;
   backend.last_pick_ = ++pick_seq_;
   if (backend.in_flight_gauge_ != nullptr) backend.in_flight_gauge_->Set(backend.in_flight_);
 }
@@ -229,7 +249,8 @@ std::vector<BackendInfo> BackendRegistry::Snapshot() const {
   std::vector<BackendInfo> out;
   for (const auto& list : backends_) {
     for (const BackendPtr& b : list) {
-      out.push_back({b->role(), b->address(), b->state_, b->draining_, b->load_, b->in_flight_});
+      out.push_back({b->role(), b->address(), b->state_, b->draining_, b->load_, b->in_flight_,
+                     b->label(), b->reported_, b->sent_since_report_});
     }
   }
   return out;

@@ -11,6 +11,9 @@
 //             becomes kUp on a healthy probe, or is dropped after too many failures.
 // Removing an instance with requests in flight drains it: it is no longer picked and
 // leaves the registry when its last request releases it.
+// An instance may carry a label (the DP front end's rank number: the `engine` label of
+// its series on the aggregated /metrics) and the load it last reported about itself
+// (ReportLoad; used by RoutingPolicy::kRankLoad).
 //
 // Thread safety: all methods are thread-safe (one mutex). Backend objects are shared
 // (BackendPtr): a request keeps its backends valid after they were removed. Their
@@ -56,17 +59,19 @@ class Backend {
  public:
   enum class State { kUp, kDown, kPending };
 
-  Backend(Role role, BackendAddress address, uint64_t ordinal)
-      : role_(role), address_(std::move(address)), ordinal_(ordinal) {}
+  Backend(Role role, BackendAddress address, uint64_t ordinal, std::string label = "")
+      : role_(role), address_(std::move(address)), ordinal_(ordinal), label_(std::move(label)) {}
 
   Role role() const { return role_; }
   const BackendAddress& address() const { return address_; }
+  const std::string& label() const { return label_; }
 
  private:
   friend class BackendRegistry;
   const Role role_;
   const BackendAddress address_;
   const uint64_t ordinal_;  // registration order
+  const std::string label_;  // "" = none
   // Guarded by the registry's mutex.
   State state_ = State::kUp;
   bool draining_ = false;   // removed while busy; leaves when idle
@@ -75,6 +80,8 @@ class Backend {
   int64_t in_flight_ = 0;   // requests holding it
   uint64_t last_pick_ = 0;  // pick sequence number (ties go to the least recent)
   int failed_probes_ = 0;   // kPending: probes that failed so far
+  RankLoad reported_;       // the instance's last ReportLoad
+  int64_t sent_since_report_ = 0;  // picks since that report
   Gauge* up_gauge_ = nullptr;
   Gauge* in_flight_gauge_ = nullptr;
 };
@@ -89,6 +96,9 @@ struct BackendInfo {
   bool draining;
   int64_t load;
   int64_t in_flight;
+  std::string label;
+  RankLoad reported;
+  int64_t sent_since_report;
 };
 
 class BackendRegistry {
@@ -100,8 +110,15 @@ class BackendRegistry {
   // Registers an instance in `state` (kUp or kPending) and returns it. Returns null (and
   // changes nothing) when the address is already registered for that role, unless it is
   // draining: then it is kept, no longer drains, and is returned.
+  // `label` is kept with a new instance (see above).
   BackendPtr Add(Role role, const BackendAddress& address,
-                 Backend::State state = Backend::State::kUp);
+                 Backend::State state = Backend::State::kUp, const std::string& label = "");
+
+  // The instance's own report of its load; restarts its sent-since-report count.
+  // False when no such instance is registered.
+  bool ReportLoad(Role role, const BackendAddress& address, const RankLoad& load);
+  // The registered instance of `role` at `address`, or null.
+  BackendPtr Find(Role role, const BackendAddress& address) const;
 
   enum class RemoveResult { kRemoved, kDraining, kNotFound };
   RemoveResult Remove(Role role, const BackendAddress& address);

@@ -133,5 +133,33 @@ TEST(BackendRegistryTest, ParsesAddresses) {
   }
 }
 
+TEST(BackendRegistryTest, RankLoadRoutesByTheReportedLoadPlusPicksSinceTheReport) {
+  BackendRegistry r;
+  r.Add(Role::kWorker, A(1), Backend::State::kUp, "0");
+  r.Add(Role::kWorker, A(2), Backend::State::kUp, "1");
+  auto pick = [&] {
+    return r.PickRouted(Role::kWorker, 1, {}, RoutingPolicy::kRankLoad, 0, nullptr);
+  };
+  // Rank 0 reports 2 waiting (score 8), rank 1 runs 5 (score 5): rank 1.
+  ASSERT_TRUE(r.ReportLoad(Role::kWorker, A(1), RankLoad{2, 0, 0.1}));
+  ASSERT_TRUE(r.ReportLoad(Role::kWorker, A(2), RankLoad{0, 5, 0.1}));
+  BackendRegistry::Routed first = pick();
+  ASSERT_TRUE(first.backend);
+  EXPECT_EQ(first.backend->address(), A(2));
+  EXPECT_EQ(first.reason, RouteReason::kRankLoad);
+  EXPECT_EQ(first.backend->label(), "1");
+  // That pick counts as waiting on rank 1 (score 9 > 8) until its next report.
+  EXPECT_EQ(pick().backend->address(), A(1));
+  // A fresh report from rank 1 resets its count: 5 < 12 (rank 0: 2 waiting + 1 sent).
+  ASSERT_TRUE(r.ReportLoad(Role::kWorker, A(2), RankLoad{0, 5, 0.1}));
+  EXPECT_EQ(pick().backend->address(), A(2));
+  EXPECT_FALSE(r.ReportLoad(Role::kWorker, A(9), RankLoad{}));
+  const std::vector<BackendInfo> infos = r.Snapshot();
+  ASSERT_EQ(infos.size(), 2u);
+  EXPECT_EQ(infos[0].label, "0");
+  EXPECT_EQ(infos[0].reported.waiting, 2);
+  EXPECT_EQ(infos[0].sent_since_report, 1);
+}
+
 }  // namespace
 }  // namespace tandem::proxy

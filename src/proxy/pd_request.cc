@@ -32,7 +32,7 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
     stream_ = stream != p_.body.end() && stream->is_boolean() && stream->get<bool>();
     segment_body_ = p_.body;
     segment_raw_ = p_.raw_body;
-    worker_mode_ = !ctx_->options->workers.empty();
+    worker_mode_ = WorkerMode(*ctx_->options);
     SetLoads();
   }
 
@@ -204,6 +204,7 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
     decode_held_ = true;
     d_tried_.push_back(decoder_);
     d_status_ = 0;
+    d_sent_ = false;
     d_body_.clear();
     d_content_type_.clear();
     filter_ = std::make_unique<DecodeOutputFilter>(cached_tokens_, segment_ > 0);
@@ -211,6 +212,10 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
         BackendRequest(decoder_, p_.target, DecodeBody(segment_raw_, segment_body_, kv_params_));
     auto self = shared_from_this();
     net::HttpStreamCallbacks callbacks;
+    callbacks.on_sent = [self] {
+      std::lock_guard<std::mutex> lock(self->mu_);
+      self->d_sent_ = true;
+    };
     callbacks.on_headers = [self](int status, const net::HttpHeaders& headers) {
       std::lock_guard<std::mutex> lock(self->mu_);
       self->d_status_ = status;
@@ -255,7 +260,7 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
       return RetryDecodeLocked(code, where + " failed: " + status.message());
     }
     if (IsOverload(d_status_)) {
-      return RetryDecodeLocked(d_status_, OverloadLocked(d_status_, where));
+      return RetryDecodeLocked(d_status_, OverloadLocked(d_status_, where), /*refused=*/true);
     }
     if (d_status_ >= 500) {
       ctx_->registry->MarkDown(decoder_);
@@ -289,10 +294,11 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
   }
 
   // A decode attempt failed: retry on another decoder while the client has seen
-  // nothing, else end the stream with an error.
-  void RetryDecodeLocked(int http_status, std::string error) {
+  // nothing, else end the stream with an error. Without retry_sent_requests, a request
+  // the backend may have started (it was sent, and not refused as overloaded) ends too.
+  void RetryDecodeLocked(int http_status, std::string error, bool refused = false) {
     TANDEM_LOG(WARNING) << "request " << p_.request_id << ": " << error;
-    if (client_started_) {
+    if (client_started_ || (d_sent_ && !refused && !ctx_->options->retry_sent_requests)) {
       SendAbortLocked();
       return FailLocked(http_status, error);
     }
@@ -510,6 +516,7 @@ class PdRequest : public std::enable_shared_from_this<PdRequest> {
   int d_attempts_ = 0;
   std::shared_ptr<net::HttpClientStream> d_call_;
   int d_status_ = 0;
+  bool d_sent_ = false;  // this decode attempt's backend may have the request (on_sent)
   int overload_status_ = 0;       // the last busy answer (503/429) of a backend, 0 if none
   std::string overload_error_;
   std::string d_content_type_;

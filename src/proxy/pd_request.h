@@ -12,7 +12,10 @@
 // prefix_aware first scores the request with the PrefixRouter (asynchronously).
 // Transport errors and 5xx answers before any byte reached the client mark the
 // backend down and retry on another one (ProxyOptions::max_retries attempts per phase,
-// exponential back-off). A backend 4xx goes to the client as it is. Every other failure
+// exponential back-off); without ProxyOptions::retry_sent_requests the decode/worker
+// phase retries only requests the backend cannot have seen (HttpStreamCallbacks::on_sent
+// did not run: connect failures) or refused as overloaded (503/429). A backend 4xx goes
+// to the client as it is. Every other failure
 // ends the request with an OpenAI error: a JSON error before the response started, an
 // SSE error event and [DONE] after. When the client leaves, or the decode phase fails
 // for good, after a prefiller answered with kv_transfer_params, the proxy tells that

@@ -68,7 +68,7 @@ StatusOr<std::unique_ptr<PrefixRouter>> PrefixRouter::Create(const ProxyOptions&
                                                              MetricsRegistry* metrics) {
   std::unique_ptr<PrefixRouter> router(new PrefixRouter(registry, io));
   const std::vector<BackendAddress>& instances = RoutedInstances(options);
-  const Role role = options.workers.empty() ? Role::kPrefill : Role::kWorker;
+  const Role role = WorkerMode(options) ? Role::kWorker : Role::kPrefill;
   KvEventSubscriberOptions sub;
   sub.silence_timeout = options.kv_events_silence_timeout;
   std::unordered_map<int, std::string> keys;

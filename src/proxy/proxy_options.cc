@@ -43,13 +43,13 @@ Status ValidateProxyOptions(const ProxyOptions& o) {
   if (o.max_header_bytes < 1024)
     return InvalidArgumentError("--max-header-bytes must be at least 1KiB");
   if (o.max_connections < 1) return InvalidArgumentError("--max-connections must be positive");
-  if (!o.workers.empty() && (!o.prefillers.empty() || !o.decoders.empty()))
+  if (WorkerMode(o) && (!o.prefillers.empty() || !o.decoders.empty()))
     return InvalidArgumentError("--worker-urls cannot be combined with prefillers or decoders");
   const size_t routed = RoutedInstances(o).size();
   if (!o.kv_events_endpoints.empty() && o.kv_events_endpoints.size() != routed) {
     return InvalidArgumentError(
         "--kv-events-endpoints has " + std::to_string(o.kv_events_endpoints.size()) +
-        " entries; want one per " + (o.workers.empty() ? "prefiller" : "worker") + " (" +
+        " entries; want one per " + (!WorkerMode(o) ? "prefiller" : "worker") + " (" +
         std::to_string(routed) + ")");
   }
   if (!o.kv_events_replay_endpoints.empty() &&
@@ -86,8 +86,12 @@ StatusOr<BackendAddress> ParseWorkerUrl(std::string_view url) {
   return address;
 }
 
+bool WorkerMode(const ProxyOptions& options) {
+  return options.worker_mode || !options.workers.empty();
+}
+
 const std::vector<BackendAddress>& RoutedInstances(const ProxyOptions& options) {
-  return options.workers.empty() ? options.prefillers : options.workers;
+  return WorkerMode(options) ? options.workers : options.prefillers;
 }
 
 std::chrono::milliseconds RetryDelay(const ProxyOptions& options, int attempt) {

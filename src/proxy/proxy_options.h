@@ -25,6 +25,10 @@ struct ProxyOptions {
   // runs without PD: each request goes unchanged to one worker; prefillers and
   // decoders must be empty.
   std::vector<BackendAddress> workers;
+  // Worker mode even while `workers` is empty: the instances join at run time (the
+  // data-parallel front end, src/dp, adds its ranks through ProxyServer::AddWorker);
+  // /health then answers 503 while no worker is up.
+  bool worker_mode = false;
   // How the routed phase (prefill, or the worker) picks its instance.
   RoutingPolicy routing_policy = RoutingPolicy::kLeastLoad;
   // KV-event publisher per routed instance, aligned with `prefillers` (PD) or `workers`
@@ -43,6 +47,11 @@ struct ProxyOptions {
   // Attempts per phase (prefill, decode) before the request fails; at least one is made
   // (the Python proxy's meaning of --max-retries).
   int max_retries = 3;
+  // false: a decode/worker request that was written to a backend is not replayed on
+  // another when that backend fails (it may have run it); only connect failures and
+  // overload answers are retried (the data-parallel front end: a rank that dies fails
+  // the requests it had).
+  bool retry_sent_requests = true;
   // Back-off before attempt k+1: retry_delay_s * 2^(k-1) seconds.
   double retry_delay_s = 0.001;
   // Instances added at run time: probes before giving up, and the time between them.
@@ -75,6 +84,9 @@ StatusOr<std::vector<BackendAddress>> PairAddresses(const std::string& what,
 // Parses --worker-urls items: "http://host:port" (a trailing "/" allowed) or
 // "host:port". InvalidArgument for anything else (https is not supported).
 StatusOr<BackendAddress> ParseWorkerUrl(std::string_view url);
+
+// True when requests go unchanged to one worker (workers given, or worker_mode).
+bool WorkerMode(const ProxyOptions& options);
 
 // The instances the routing policy applies to: workers, else prefillers.
 const std::vector<BackendAddress>& RoutedInstances(const ProxyOptions& options);

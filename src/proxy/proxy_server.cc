@@ -95,7 +95,7 @@ Status ProxyServer::Start() {
   TANDEM_RETURN_IF_ERROR(http_->Start());
   prober_->Start();
   if (router_) router_->Start();
-  if (!options_.workers.empty()) {
+  if (WorkerMode(options_)) {
     TANDEM_LOG(INFO) << "tandem proxy on " << options_.host << ":" << http_->port() << ": "
                      << options_.workers.size() << " worker instances, routing "
                      << RoutingPolicyName(options_.routing_policy);
@@ -117,6 +117,22 @@ void ProxyServer::Stop() {
 }
 
 uint16_t ProxyServer::port() const { return http_->port(); }
+
+bool ProxyServer::AddWorker(const BackendAddress& address, const std::string& label) {
+  return registry_->Add(Role::kWorker, address, Backend::State::kPending, label) != nullptr;
+}
+
+void ProxyServer::MarkWorkerDown(const BackendAddress& address) {
+  if (BackendPtr backend = registry_->Find(Role::kWorker, address)) registry_->MarkDown(backend);
+}
+
+bool ProxyServer::RemoveWorker(const BackendAddress& address) {
+  return registry_->Remove(Role::kWorker, address) != BackendRegistry::RemoveResult::kNotFound;
+}
+
+void ProxyServer::ReportWorkerLoad(const BackendAddress& address, const RankLoad& load) {
+  registry_->ReportLoad(Role::kWorker, address, load);
+}
 
 void ProxyServer::AddRoutes() {
   // Wraps a handler with the API-key check.
@@ -214,8 +230,20 @@ void ProxyServer::AddRoutes() {
               {"prefill_instances", registry_->CountActive(Role::kPrefill)},
               {"decode_instances", registry_->CountActive(Role::kDecode)},
               {"request_num", metrics_->in_flight()}};
-    if (!options_.workers.empty()) body["worker_instances"] = registry_->CountActive(Role::kWorker);
-    net::SendJson(*writer, 200, DumpJson(body));
+    if (WorkerMode(options_)) body["worker_instances"] = registry_->CountActive(Role::kWorker);
+    int status = 200;
+    if (options_.worker_mode) {
+      // An embedding front end (the DP one) is healthy while one of its workers is up.
+      size_t up = 0;
+      for (const BackendInfo& info : registry_->Snapshot())
+        up += info.role == Role::kWorker && info.state == Backend::State::kUp ? 1 : 0;
+      body["worker_instances_up"] = up;
+      if (up == 0) {
+        body["status"] = "no worker instance is up";
+        status = 503;
+      }
+    }
+    net::SendJson(*writer, status, DumpJson(body));
   };
   // --no-auth-health-metrics opens these to scrapers and load balancers without the key.
   auto health_or_metrics = [this, guarded](auto handler) -> net::HttpHandler {
@@ -254,7 +282,9 @@ void ProxyServer::AddRoutes() {
     g->scraped.resize(backends.size());
     g->pending = backends.size();
     for (size_t i = 0; i < backends.size(); ++i) {
-      g->scraped[i].engine = std::string(RoleName(backends[i].role)) + "@" + backends[i].address.Key();
+      g->scraped[i].engine = !backends[i].label.empty() ? backends[i].label
+                                                        : std::string(RoleName(backends[i].role)) +
+                                                              "@" + backends[i].address.Key();
       net::HttpClientRequest request;
       request.host = backends[i].address.host;
       request.port = backends[i].address.port;
@@ -284,7 +314,7 @@ void ProxyServer::AddRoutes() {
           const std::string type = body->value("type", Json("")).is_string()
                                        ? body->value("type", std::string())
                                        : std::string();
-          const bool workers = !options_.workers.empty();
+          const bool workers = WorkerMode(options_);
           if (workers ? type != "worker" : (type != "prefill" && type != "decode")) {
             net::SendError(*writer, 400,
                            "Instance type '" + type + "' is not supported. Only " +
@@ -368,7 +398,7 @@ void ProxyServer::AddInstances(Role role, std::vector<BackendAddress> addresses,
               {"failed", state->failed},
               {"current_prefill_instances", InstanceList(*registry_, Role::kPrefill)},
               {"current_decode_instances", InstanceList(*registry_, Role::kDecode)}};
-    if (!options_.workers.empty())
+    if (WorkerMode(options_))
       body["current_worker_instances"] = InstanceList(*registry_, Role::kWorker);
     net::SendJson(*state->writer, 200, DumpJson(body));
   };
@@ -424,7 +454,7 @@ void ProxyServer::RemoveInstances(Role role, const std::vector<BackendAddress>& 
             {"draining", draining},
             {"current_prefill_instances", InstanceList(*registry_, Role::kPrefill)},
             {"current_decode_instances", InstanceList(*registry_, Role::kDecode)}};
-  if (!options_.workers.empty())
+  if (WorkerMode(options_))
     body["current_worker_instances"] = InstanceList(*registry_, Role::kWorker);
   net::SendJson(writer, 200, DumpJson(body));
 }

@@ -8,7 +8,9 @@
 //                                               worker
 //   GET  /v1/models                             from a decoder (else a prefiller)
 //   GET  /health, /healthcheck                  {"status":"ok","prefill_instances":N,
-//                                               "decode_instances":N,"request_num":N}
+//                                               "decode_instances":N,"request_num":N};
+//                                               with ProxyOptions::worker_mode, 503 while
+//                                               no worker is up
 //   GET  /metrics                               Prometheus text, tandem_proxy_*
 //   POST /instances/add, /instances/remove      {"type":"prefill"|"decode"|"worker",
 //                                               "instances":["host:port",...]|"host:port"}
@@ -56,6 +58,19 @@ class ProxyServer {
   // backend I/O. Idempotent.
   void Stop();
   uint16_t port() const;
+
+  // For an embedding front end (the data-parallel one, src/dp) in worker mode:
+  // registers a worker as kPending (the prober brings it up once /health answers 200;
+  // pending probes give up after max_waiting_retries) with `label` as its engine label;
+  // false when it is already registered.
+  bool AddWorker(const BackendAddress& address, const std::string& label);
+  // Marks a registered worker down at once (its process died); the prober brings it
+  // back when /health answers 200 again. No effect on unknown addresses.
+  void MarkWorkerDown(const BackendAddress& address);
+  // Removes (or drains) a worker; false when it is not registered.
+  bool RemoveWorker(const BackendAddress& address);
+  // The worker's own report of its load (RoutingPolicy::kRankLoad).
+  void ReportWorkerLoad(const BackendAddress& address, const RankLoad& load);
 
   // For tests: the registry (instance states and loads).
   const BackendRegistry& registry() const { return *registry_; }

@@ -390,6 +390,33 @@ TEST_F(ProxyServerTest, ADecoder5xxIsRetriedOnAnotherAndProbedBack) {
   EXPECT_TRUE(Eventually([&] { return StateOf(d1_.address()) == Backend::State::kUp; }));
 }
 
+TEST_F(ProxyServerTest, WithoutRetrySentRequestsOnlyUnsentOnesAreRetried) {
+  // The data-parallel front end's setting: a worker that refuses the connection is
+  // skipped, a worker that got the request and failed it is not replayed elsewhere.
+  const BackendAddress dead{"127.0.0.1", UnusedPort()};
+  ProxyOptions o;
+  o.host = "127.0.0.1";
+  o.port = 0;
+  o.workers = {dead, d1_.address()};
+  o.retry_sent_requests = false;
+  o.retry_delay_s = 0.001;
+  o.health_check_interval = 50ms;
+  auto proxy = ProxyServer::Create(o);
+  ASSERT_TRUE(proxy.ok()) << proxy.status().ToString();
+  proxy_ = std::move(*proxy);
+  ASSERT_TRUE(proxy_->Start().ok());
+  port_ = proxy_->port();
+  for (int i = 0; i < 2; ++i) {
+    net::HttpResponse r = Post("/v1/completions", R"({"prompt":"x","max_tokens":2})");
+    ASSERT_EQ(r.status, 200) << r.body;  // the dead one first (registration order), then d1
+  }
+  EXPECT_EQ(StateOf(dead), Backend::State::kDown);
+  d1_.set_mode(FakeEngine::Mode::kFail500);
+  net::HttpResponse r = Post("/v1/completions", R"({"prompt":"x","max_tokens":2})");
+  EXPECT_EQ(r.status, 502) << r.body;  // sent to d1 and failed there: not retried
+  EXPECT_EQ(d1_.bodies().size(), 3u);
+}
+
 TEST_F(ProxyServerTest, EveryFailureIsATerminalOpenAiError) {
   const BackendAddress dead{"127.0.0.1", UnusedPort()};
   StartProxy({p1_.address()}, {dead});

@@ -9,8 +9,9 @@ StatusOr<RoutingPolicy> ParseRoutingPolicy(std::string_view name) {
   if (name == "round_robin") return RoutingPolicy::kRoundRobin;
   if (name == "least_load") return RoutingPolicy::kLeastLoad;
   if (name == "prefix_aware") return RoutingPolicy::kPrefixAware;
+  if (name == "rank_load") return RoutingPolicy::kRankLoad;
   return InvalidArgumentError("unknown routing policy '" + std::string(name) +
-                              "' (want round_robin, least_load or prefix_aware)");
+                              "' (want round_robin, least_load, prefix_aware or rank_load)");
 }
 
 std::string_view RoutingPolicyName(RoutingPolicy policy) {
@@ -21,6 +22,8 @@ std::string_view RoutingPolicyName(RoutingPolicy policy) {
       return "least_load";
     case RoutingPolicy::kPrefixAware:
       return "prefix_aware";
+    case RoutingPolicy::kRankLoad:
+      return "rank_load";
   }
   return "?";
 }
@@ -41,6 +44,8 @@ std::string_view RouteReasonName(RouteReason reason) {
       return "not_scored";
     case RouteReason::kFallback:
       return "fallback";
+    case RouteReason::kRankLoad:
+      return "rank_load";
   }
   return "?";
 }
@@ -51,6 +56,26 @@ size_t LeastLoaded(std::span<const RouteCandidate> c) {
     if (c[i].load != c[best].load ? c[i].load < c[best].load : c[i].last_pick < c[best].last_pick) {
       best = i;
     }
+  }
+  return best;
+}
+
+int64_t RankScore(const RankLoad& load, int64_t sent_since_report) {
+  return (std::max<int64_t>(0, load.waiting) + std::max<int64_t>(0, sent_since_report)) * 4 +
+         std::max<int64_t>(0, load.running);
+}
+
+size_t ChooseRankLoad(std::span<const RouteCandidate> c) {
+  // Lexicographic: score, KV usage, requests in flight, least recently picked.
+  auto better = [](const RouteCandidate& a, const RouteCandidate& b) {
+    if (a.rank_score != b.rank_score) return a.rank_score < b.rank_score;
+    if (a.kv_usage != b.kv_usage) return a.kv_usage < b.kv_usage;
+    if (a.in_flight != b.in_flight) return a.in_flight < b.in_flight;
+    return a.last_pick < b.last_pick;
+  };
+  size_t best = 0;
+  for (size_t i = 1; i < c.size(); ++i) {
+    if (better(c[i], c[best])) best = i;
   }
   return best;
 }
