@@ -16,15 +16,17 @@ namespace tandem {
 
 Status LoadDsaIndexerHparams(const GgufFile& file, const std::string& arch, ModelConfig* c) {
   if (c->mla_dims.q_lora_rank < 1) {
-    return InvalidArgumentError(arch + " needs '" + arch +
-                                ".attention.q_lora_rank' > 0 (the indexer's query comes from attn_q_a)");
+    return InvalidArgumentError(
+        arch + " needs '" + arch +
+        ".attention.q_lora_rank' > 0 (the indexer's query comes from attn_q_a)");
   }
   DsaConfig& d = c->dsa;
   auto get = [&](const char* suffix, int* out) -> Status {
     const std::string key = arch + ".attention.indexer." + suffix;
     TANDEM_ASSIGN_OR_RETURN(uint64_t v, file.GetUint(key));
     if (v < 1 || v > (1u << 20)) {
-      return InvalidArgumentError("metadata key '" + key + "' is out of range: " + std::to_string(v));
+      return InvalidArgumentError("metadata key '" + key +
+                                  "' is out of range: " + std::to_string(v));
     }
     *out = static_cast<int>(v);
     return Status::Ok();
@@ -34,11 +36,12 @@ Status LoadDsaIndexerHparams(const GgufFile& file, const std::string& arch, Mode
   TANDEM_RETURN_IF_ERROR(get("top_k", &d.top_k));
   // llama.cpp rotates the indexer's queries and keys with one Walsh-Hadamard matrix of
   // the key's size, which it builds for powers of two from 64 only.
-  if (d.head_dim < 64 || d.head_dim > 1024 || !std::has_single_bit(static_cast<unsigned>(d.head_dim)) ||
-      d.head_dim < c->rope_dims) {
-    return InvalidArgumentError("metadata key '" + arch + ".attention.indexer.key_length' (" +
-                                std::to_string(d.head_dim) + ") must be a power of two in [64, 1024] and >= " +
-                                "rope.dimension_count (" + std::to_string(c->rope_dims) + ")");
+  if (d.head_dim < 64 || d.head_dim > 1024 ||
+      !std::has_single_bit(static_cast<unsigned>(d.head_dim)) || d.head_dim < c->rope_dims) {
+    return InvalidArgumentError(
+        "metadata key '" + arch + ".attention.indexer.key_length' (" + std::to_string(d.head_dim) +
+        ") must be a power of two in [64, 1024] and >= " + "rope.dimension_count (" +
+        std::to_string(c->rope_dims) + ")");
   }
   d.layer_full.assign(static_cast<size_t>(c->n_layers), true);
   return Status::Ok();
@@ -49,9 +52,11 @@ StatusOr<ModelConfig> LoadDeepseek32Config(const GgufFile& file) {
   // llama.cpp's deepseek32 loader requires the key (glm-dsa and deepseek2 default it).
   const std::string gating_key = arch + ".expert_gating_func";
   if (file.Find(gating_key) == nullptr) {
-    return InvalidArgumentError("metadata key '" + gating_key + "' is missing (deepseek32 has no default)");
+    return InvalidArgumentError("metadata key '" + gating_key +
+                                "' is missing (deepseek32 has no default)");
   }
-  TANDEM_ASSIGN_OR_RETURN(ModelConfig c, LoadDeepseek2FamilyConfig(file, arch, ExpertGating::kSigmoid));
+  TANDEM_ASSIGN_OR_RETURN(ModelConfig c,
+                          LoadDeepseek2FamilyConfig(file, arch, ExpertGating::kSigmoid));
   TANDEM_RETURN_IF_ERROR(LoadDsaIndexerHparams(file, arch, &c));
   c.dsa.rope_neox = true;
   c.dsa.k_norm_eps = 1e-6f;
