@@ -235,6 +235,8 @@ def bad_deepseek32_cases():
         "misshapen indexer key norm": (dict(reshape=("blk.2.indexer.k_norm.weight", 32)),
                                        "blk.2.indexer.k_norm.weight"),
         "no gating function": (dict(drop_kv=("deepseek32.expert_gating_func",)), "deepseek32.expert_gating_func"),
+        "gating function none": (dict(kv={"deepseek32.expert_gating_func": (0, u32)}),
+                                 "deepseek32.expert_gating_func"),
         "not MLA": (dict(drop_kv=("deepseek32.attention.key_length_mla",)), "deepseek32.attention.key_length_mla"),
         "indexer key length not a power of two": (dict(kv={"deepseek32.attention.indexer.key_length": (96, u32)}),
                                                   "deepseek32.attention.indexer.key_length"),

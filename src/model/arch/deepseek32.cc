@@ -49,11 +49,17 @@ Status LoadDsaIndexerHparams(const GgufFile& file, const std::string& arch, Mode
 
 StatusOr<ModelConfig> LoadDeepseek32Config(const GgufFile& file) {
   const std::string arch = "deepseek32";
-  // llama.cpp's deepseek32 loader requires the key (glm-dsa and deepseek2 default it).
+  // llama.cpp's deepseek32 loader requires the key (glm-dsa and deepseek2 default it),
+  // and its MoE graph aborts on 0 ("none"); other values LoadMoeHparams checks.
   const std::string gating_key = arch + ".expert_gating_func";
   if (file.Find(gating_key) == nullptr) {
     return InvalidArgumentError("metadata key '" + gating_key +
                                 "' is missing (deepseek32 has no default)");
+  }
+  TANDEM_ASSIGN_OR_RETURN(uint64_t gating, file.GetUint(gating_key));
+  if (gating == 0) {
+    return InvalidArgumentError("metadata key '" + gating_key +
+                                "' = 0 (none): deepseek32 needs 1 (softmax) or 2 (sigmoid)");
   }
   TANDEM_ASSIGN_OR_RETURN(ModelConfig c,
                           LoadDeepseek2FamilyConfig(file, arch, ExpertGating::kSigmoid));
