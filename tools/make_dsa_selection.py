@@ -74,6 +74,9 @@ def main():
     cp = C.llama_context_default_params()
     cp.n_ctx = cp.n_batch = cp.n_ubatch = 512
     cp.n_threads = cp.n_threads_batch = args.threads
+    # As the goldens' llama_cpp.Llama (flash_attn=False); the default (auto) would take
+    # ggml's flash-attention kernel, whose other roundings reach the later layers' choices.
+    cp.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_DISABLED
     cp.cb_eval = cb
     ctx = C.llama_init_from_model(model, cp)
     arr = (C.llama_token * len(tokens))(*tokens)
