@@ -1,12 +1,12 @@
 """Sparse (MoE) models end to end with real processes: the glm4moe fixture (64 experts,
 top-8, a shared expert, a leading dense layer, a NextN block), the deepseek2 one
-(the same with MLA: latent KV blocks) and the glm-dsa one (MLA plus DeepSeek sparse
-attention: the indexer keys ride in the same KV rows) served colocated, and in
+(the same with MLA: latent KV blocks), the glm-dsa and deepseek32 ones (MLA plus
+DeepSeek sparse attention: the indexer keys ride in the same KV rows) served colocated, and in
 PD through `tandem proxy` with the seeds' MultiConnector (Mooncake transfer + the pool
 connector on a real pool worker and etcd); PD output equals colocated, and a second
 engine reuses the first one's blocks through the pool. Also: sparse GGUFs with missing,
-misshapen or miscounted experts, or a glm-dsa file with a missing or misshapen indexer,
-are refused at load with exit 2 naming the problem."""
+misshapen or miscounted experts, or a glm-dsa / deepseek32 file with a missing or
+misshapen indexer or a bad indexer key, are refused at load with exit 2 naming the problem."""
 import json
 import subprocess
 
@@ -22,6 +22,8 @@ MODEL = "glm4moe-q4_k_m.gguf"
 MLA_MODEL = "deepseek2-q4_k_m.gguf"
 # MLA + the lightning indexer (top 16 positions per query; the prompts below are longer).
 DSA_MODEL = "glm-dsa-q4_k_m.gguf"
+# DeepSeek-V3.2: the indexer on every layer (NEOX RoPE in it), YaRN, grouped sigmoid routing.
+DS32_MODEL = "deepseek32-q4_k_m.gguf"
 COMMON = ["--served-model-name", "moe", "--enable-prompt-tokens-details", "--max-model-len", "512"]
 
 
@@ -38,7 +40,7 @@ def multi_config(role, kv_port=None):
                        "kv_connector_extra_config": {"connectors": [mooncake, pool]}})
 
 
-@pytest.fixture(scope="module", params=[MODEL, MLA_MODEL, DSA_MODEL])
+@pytest.fixture(scope="module", params=[MODEL, MLA_MODEL, DSA_MODEL, DS32_MODEL])
 def moe_cluster(request, tandem_bin, fixture_dir, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("moe")
     model = fixture_dir / request.param
@@ -215,6 +217,39 @@ def test_bad_glm_dsa_gguf_exits_2_naming_the_problem(tandem_bin, fixture_dir, tm
     changes, needle = bad_dsa_cases()[case]
     dst = tmp_path / "bad.gguf"
     rewrite(fixture_dir / DSA_MODEL, dst, **changes)
+    r = subprocess.run([tandem_bin, "generate", "--model", str(dst), "-p", "x", "-n", "1"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, (case, r.returncode, r.stderr[-2000:])
+    assert needle in r.stderr, (case, r.stderr[-2000:])
+
+
+def bad_deepseek32_cases():
+    import gguf
+    u32 = gguf.GGUFValueType.UINT32
+    return {
+        # Every layer has its own indexer (glm-dsa's Q4_K_M fixture shares layer 1's).
+        "missing indexer on the middle layer": (dict(drop=("blk.1.indexer.proj.weight",)),
+                                                "blk.1.indexer.proj.weight"),
+        # llama.cpp requires the NextN block's indexer too (its MTP head does not run it).
+        "missing NextN indexer": (dict(drop=("blk.3.indexer.attn_q_b.weight",)), "blk.3.indexer.attn_q_b.weight"),
+        "misshapen indexer key norm": (dict(reshape=("blk.2.indexer.k_norm.weight", 32)),
+                                       "blk.2.indexer.k_norm.weight"),
+        "no gating function": (dict(drop_kv=("deepseek32.expert_gating_func",)), "deepseek32.expert_gating_func"),
+        "gating function none": (dict(kv={"deepseek32.expert_gating_func": (0, u32)}),
+                                 "deepseek32.expert_gating_func"),
+        "not MLA": (dict(drop_kv=("deepseek32.attention.key_length_mla",)), "deepseek32.attention.key_length_mla"),
+        "indexer key length not a power of two": (dict(kv={"deepseek32.attention.indexer.key_length": (96, u32)}),
+                                                  "deepseek32.attention.indexer.key_length"),
+        "no indexer heads": (dict(drop_kv=("deepseek32.attention.indexer.head_count",)),
+                             "deepseek32.attention.indexer.head_count"),
+    }
+
+
+@pytest.mark.parametrize("case", list(bad_deepseek32_cases()))
+def test_bad_deepseek32_gguf_exits_2_naming_the_problem(tandem_bin, fixture_dir, tmp_path, case):
+    changes, needle = bad_deepseek32_cases()[case]
+    dst = tmp_path / "bad.gguf"
+    rewrite(fixture_dir / DS32_MODEL, dst, **changes)
     r = subprocess.run([tandem_bin, "generate", "--model", str(dst), "-p", "x", "-n", "1"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2, (case, r.returncode, r.stderr[-2000:])

@@ -10,7 +10,8 @@ Files (byte-for-byte identical on every run: fixed seeds, no timestamps):
                independent of ours); plus `q8_0.source` (F32) and `q8_0.quantized`
                (gguf-py's Q8_0 quantization of it, bit-exact with ggml's reference).
   gemma3.gguf, llama.gguf, qwen2.gguf, qwen3.gguf, qwen3moe-{q4_k_m,q8_0}.gguf,
-  glm4moe-{q4_k_m,q8_0}.gguf, deepseek2-{q4_k_m,q8_0,kv_b-q8_0}.gguf, glm-dsa-{q4_k_m,q8_0}.gguf
+  glm4moe-{q4_k_m,q8_0}.gguf, deepseek2-{q4_k_m,q8_0,kv_b-q8_0}.gguf, glm-dsa-{q4_k_m,q8_0}.gguf,
+  deepseek32-{q4_k_m,q8_0}.gguf
                random-weight models with the tensor names and metadata llama.cpp
                expects for each architecture, weights in a mix of tensor types, a
                tokenizer (SentencePiece-style "llama" vocab for gemma3/llama, byte-level
@@ -823,6 +824,30 @@ def moe_specs() -> list[ModelSpec]:
             mla={"q_lora": 128, "kv_lora": 128, "nope": 32, "rope": 32, "v_head": 64},
             mla_types=mla_types if v3 else (QT.Q8_0,) * 6,
             dsa={"heads": 8, "dim": 64, "top_k": 16, "full": [1, 0, 1] if v3 else None,
+                 "types": (QT.Q8_0, QT.Q4_K) if v3 else (QT.Q8_0, QT.Q8_0)},
+            layer_types=[attn], moe_types=moe, **common))
+        # DeepSeek-V3.2-style (deepseek32): deepseek2's MLA with a low-rank query plus the
+        # lightning indexer on every layer (no indexer.types key; NEOX RoPE and a 1e-6
+        # LayerNorm in the indexer, where glm-dsa has adjacent pairs and 0), top 16
+        # positions per query, a leading dense layer, a shared expert and a NextN block
+        # (with its own indexer, as llama.cpp requires), DeepSeek-V3's sigmoid routing with
+        # the selection bias, normalized weights x 2.5. The Q4_K_M file has deepseek2's
+        # YaRN (read by llama.cpp for deepseek32, not for glm-dsa), grouped top-k and an
+        # indexer of 8 heads of 64; the Q8_0 file no YaRN, no groups, 8 heads of 128.
+        extra = {"leading_dense_block_count": 1, "expert_shared_count": 1, "expert_gating_func": 2,
+                 "expert_weights_norm": True, "expert_weights_scale": 2.5}
+        if v3:
+            extra.update({"expert_group_count": 8, "expert_group_used_count": 4,
+                          "rope.scaling.type": "yarn", "rope.scaling.factor": 4.0,
+                          "rope.scaling.original_context_length": 64,
+                          "rope.scaling.yarn_log_multiplier": 0.0707})
+        specs.append(ModelSpec(
+            arch="deepseek32", name=f"deepseek32-{quant}", n_layer=3, seed=16, vocab=qwen,
+            tied_output=False, rope_dims=32, n_expert_shared=1, n_dense_lead=1, probs_bias=True,
+            n_nextn=1, extra_kv=extra, embd_type=QT.Q8_0, output_type=QT.Q6_K if v3 else QT.Q8_0,
+            mla={"q_lora": 128, "kv_lora": 128, "nope": 32, "rope": 32, "v_head": 64},
+            mla_types=mla_types if v3 else (QT.Q8_0,) * 6,
+            dsa={"heads": 8, "dim": 64 if v3 else 128, "top_k": 16, "full": None,
                  "types": (QT.Q8_0, QT.Q4_K) if v3 else (QT.Q8_0, QT.Q8_0)},
             layer_types=[attn], moe_types=moe, **common))
     # An older deepseek2 conversion (DeepSeek-V2-Lite as first converted): the joint

@@ -46,8 +46,9 @@ class BatchedEqualsAlone : public ::testing::TestWithParam<const char*> {};
 
 // Continuous batching with chunked prefill gives each request the tokens it gets alone:
 // the dense llama fixture, a MoE model (tokens regrouped by expert each step), an MLA
-// one (latent KV rows in the paged cache) and glm-dsa's sparse attention (the indexer
-// keys in those rows; its prompts plus 24 tokens run past the indexer's top_k of 16).
+// one (latent KV rows in the paged cache) and DeepSeek sparse attention, glm-dsa's and
+// deepseek32's (the indexer keys in those rows; the prompts plus 24 tokens run past the
+// indexer's top_k of 16).
 TEST_P(BatchedEqualsAlone, Greedy) {
   auto model = LoadFixture(GetParam());
   ASSERT_NE(model, nullptr);
@@ -69,7 +70,7 @@ TEST_P(BatchedEqualsAlone, Greedy) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, BatchedEqualsAlone,
                          ::testing::Values("llama.gguf", "glm4moe-q4_k_m.gguf", "deepseek2-q4_k_m.gguf",
-                                           "glm-dsa-q4_k_m.gguf"),
+                                           "glm-dsa-q4_k_m.gguf", "deepseek32-q4_k_m.gguf"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& ch : s) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';

@@ -48,7 +48,8 @@ std::vector<int32_t> ReferenceDrafts(const Model& model, ThreadPool* pool, const
 }
 
 TEST(MtpProposerTest, DraftsEqualARecomputationFromScratch) {
-  for (const char* fixture : {"glm4moe-q4_k_m.gguf", "deepseek2-q4_k_m.gguf", "glm-dsa-q4_k_m.gguf"}) {
+  for (const char* fixture :
+       {"glm4moe-q4_k_m.gguf", "deepseek2-q4_k_m.gguf", "glm-dsa-q4_k_m.gguf", "deepseek32-q4_k_m.gguf"}) {
     auto model = LoadFixture(fixture);
     ASSERT_NE(model, nullptr);
     const ModelConfig& c = model->config();

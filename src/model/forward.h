@@ -63,6 +63,16 @@ class Forward {
   double expert_exchange_seconds() const { return moe_.exchange_seconds(); }
   int64_t expert_exchange_bytes_sent() const { return moe_.exchange_bytes_sent(); }
 
+  // Sparse attention's choices, for comparing with llama.cpp's (tests): while set
+  // (borrowed; nullptr: off), every trunk layer that runs its own indexer appends, for
+  // each batch token past the indexer's top_k, the sorted positions it attends to.
+  struct DsaChoice {
+    int layer = 0;
+    int64_t pos = 0;
+    std::vector<int32_t> kept;
+  };
+  void set_dsa_trace(std::vector<DsaChoice>* trace) { dsa_trace_ = trace; }
+
  private:
   // Token embeddings of the batch into x_ (scaled by embd_scale when `scale`), and
   // pos_ / seq_of_. Returns the token count.
@@ -75,7 +85,7 @@ class Forward {
   void Attention(int layer, const std::vector<ForwardSequence>& batch);
   // MLA attention of `layer` (forward_mla.cc): xn_ in, proj_ (after attn_output) out.
   void MlaAttention(int layer, const std::vector<ForwardSequence>& batch);
-  // glm-dsa's lightning indexer of `layer` (forward_dsa.cc): from xn_ and the normed
+  // DeepSeek sparse attention's lightning indexer of `layer` (forward_dsa.cc): from xn_ and the normed
   // q_a output (mla_qa_), stores each token's indexer key in its K row (after the
   // latent and RoPE parts) and fills dsa_sel_ with the positions each token attends to.
   // A shared layer keeps the selection of the full layer before it.
@@ -109,6 +119,7 @@ class Forward {
   std::vector<int32_t> dsa_sel_;
   std::vector<int> dsa_nsel_;
   std::vector<float> dsa_rot_;   // [head_dim, head_dim] the Walsh-Hadamard rotation (F32)
+  std::vector<DsaChoice>* dsa_trace_ = nullptr;
   std::vector<int64_t> pos_;  // [n_tokens] position of each batch token
   std::vector<int> seq_of_;   // [n_tokens] sequence index of each batch token
   // RoPE angles of each batch token, [n_tokens, rope_dims] (cos half then sin half), for

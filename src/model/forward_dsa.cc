@@ -1,14 +1,16 @@
-// Forward::DsaSelect: DeepSeek sparse attention's lightning indexer (glm-dsa), as
-// llama.cpp's glm-dsa graph and ggml's fused CPU op compute it (see DsaConfig):
+// Forward::DsaSelect: DeepSeek sparse attention's lightning indexer (deepseek32,
+// glm-dsa), as llama.cpp's graphs and ggml's fused CPU op compute it (see DsaConfig):
 //
 //   iq       = rot · rope(indexer.attn_q_b · qr)      [n_heads, head_dim]  (qr: normed q_a)
 //   ik       = rot · rope(layernorm(indexer.attn_k · x))  [head_dim] -> fp16 in the K row
+//              (LayerNorm's epsilon: DsaConfig::k_norm_eps)
 //   w        = indexer.proj · x / sqrt(head_dim · n_heads)           [n_heads]
 //   score(j) = sum_h relu(iq_h · ik_j) · w_h   over the causal past j <= pos
 //   keep     = the top_k positions by score (all of them while pos < top_k)
 //
-// RoPE is the "normal" (adjacent-pair) kind on the first rope_dims of each head, with
-// the layer's own angles; rot is the orthonormal Walsh-Hadamard matrix. MlaAttention
+// RoPE on the first rope_dims of each head, with the layer's own angles, is the NEOX
+// kind (pairs i, i + rope/2) for deepseek32 and the "normal" (adjacent-pair) kind for
+// glm-dsa (DsaConfig::rope_neox); rot is the orthonormal Walsh-Hadamard matrix. MlaAttention
 // then masks every other position out of each head's softmax, so the arithmetic over
 // the kept ones is the dense path's.
 #include <algorithm>
@@ -93,10 +95,10 @@ void Forward::DsaSelect(int il, const std::vector<ForwardSequence>& batch) {
   ForEachToken(pool_, n, [&](int64_t i) {
     const float* cos = &angles[i * rope];
     const float* sin = cos + half;
-    for (int h = 0; h < H; ++h) RopeApply(&dsa_tmp_[(i * H + h) * D], rope, cos, sin, false);
+    for (int h = 0; h < H; ++h) RopeApply(&dsa_tmp_[(i * H + h) * D], rope, cos, sin, d.rope_neox);
     float* k = &dsa_k_[i * D];
-    LayerNorm(k, w.k_norm.data(), w.k_norm_b.data(), k, D, /*eps=*/0.0f);  // llama.cpp's f_norm_eps here
-    RopeApply(k, rope, cos, sin, false);
+    LayerNorm(k, w.k_norm.data(), w.k_norm_b.data(), k, D, d.k_norm_eps);  // llama.cpp's f_norm_eps
+    RopeApply(k, rope, cos, sin, d.rope_neox);
     for (int h = 0; h < H; ++h) dsa_w_[i * H + h] *= w_scale;
   });
   // The Hadamard rotation of every query head and key, in the orders ggml's matrix
@@ -114,7 +116,11 @@ void Forward::DsaSelect(int il, const std::vector<ForwardSequence>& batch) {
   });
 
   // Scores over each token's causal past (every key of the batch is stored by now) and
-  // the top_k of them; ties go to the earlier position.
+  // the top_k of them, chosen as ggml's CPU top_k chooses (std::partial_sort of the
+  // positions in order, by score alone): equal scores, which happen where every head's
+  // ReLU is 0, fall as the heap selection leaves them, so a tie at the cut keeps the
+  // position llama.cpp keeps (its cache cells are positions in order for one sequence;
+  // the masked cells after them score -inf and never enter the heap).
   ForEachToken(pool_, n, [&](int64_t t) {
     // Causal cost grows with the position: alternate first and last tokens.
     const int64_t i = t % 2 == 0 ? t / 2 : n - 1 - t / 2;
@@ -133,14 +139,20 @@ void Forward::DsaSelect(int il, const std::vector<ForwardSequence>& batch) {
     for (int64_t j = 0; j < len; ++j) rows[j] = store->KeyRow(il, j) + kw;
     IndexerScoresF16(&dsa_q_[i * H * D], &dsa_w_[i * H], H, rows.data(), len, D, scores.data());
     std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + d.top_k, order.end(), [&](int32_t a, int32_t b) {
-      return scores[a] > scores[b] || (scores[a] == scores[b] && a < b);
-    });
+    std::partial_sort(order.begin(), order.begin() + d.top_k, order.end(),
+                      [&](int32_t a, int32_t b) { return scores[a] > scores[b]; });
     int32_t* sel = &dsa_sel_[i * d.top_k];
     std::copy_n(order.begin(), d.top_k, sel);
     std::sort(sel, sel + d.top_k);
     dsa_nsel_[i] = d.top_k;
   });
+  if (dsa_trace_ != nullptr) {
+    for (int64_t i = 0; i < n; ++i) {
+      if (dsa_nsel_[i] < 0) continue;
+      const int32_t* sel = &dsa_sel_[i * d.top_k];
+      dsa_trace_->push_back({il, pos_[i], std::vector<int32_t>(sel, sel + dsa_nsel_[i])});
+    }
+  }
 }
 
 }  // namespace tandem

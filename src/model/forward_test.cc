@@ -38,12 +38,13 @@ std::vector<float> PromptThenDecode(const Model& model, ThreadPool* pool, int pr
 TEST(ForwardTest, LogitsDoNotDependOnTheThreadCount) {
   for (const char* fixture : {"gemma3.gguf", "llama.gguf", "qwen2.gguf", "qwen3.gguf",
                               "qwen3moe-q4_k_m.gguf", "glm4moe-q8_0.gguf", "deepseek2-q4_k_m.gguf",
-                              "deepseek2-q8_0.gguf", "glm-dsa-q4_k_m.gguf", "glm-dsa-q8_0.gguf"}) {
+                              "deepseek2-q8_0.gguf", "glm-dsa-q4_k_m.gguf", "glm-dsa-q8_0.gguf",
+                              "deepseek32-q4_k_m.gguf", "deepseek32-q8_0.gguf"}) {
     SCOPED_TRACE(fixture);
     auto model = Model::Load(FixturePath(fixture));
     ASSERT_TRUE(model.ok()) << model.status().ToString();
     const ModelConfig& c = (*model)->config();
-    // glm-dsa: past its indexer's top_k, so the sparse selection runs on every thread count.
+    // glm-dsa, deepseek32: past its indexer's top_k, so the sparse selection runs on every thread count.
     const int prompt = c.dsa.n_heads > 0 ? 2 * c.dsa.top_k : 12;
     // The fixtures have GQA groups of 2 or more heads, so 3 and 4 threads split them.
     ASSERT_GT(c.n_heads / c.n_kv_heads, 1);
@@ -67,10 +68,11 @@ std::vector<float> AllLogits(const Model& model, const ModelConfig& config, int 
   return logits;
 }
 
-// glm-dsa's sparse attention: up to top_k positions a query attends to its whole past
+// DeepSeek sparse attention (glm-dsa, deepseek32): up to top_k positions a query attends to its whole past
 // (dense), beyond it only to the indexer's choice, which changes the logits.
 TEST(ForwardTest, SparseAttentionIsDenseUpToTopKThenSelects) {
-  for (const char* fixture : {"glm-dsa-q4_k_m.gguf", "glm-dsa-q8_0.gguf"}) {
+  for (const char* fixture : {"glm-dsa-q4_k_m.gguf", "glm-dsa-q8_0.gguf", "deepseek32-q4_k_m.gguf",
+                              "deepseek32-q8_0.gguf"}) {
     SCOPED_TRACE(fixture);
     auto model = Model::Load(FixturePath(fixture));
     ASSERT_TRUE(model.ok()) << model.status().ToString();

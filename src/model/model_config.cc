@@ -23,9 +23,9 @@ Status LoadYarn(const GgufFile& file, const std::string& arch, ModelConfig* c) {
   if (n_ctx_orig == 0 || beta_fast <= 0 || beta_slow <= 0) {
     return InvalidArgumentError(key("rope.scaling") + ": original_context_length and the YaRN betas must be positive");
   }
-  // deepseek2 files store 0.1 * mscale_all_dim; llama.cpp cancels the 0.1. Its glm-dsa
-  // loader does not read the key at all.
-  if (arch == "deepseek2") log_mul /= 0.1;
+  // deepseek2 and deepseek32 files store 0.1 * mscale_all_dim; llama.cpp cancels the
+  // 0.1. Its glm-dsa loader does not read the key at all.
+  if (arch == "deepseek2" || arch == "deepseek32") log_mul /= 0.1;
   if (arch == "glm-dsa") log_mul = 0.0;
   y.log_mul = static_cast<float>(log_mul);
   y.ext_factor = static_cast<float>(ext);
@@ -182,11 +182,7 @@ StatusOr<ModelConfig> LoadModelConfig(const GgufFile& file) {
     if (arch == "glm4moe") return LoadGlm4MoeConfig(file);
     if (arch == "deepseek2") return LoadDeepseek2Config(file);
     if (arch == "glm-dsa") return LoadGlmDsaConfig(file);
-    if (arch == "deepseek32") {
-      return UnimplementedError("architecture '" + arch +
-                                "' (DeepSeek-V3.2) is not supported yet "
-                                "(supported: " + kSupportedArchitectures + ")");
-    }
+    if (arch == "deepseek32") return LoadDeepseek32Config(file);
     return UnimplementedError("unsupported architecture '" + arch + "' (supported: " +
                               kSupportedArchitectures + ")");
   }();

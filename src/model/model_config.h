@@ -59,20 +59,23 @@ struct MlaConfig {
   bool joint_kv_b = false;
 };
 
-// DeepSeek sparse attention (glm-dsa, GLM-5): a "lightning indexer" scores every cached
+// DeepSeek sparse attention (deepseek32, glm-dsa): a "lightning indexer" scores every cached
 // position for each query and MLA attends only to the top_k best (all of them while
 // there are no more than top_k). Per query token: an indexer query of n_heads heads
 // (attn_q_b of the MLA's normed q_a output) and one indexer key (LayerNorm'd attn_k of
 // the layer input), both RoPE'd on their first rope_dims and rotated by a Walsh-Hadamard
 // matrix; score(j) = sum_h relu(q_h . k_j) * w_h, w = proj · x / sqrt(head_dim * n_heads).
 // The key is cached: it widens each K row by head_dim fp16 values after the latent and
-// RoPE parts. A "shared" layer (layer_full false) has no indexer and reuses the
-// selection of the last full layer before it.
+// RoPE parts. A "shared" layer (layer_full false, glm-dsa only) has no indexer and
+// reuses the selection of the last full layer before it. The two architectures differ
+// (as llama.cpp runs them) in the indexer's RoPE pairing and its LayerNorm's epsilon.
 struct DsaConfig {
   int n_heads = 0;              // indexer heads; 0: no indexer (every other architecture)
   int head_dim = 0;             // a power of two in [64, 1024] (the Hadamard rotation's size)
   int top_k = 0;                // cached positions kept per query
   std::vector<bool> layer_full; // [n_layers] the layer runs its own indexer
+  bool rope_neox = false;       // indexer RoPE pairs (i, i + rope/2): deepseek32; adjacent: glm-dsa
+  float k_norm_eps = 0.0f;      // the indexer key's LayerNorm epsilon (deepseek32 1e-6, glm-dsa 0)
 };
 
 // YaRN RoPE scaling (ggml's rope_yarn): angles interpolated by rope_scale with a ramp
@@ -125,7 +128,7 @@ struct ModelConfig {
   MoeConfig moe;
   bool mla = false;           // attention is MLA (mla below); the cache holds latents
   MlaConfig mla_dims;
-  DsaConfig dsa;              // glm-dsa's sparse attention (dsa.n_heads > 0)
+  DsaConfig dsa;              // deepseek32 / glm-dsa sparse attention (dsa.n_heads > 0)
   // Multi-token-prediction (NextN) blocks stored after the trunk's n_layers blocks
   // ({arch}.nextn_predict_layers; block_count counts them). Bound, not run by Forward.
   int n_nextn_layers = 0;
@@ -134,14 +137,14 @@ struct ModelConfig {
   bool layer_is_moe(int il) const { return is_moe() && il >= moe.n_dense_lead; }
 
   int q_dim() const { return n_heads * head_dim; }
-  // One K row of the cache: the KV heads' keys, then the indexer key (glm-dsa).
+  // One K row of the cache: the KV heads' keys, then the indexer key (deepseek32, glm-dsa).
   int kv_dim() const { return n_kv_heads * head_dim + dsa.head_dim; }
   int v_dim() const { return n_kv_heads * v_head_dim; }
 };
 
 // Architectures Tandem can run, for error messages.
 inline constexpr const char* kSupportedArchitectures =
-    "gemma3, llama, qwen2, qwen3, qwen3moe, glm4moe, deepseek2, glm-dsa";
+    "gemma3, llama, qwen2, qwen3, qwen3moe, glm4moe, deepseek2, deepseek32, glm-dsa";
 
 // Reads the config of any supported architecture (dispatches on general.architecture).
 // Unimplemented naming the supported list for others.
@@ -154,7 +157,11 @@ StatusOr<ModelConfig> LoadQwen3MoeConfig(const GgufFile& file);
 StatusOr<ModelConfig> LoadGlm4MoeConfig(const GgufFile& file);
 StatusOr<ModelConfig> LoadDeepseek2Config(const GgufFile& file);
 StatusOr<ModelConfig> LoadGlmDsaConfig(const GgufFile& file);
-// The MLA and MoE hyper-parameters deepseek2 and glm-dsa share, under the `arch.` keys
+StatusOr<ModelConfig> LoadDeepseek32Config(const GgufFile& file);
+// DeepSeek sparse attention's indexer keys ({arch}.attention.indexer.head_count,
+// key_length, top_k) into config->dsa (arch/deepseek32.cc); needs the MLA config read.
+Status LoadDsaIndexerHparams(const GgufFile& file, const std::string& arch, ModelConfig* config);
+// The MLA and MoE hyper-parameters deepseek2, deepseek32 and glm-dsa share, under the `arch.` keys
 // (arch/deepseek2.cc); `default_gating` applies when expert_gating_func is absent.
 StatusOr<ModelConfig> LoadDeepseek2FamilyConfig(const GgufFile& file, const std::string& arch,
                                                 ExpertGating default_gating);

@@ -237,8 +237,8 @@ StatusOr<ModelWeights> BindWeights(const GgufFile& file, const ModelConfig& c) {
   w.layers.resize(c.n_layers);
   for (int il = 0; il < c.n_layers; ++il) {
     BindLayer(b, c, il, c.layer_is_moe(il), w.layers[il]);
-    // The NextN blocks' indexers, when a file has them, are not used (llama.cpp's MTP
-    // head attends densely).
+    // The NextN blocks' indexers are not used (llama.cpp's MTP head attends densely);
+    // deepseek32's are bound below all the same, as llama.cpp requires them there.
     if (c.dsa.n_heads > 0 && c.dsa.layer_full[il]) {
       BindIndexer(b, c, "blk." + std::to_string(il) + ".", w.layers[il].dsa);
     }
@@ -253,6 +253,7 @@ StatusOr<ModelWeights> BindWeights(const GgufFile& file, const ModelConfig& c) {
     for (int i = 0; i < c.n_nextn_layers; ++i) {
       const int block = c.n_layers + i;
       BindLayer(b, c, block, c.layer_is_moe(block), w.nextn_layers[i]);
+      if (c.arch == "deepseek32") BindIndexer(b, c, "blk." + std::to_string(block) + ".", w.nextn_layers[i].dsa);
       const std::string p = "blk." + std::to_string(block) + ".nextn.";
       NextnWeights& n = w.nextn[i];
       n.eh_proj = b.Matrix(p + "eh_proj.weight", c.n_embd, 2 * static_cast<int64_t>(c.n_embd));

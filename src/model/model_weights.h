@@ -79,8 +79,8 @@ struct MlaWeights {
                                       // older files (MlaConfig::joint_kv_b), until split into k_b / v_b
 };
 
-// The lightning indexer of one glm-dsa layer (DsaConfig; bound for layers with
-// dsa.layer_full only).
+// The lightning indexer of one deepseek32 / glm-dsa layer (DsaConfig; bound for layers
+// with dsa.layer_full only, and deepseek32's NextN blocks, where it is not run).
 struct DsaWeights {
   WeightMatrix q_b;                   // indexer.attn_q_b [n_heads * head_dim, q_lora_rank]
   WeightMatrix k;                     // indexer.attn_k [head_dim, n_embd]
@@ -96,7 +96,7 @@ struct LayerWeights {
                                       // (MLA: wq [n_head * (nope + rope), n_embd] when there is
                                       // no q_lora, no wk/wv, wo [n_embd, n_head * v_head_dim])
   MlaWeights mla;                     // MLA layers
-  DsaWeights dsa;                     // glm-dsa layers with their own indexer
+  DsaWeights dsa;                     // sparse-attention layers with their own indexer
   std::vector<float> bq, bk, bv;      // biases (qwen2) or empty
   std::vector<float> q_norm, k_norm;  // [head_dim] (qk_norm) or empty
   std::vector<float> attn_post_norm;  // [n_embd] (post_norms) or empty

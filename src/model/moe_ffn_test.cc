@@ -234,7 +234,8 @@ TEST_P(MoeFfnFixture, ExpertTensorsStayInTheMappedFile) {
 INSTANTIATE_TEST_SUITE_P(Archs, MoeFfnFixture,
                          ::testing::Values("qwen3moe-q4_k_m", "qwen3moe-q8_0", "glm4moe-q4_k_m",
                                            "glm4moe-q8_0", "deepseek2-q4_k_m", "deepseek2-q8_0",
-                                           "glm-dsa-q4_k_m", "glm-dsa-q8_0"),
+                                           "glm-dsa-q4_k_m", "glm-dsa-q8_0", "deepseek32-q4_k_m",
+                                           "deepseek32-q8_0"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& ch : s) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';

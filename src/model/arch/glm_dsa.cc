@@ -6,8 +6,8 @@
 // and without attention.indexer.types every layer runs its own indexer for files
 // trained below 1M tokens of context (GLM-5, 5.1) while GLM-5.2-style files (1M) default
 // to full indexers on layers 0, 1, 2 and every fourth layer from 6, the rest shared.
-#include <bit>
-
+// Its indexer's RoPE is adjacent-pair and its key's LayerNorm has epsilon 0 (deepseek32,
+// arch/deepseek32.cc, shares the indexer keys and differs there).
 #include "model/gguf_file.h"
 #include "model/model_config.h"
 
@@ -28,31 +28,8 @@ std::vector<bool> DefaultIndexerTypes(const ModelConfig& c) {
 StatusOr<ModelConfig> LoadGlmDsaConfig(const GgufFile& file) {
   const std::string arch = "glm-dsa";
   TANDEM_ASSIGN_OR_RETURN(ModelConfig c, LoadDeepseek2FamilyConfig(file, arch, ExpertGating::kSigmoid));
-  if (c.mla_dims.q_lora_rank < 1) {
-    return InvalidArgumentError("glm-dsa needs '" + arch +
-                                ".attention.q_lora_rank' > 0 (the indexer's query comes from attn_q_a)");
-  }
+  TANDEM_RETURN_IF_ERROR(LoadDsaIndexerHparams(file, arch, &c));
   DsaConfig& d = c.dsa;
-  auto get = [&](const char* suffix, int* out) -> Status {
-    const std::string key = arch + ".attention.indexer." + suffix;
-    TANDEM_ASSIGN_OR_RETURN(uint64_t v, file.GetUint(key));
-    if (v < 1 || v > (1u << 20)) {
-      return InvalidArgumentError("metadata key '" + key + "' is out of range: " + std::to_string(v));
-    }
-    *out = static_cast<int>(v);
-    return Status::Ok();
-  };
-  TANDEM_RETURN_IF_ERROR(get("head_count", &d.n_heads));
-  TANDEM_RETURN_IF_ERROR(get("key_length", &d.head_dim));
-  TANDEM_RETURN_IF_ERROR(get("top_k", &d.top_k));
-  // llama.cpp rotates the indexer's queries and keys with one Walsh-Hadamard matrix of
-  // the key's size, which it builds for powers of two from 64 only.
-  if (d.head_dim < 64 || d.head_dim > 1024 || !std::has_single_bit(static_cast<unsigned>(d.head_dim)) ||
-      d.head_dim < c.rope_dims) {
-    return InvalidArgumentError("metadata key '" + arch + ".attention.indexer.key_length' (" +
-                                std::to_string(d.head_dim) + ") must be a power of two in [64, 1024] and >= " +
-                                "rope.dimension_count (" + std::to_string(c.rope_dims) + ")");
-  }
   const std::string types_key = arch + ".attention.indexer.types";
   if (const GgufValue* types = file.Find(types_key)) {
     const size_t n = types->array.size();
