@@ -5,8 +5,9 @@ For each prompt length, in alternating order per pair (A B, then B A: these mach
 drift within minutes):
   tandem      tandem bench model --prompt-tokens P --gen-tokens 2 --batch 1 --repeat 1 --json
               for every --binary given (e.g. the tree before and after a change), and with
-              --max-num-batched-tokens C for every --chunk C (a chunked prefill of the same
-              prompt: its per-token cost beside the one-chunk figure)
+              --max-num-batched-tokens C for every --chunk C, with the last --binary (a
+              chunked prefill of the same prompt: its per-token cost beside the one-chunk
+              figure)
   llama.cpp   llama-bench -p P -n 0 -fa 0,1 -r 1 (the better of flash attention off / on),
               when --llama-bin names a directory with llama-bench
 Every run is printed with the CPU model and the kernels' ISA level, then the best per
@@ -73,11 +74,12 @@ def main():
     a = ap.parse_args()
 
     configs = []  # (label, kind, arg, chunk)
-    for b in a.binary:
+    for i, b in enumerate(a.binary):
         label, path = b.split("=", 1) if "=" in b else (os.path.basename(os.path.dirname(b)) or b, b)
         configs.append((label, "tandem", path, 0))
-        for c in a.chunk:
-            configs.append((f"{label} chunk {c}", "tandem", path, c))
+        if i == len(a.binary) - 1:  # the newest build: older ones may lack --max-num-batched-tokens
+            for c in a.chunk:
+                configs.append((f"{label} chunk {c}", "tandem", path, c))
     if a.llama_bin:
         configs.append(("llama.cpp", "llama", a.llama_bin, 0))
     print(f"cpu: {cpu_line()}; threads {a.threads}; load {os.getloadavg()[0]:.1f}; model {a.model}", flush=True)
