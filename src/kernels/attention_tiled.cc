@@ -26,7 +26,8 @@ int64_t LowOf(const TiledAttentionProblem& p, int64_t pos) {
 // ---- scalar kernels (the reference order for the vector ones) ----
 
 // s[h][j] = scale * dot(q[h], k[j]) for m heads and n float key rows of hd values.
-void ScoresScalar(const float* const* q, int m, const float* k, int64_t n, int hd, float scale, float* const* s) {
+void ScoresScalar(const float* const* q, int m, const float* k, int64_t n, int hd, float scale,
+                  float* const* s) {
   for (int h = 0; h < m; ++h) {
     for (int64_t j = 0; j < n; ++j) {
       float sum = 0.0f;
@@ -38,7 +39,8 @@ void ScoresScalar(const float* const* q, int m, const float* k, int64_t n, int h
 
 // o[h] += sum_j p[h][j] * v[j], in WeightedSumF16Rows' (scalar) order: one chain over j
 // per output value, a multiply and an add.
-void AccumulateScalar(const float* const* p, int m, const float* v, int64_t n, int hd, float* const* o) {
+void AccumulateScalar(const float* const* p, int m, const float* v, int64_t n, int hd,
+                      float* const* o) {
   for (int h = 0; h < m; ++h) {
     for (int64_t j = 0; j < n; ++j) {
       const float pj = p[h][j];
@@ -59,8 +61,9 @@ __attribute__((target("avx2,fma"))) inline float Hsum(__m256 v) {
 // Up to four heads against two keys per pass, as ops.cc's DotF16RowsGroupAvx2, over
 // keys already widened to float. Preconditions: hd % 8 == 0, G <= 4.
 template <int G>
-__attribute__((target("avx2,fma"))) void ScoresAvx2(const float* const* q, const float* k, int64_t n, int hd,
-                                                     float scale, float* const* s) {
+__attribute__((target("avx2,fma"))) void ScoresAvx2(const float* const* q, const float* k,
+                                                    int64_t n, int hd, float scale,
+                                                    float* const* s) {
   int64_t j = 0;
   for (; j + 2 <= n; j += 2) {
     const float* k0p = k + j * hd;
@@ -96,8 +99,8 @@ __attribute__((target("avx2,fma"))) void ScoresAvx2(const float* const* q, const
 // the previous KV tile through `o`, as WeightedSumF16Rows*Avx2 run it over all rows.
 // Preconditions: hd % 8 == 0, G <= 4.
 template <int G>
-__attribute__((target("avx2,fma"))) void AccumulateAvx2(const float* const* p, const float* v, int64_t n, int hd,
-                                                         float* const* o) {
+__attribute__((target("avx2,fma"))) void AccumulateAvx2(const float* const* p, const float* v,
+                                                        int64_t n, int hd, float* const* o) {
   int d0 = 0;
   for (; d0 + 16 <= hd; d0 += 16) {
     __m256 acc[G][2];
@@ -129,21 +132,31 @@ __attribute__((target("avx2,fma"))) void AccumulateAvx2(const float* const* p, c
   }
 }
 
-void ScoresBlockAvx2(const float* const* q, int m, const float* k, int64_t n, int hd, float scale, float* const* s) {
+void ScoresBlockAvx2(const float* const* q, int m, const float* k, int64_t n, int hd, float scale,
+                     float* const* s) {
   switch (m) {
-    case 4: return ScoresAvx2<4>(q, k, n, hd, scale, s);
-    case 3: return ScoresAvx2<3>(q, k, n, hd, scale, s);
-    case 2: return ScoresAvx2<2>(q, k, n, hd, scale, s);
-    default: return ScoresAvx2<1>(q, k, n, hd, scale, s);
+    case 4:
+      return ScoresAvx2<4>(q, k, n, hd, scale, s);
+    case 3:
+      return ScoresAvx2<3>(q, k, n, hd, scale, s);
+    case 2:
+      return ScoresAvx2<2>(q, k, n, hd, scale, s);
+    default:
+      return ScoresAvx2<1>(q, k, n, hd, scale, s);
   }
 }
 
-void AccumulateBlockAvx2(const float* const* p, int m, const float* v, int64_t n, int hd, float* const* o) {
+void AccumulateBlockAvx2(const float* const* p, int m, const float* v, int64_t n, int hd,
+                         float* const* o) {
   switch (m) {
-    case 4: return AccumulateAvx2<4>(p, v, n, hd, o);
-    case 3: return AccumulateAvx2<3>(p, v, n, hd, o);
-    case 2: return AccumulateAvx2<2>(p, v, n, hd, o);
-    default: return AccumulateAvx2<1>(p, v, n, hd, o);
+    case 4:
+      return AccumulateAvx2<4>(p, v, n, hd, o);
+    case 3:
+      return AccumulateAvx2<3>(p, v, n, hd, o);
+    case 2:
+      return AccumulateAvx2<2>(p, v, n, hd, o);
+    default:
+      return AccumulateAvx2<1>(p, v, n, hd, o);
   }
 }
 
@@ -192,7 +205,8 @@ void Run(const TiledAttentionProblem& p, int64_t qb, int64_t qe, int kvh) {
     for (int64_t j0 = first_lo; j0 <= last; j0 += tk) {
       const int64_t j1 = std::min(j0 + tk, last + 1);
       const int64_t ra = std::max(qb, j0 - p.pos0);  // rows at or past the tile's first key
-      const int64_t rb = p.window > 0 ? std::min(qe, j1 + p.window - 1 - p.pos0) : qe;  // window start < j1
+      const int64_t rb =
+          p.window > 0 ? std::min(qe, j1 + p.window - 1 - p.pos0) : qe;  // window start < j1
       if (ra >= rb) continue;
       fn(std::max(j0, LowOf(p, p.pos0 + ra)), std::min(j1, p.pos0 + rb), ra, rb);
     }
@@ -214,8 +228,10 @@ void Run(const TiledAttentionProblem& p, int64_t qb, int64_t qe, int kvh) {
           qh[h] = p.q + r * p.q_stride + static_cast<int64_t>(kvh * group + h0 + h) * hd;
           sh[h] = scores_of(r, h0 + h) + (ja - lo);
         }
-        if (kAvx2 && hd % 8 == 0) ScoresBlockAvx2(qh, m, kt, jb - ja, hd, p.scale, sh);
-        else ScoresScalar(qh, m, kt, jb - ja, hd, p.scale, sh);
+        if (kAvx2 && hd % 8 == 0)
+          ScoresBlockAvx2(qh, m, kt, jb - ja, hd, p.scale, sh);
+        else
+          ScoresScalar(qh, m, kt, jb - ja, hd, p.scale, sh);
       });
     }
   });
@@ -241,8 +257,10 @@ void Run(const TiledAttentionProblem& p, int64_t qb, int64_t qe, int kvh) {
           sh[h] = scores_of(r, h0 + h) + (ja - lo);
           oh[h] = out_of(r, h0 + h);
         }
-        if (kAvx2 && hd % 8 == 0) AccumulateBlockAvx2(sh, m, vt, jb - ja, hd, oh);
-        else AccumulateScalar(sh, m, vt, jb - ja, hd, oh);
+        if (kAvx2 && hd % 8 == 0)
+          AccumulateBlockAvx2(sh, m, vt, jb - ja, hd, oh);
+        else
+          AccumulateScalar(sh, m, vt, jb - ja, hd, oh);
       });
     }
   });
@@ -250,7 +268,8 @@ void Run(const TiledAttentionProblem& p, int64_t qb, int64_t qe, int kvh) {
 
 }  // namespace
 
-void TiledAttentionAt(IsaLevel isa, const TiledAttentionProblem& p, int64_t q_begin, int64_t q_end, int kvh) {
+void TiledAttentionAt(IsaLevel isa, const TiledAttentionProblem& p, int64_t q_begin, int64_t q_end,
+                      int kvh) {
   if (isa >= IsaLevel::kAvx2) return Run<true>(p, q_begin, q_end, kvh);
   Run<false>(p, q_begin, q_end, kvh);
 }
@@ -262,7 +281,8 @@ void TiledAttention(const TiledAttentionProblem& p, int64_t q_begin, int64_t q_e
 
 int64_t TiledAttentionQueryTile(int64_t n_q, int n_kv_heads, int threads) {
   int64_t tile = kMaxQueryTile;
-  while (tile > 4 && (n_q + tile - 1) / tile * n_kv_heads < 4 * static_cast<int64_t>(threads)) tile /= 2;
+  while (tile > 4 && (n_q + tile - 1) / tile * n_kv_heads < 4 * static_cast<int64_t>(threads))
+    tile /= 2;
   return tile;
 }
 

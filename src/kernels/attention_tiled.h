@@ -59,7 +59,8 @@ struct TiledAttentionProblem {
 void TiledAttention(const TiledAttentionProblem& p, int64_t q_begin, int64_t q_end, int kvh);
 // The same at a given level (tests run both paths in one process). Where head_dim % 8
 // != 0 the AVX2 level runs scalar code, as the per-token kernels do.
-void TiledAttentionAt(IsaLevel isa, const TiledAttentionProblem& p, int64_t q_begin, int64_t q_end, int kvh);
+void TiledAttentionAt(IsaLevel isa, const TiledAttentionProblem& p, int64_t q_begin, int64_t q_end,
+                      int kvh);
 
 // Query rows per task for a chunk of n_q queries and n_kv_heads heads on `threads`
 // threads: at most 16 (bounding the scores' scratch), fewer when that leaves fewer than

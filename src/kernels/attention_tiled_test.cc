@@ -90,14 +90,16 @@ class Fixture {
         double mx = -1e300, sum = 0.0;
         for (int64_t j = lo; j <= pos; ++j) {
           double dot = 0.0;
-          for (int d = 0; d < hd; ++d) dot += static_cast<double>(q[d]) * Fp16ToFp32(k_ptrs_[j - row0_][kvh * hd + d]);
+          for (int d = 0; d < hd; ++d)
+            dot += static_cast<double>(q[d]) * Fp16ToFp32(k_ptrs_[j - row0_][kvh * hd + d]);
           s[j - lo] = dot * c_.scale;
           mx = std::max(mx, s[j - lo]);
         }
         for (double& x : s) sum += (x = std::exp(x - mx));
         double* o = &out[static_cast<size_t>(i * q_dim + h * hd)];
         for (int64_t j = lo; j <= pos; ++j) {
-          for (int d = 0; d < hd; ++d) o[d] += s[j - lo] / sum * Fp16ToFp32(v_ptrs_[j - row0_][kvh * hd + d]);
+          for (int d = 0; d < hd; ++d)
+            o[d] += s[j - lo] / sum * Fp16ToFp32(v_ptrs_[j - row0_][kvh * hd + d]);
         }
       }
     }
@@ -119,19 +121,20 @@ std::vector<float> RunTiled(const Fixture& f, const Case& c, IsaLevel isa, int64
   std::vector<float> out(f.out_size(), NAN);
   const TiledAttentionProblem p = f.Problem(out.data());
   for (int64_t q0 = 0; q0 < c.n_q; q0 += tile) {
-    for (int kvh = 0; kvh < c.n_kv_heads; ++kvh) TiledAttentionAt(isa, p, q0, std::min(c.n_q, q0 + tile), kvh);
+    for (int kvh = 0; kvh < c.n_kv_heads; ++kvh)
+      TiledAttentionAt(isa, p, q0, std::min(c.n_q, q0 + tile), kvh);
   }
   return out;
 }
 
 const Case kCases[] = {
-    {8, 2, 64, 0, 100, 0, 0.5f},       // causal from position 0, group 4
-    {4, 1, 256, 300, 77, 128, 0.25f},  // gemma3-like: a prefix, a window wider than a row's chunk
-    {6, 3, 40, 50, 33, 0, 0.3f},       // head_dim 40: AVX2 sums in 16- and 8-wide slices
-    {4, 2, 20, 12, 30, 0, 0.3f},       // head_dim not a multiple of 8: the scalar code on both
-    {12, 2, 128, 1000, 45, 700, 0.2f}, // group 6 (blocks of 4 + 2), window start inside a KV tile
-    {2, 2, 32, 20, 70, 5, 2.0f},       // no GQA, a window of 5 keys, sharp softmax (large scores)
-    {4, 2, 96, 2500, 19, 0, 4.0f},     // a long prefix: many KV tiles, the running max moves often
+    {8, 2, 64, 0, 100, 0, 0.5f},        // causal from position 0, group 4
+    {4, 1, 256, 300, 77, 128, 0.25f},   // gemma3-like: a prefix, a window wider than a row's chunk
+    {6, 3, 40, 50, 33, 0, 0.3f},        // head_dim 40: AVX2 sums in 16- and 8-wide slices
+    {4, 2, 20, 12, 30, 0, 0.3f},        // head_dim not a multiple of 8: the scalar code on both
+    {12, 2, 128, 1000, 45, 700, 0.2f},  // group 6 (blocks of 4 + 2), window start inside a KV tile
+    {2, 2, 32, 20, 70, 5, 2.0f},        // no GQA, a window of 5 keys, sharp softmax (large scores)
+    {4, 2, 96, 2500, 19, 0, 4.0f},      // a long prefix: many KV tiles, a sharp softmax
 };
 
 TEST(TiledAttentionTest, MatchesDoublePrecisionReference) {
@@ -142,11 +145,12 @@ TEST(TiledAttentionTest, MatchesDoublePrecisionReference) {
     const std::vector<double> want = f.Reference();
     for (IsaLevel isa : levels) {
       for (int64_t tile : {int64_t{1}, int64_t{7}, int64_t{32}}) {
-        SCOPED_TRACE(::testing::Message() << IsaLevelName(isa) << " hd " << c.head_dim << " pos0 " << c.pos0
-                                          << " window " << c.window << " tile " << tile);
+        SCOPED_TRACE(::testing::Message() << IsaLevelName(isa) << " hd " << c.head_dim << " pos0 "
+                                          << c.pos0 << " window " << c.window << " tile " << tile);
         const std::vector<float> got = RunTiled(f, c, isa, tile);
         double worst = 0.0;
-        for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]));
+        for (size_t i = 0; i < want.size(); ++i)
+          worst = std::max(worst, std::abs(got[i] - want[i]));
         EXPECT_LE(worst, 3e-4);  // values are in [-1, 1]: max|v| <= 1
       }
     }
@@ -198,7 +202,8 @@ std::vector<float> PerToken(const Fixture& f, const Case& c) {
 TEST(TiledAttentionTest, SameBitsAsThePerTokenKernels) {
   for (const Case& c : kCases) {
     const Fixture f(c);
-    EXPECT_EQ(RunTiled(f, c, KernelIsaLevel(), 16), PerToken(f, c)) << "hd " << c.head_dim << " pos0 " << c.pos0;
+    EXPECT_EQ(RunTiled(f, c, KernelIsaLevel(), 16), PerToken(f, c))
+        << "hd " << c.head_dim << " pos0 " << c.pos0;
   }
 }
 

@@ -179,7 +179,7 @@ void Forward::AttentionTiled(int il, const std::vector<ForwardSequence>& batch, 
   }
   std::vector<TiledAttentionProblem> problems(n_seqs);
   struct Task {
-    int seq;         // index into tiled_seqs_ / problems
+    int seq;  // index into tiled_seqs_ / problems
     int kvh;
     int64_t q0, q1;  // query rows of the chunk
     int64_t cost;    // keys read, summed over the rows
@@ -217,10 +217,12 @@ void Forward::AttentionTiled(int il, const std::vector<ForwardSequence>& batch, 
     for (int64_t q0 = 0; q0 < p.n_q; q0 += tile) {
       const int64_t q1 = std::min(p.n_q, q0 + tile);
       const int64_t cost = TiledAttentionCost(p, q0, q1);
-      for (int kvh = 0; kvh < n_kv; ++kvh) tasks.push_back({static_cast<int>(s), kvh, q0, q1, cost});
+      for (int kvh = 0; kvh < n_kv; ++kvh)
+        tasks.push_back({static_cast<int>(s), kvh, q0, q1, cost});
     }
   }
-  std::stable_sort(tasks.begin(), tasks.end(), [](const Task& a, const Task& b) { return a.cost < b.cost; });
+  std::stable_sort(tasks.begin(), tasks.end(),
+                   [](const Task& a, const Task& b) { return a.cost < b.cost; });
   const int64_t n_tasks = static_cast<int64_t>(tasks.size());
   ForRows(pool_, n_tasks, 1, [&](int64_t b, int64_t e) {
     for (int64_t k = b; k < e; ++k) {
