@@ -128,6 +128,14 @@ def test_bench_model_json(tandem_bin, fixture_dir):
     assert "TANDEM_ISA=amx" in over.stderr and json.loads(over.stdout)["isa"] == out["isa"]
     bad = run([tandem_bin, "bench", "model", "--model", str(fixture_dir / "llama.gguf"), "--batch", "0"])
     assert bad.returncode == 2 and "--batch" in bad.stderr
+    # A prompt prefilled in chunks (the warm-up's 32 tokens too).
+    chunked = run([tandem_bin, "bench", "model", "--model", str(fixture_dir / "llama.gguf"), "--json", "--repeat", "1",
+                   "--prompt-tokens", "40", "--gen-tokens", "2", "--batch", "1", "--threads", "1",
+                   "--max-num-batched-tokens", "16"])
+    assert chunked.returncode == 0, chunked.stderr
+    assert json.loads(chunked.stdout)["prompt_tokens_per_s"] > 0
+    bad = run([tandem_bin, "bench", "model", "--model", str(fixture_dir / "llama.gguf"), "--max-num-batched-tokens", "0"])
+    assert bad.returncode == 2 and "--max-num-batched-tokens" in bad.stderr
 
 
 def test_quantization_bogus_exits_2_naming_accepted_values(tandem_bin, fixture_dir, tmp_path):

@@ -1,7 +1,9 @@
 // `tandem bench model`: the engine's own throughput on one model, beside the machine's
 // measured memory bandwidth and the decode roofline that bandwidth allows.
 //
-//   prompt_tokens_per_s          a 512-token prompt (no prefix cache), best of --repeat
+//   prompt_tokens_per_s          a --prompt-tokens prompt (default 512; no prefix cache), best
+//                                of --repeat; one chunk unless --max-num-batched-tokens is
+//                                smaller
 //   decode_tokens_per_s          one stream, --gen tokens after a 16-token prompt
 //   batched_decode_tokens_per_s  {"B": tokens/s} for B streams decoding together: tokens
 //                                generated while all B were past their first token,
@@ -54,6 +56,7 @@ struct BenchModelFlags {
   int gen_tokens = 128;
   std::vector<int> batches{4, 16};
   int repeat = 3;
+  int max_num_batched_tokens = 0;  // 0: the whole prompt in one chunk (at least 2048)
   bool json = false;
 };
 
@@ -179,7 +182,8 @@ int RunBenchModel(const BenchModelFlags& f) {
   o.cpu_ids = *cpus;
   o.enable_prefix_caching = false;
   o.max_num_seqs = std::max(max_batch, 1);
-  o.max_num_batched_tokens = std::max(f.prompt_tokens, 2048);
+  o.max_num_batched_tokens =
+      f.max_num_batched_tokens > 0 ? f.max_num_batched_tokens : std::max(f.prompt_tokens, 2048);
   // Room for the longest request: the prompt run, the decode run (16-token prompt) or
   // the warm-up (32-token prompt, 4 tokens).
   o.max_model_len = std::max({f.prompt_tokens + 8, 16 + f.gen_tokens + 8, kWarmupPromptTokens + 8});
@@ -293,6 +297,10 @@ void RegisterBenchModel(CLI::App& bench, RunFn* run) {
   cmd->add_option("--repeat", flags->repeat, "runs of each measurement (the best is reported)")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
+  cmd->add_option("--max-num-batched-tokens", flags->max_num_batched_tokens,
+                  "tokens per engine step, so a longer prompt is prefilled in chunks (default: the "
+                  "whole prompt in one chunk)")
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_flag("--json", flags->json, "print one JSON object");
   cmd->callback([flags, run] { *run = [flags]() -> int { return RunBenchModel(*flags); }; });
 }

@@ -82,7 +82,14 @@ class Forward {
   const LayerWeights& LayerAt(int il) const {
     return il < c_.n_layers ? w_.layers[il] : w_.nextn_layers[il - c_.n_layers];
   }
+  // Dense attention of `layer` (forward_attention.cc): q_, k_, v_ in (K/V rows stored),
+  // att_ out. A sequence with kTiledMinQueries or more new tokens takes the tiled
+  // kernel, every other token the per-token one (per_token_ lists them); both give
+  // the same bits.
   void Attention(int layer, const std::vector<ForwardSequence>& batch);
+  void AttentionPerToken(int layer, const std::vector<ForwardSequence>& batch, bool swa);
+  void AttentionTiled(int layer, const std::vector<ForwardSequence>& batch, bool swa);
+  static constexpr int kTiledMinQueries = 8;
   // MLA attention of `layer` (forward_mla.cc): xn_ in, proj_ (after attn_output) out.
   void MlaAttention(int layer, const std::vector<ForwardSequence>& batch);
   // DeepSeek sparse attention's lightning indexer of `layer` (forward_dsa.cc): from xn_ and the normed
@@ -121,6 +128,16 @@ class Forward {
   std::vector<float> dsa_rot_;   // [head_dim, head_dim] the Walsh-Hadamard rotation (F32)
   std::vector<DsaChoice>* dsa_trace_ = nullptr;
   std::vector<int64_t> pos_;  // [n_tokens] position of each batch token
+  // Attention's split of the batch: tokens for the per-token kernel; sequences (batch
+  // index, first batch token) for the tiled one, with the row pointers of the K/V
+  // positions each one's chunk sees.
+  struct TiledSeq {
+    int seq;              // batch index
+    int64_t first_token;  // batch index of its first token
+  };
+  std::vector<int64_t> per_token_;
+  std::vector<TiledSeq> tiled_seqs_;
+  std::vector<std::vector<const uint16_t*>> tiled_k_rows_, tiled_v_rows_;
   std::vector<int> seq_of_;   // [n_tokens] sequence index of each batch token
   // RoPE angles of each batch token, [n_tokens, rope_dims] (cos half then sin half), for
   // the global and the sliding-window base; filled on first use in each Run.

@@ -1,6 +1,7 @@
-// Forward: a token's logits do not depend on how many threads compute them. Attention
+// Forward: a token's logits do not depend on how many threads compute them (attention
 // splits a GQA group's query heads over tasks when a step has fewer (token, KV head)
-// pairs than threads (one decoding sequence), which must not change a bit.
+// pairs than threads, one decoding sequence), nor on how its prompt is chunked (the
+// tiled prefill attention and the per-token one give the same bits).
 #include "model/forward.h"
 
 #include <gtest/gtest.h>
@@ -66,6 +67,40 @@ std::vector<float> AllLogits(const Model& model, const ModelConfig& config, int 
   std::vector<float> logits;
   forward.Run({ForwardSequence{tokens.data(), n, 0, &kv, true}}, &logits);
   return logits;
+}
+
+// Logits of every position of an n-token prompt fed in chunks of `chunk` tokens.
+std::vector<float> ChunkedLogits(const Model& model, ThreadPool* pool, int n, int chunk) {
+  const ModelConfig& c = model.config();
+  Forward forward(c, model.weights(), pool);
+  ContiguousKvStore kv(c.n_layers, n, c.kv_dim(), c.v_dim());
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < n; ++i) tokens.push_back((i * 41 + 7) % c.n_vocab);
+  std::vector<float> all, logits;
+  for (int start = 0; start < n; start += chunk) {
+    const int m = std::min(chunk, n - start);
+    forward.Run({ForwardSequence{tokens.data() + start, m, start, &kv, true}}, &logits);
+    all.insert(all.end(), logits.begin(), logits.end());
+  }
+  return all;
+}
+
+// Prefill chunks of 8 or more tokens take the tiled attention kernel, shorter ones and
+// decode steps the per-token one, with the same bits: a prompt's logits do not depend
+// on how it is chunked (150 tokens: past gemma3's window of 8, over several KV tiles).
+TEST(ForwardTest, ChunkedPrefillMatchesOneChunkAndTokenByToken) {
+  for (const char* fixture : {"gemma3.gguf", "llama.gguf", "qwen2.gguf", "qwen3.gguf"}) {
+    SCOPED_TRACE(fixture);
+    auto model = Model::Load(FixturePath(fixture));
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    const int n = 150;
+    const std::vector<float> one = ChunkedLogits(**model, nullptr, n, n);
+    EXPECT_EQ(ChunkedLogits(**model, nullptr, n, 50), one);
+    EXPECT_EQ(ChunkedLogits(**model, nullptr, n, 9), one);  // the last chunk of 6 per token
+    ThreadPool pool(3);
+    EXPECT_EQ(ChunkedLogits(**model, &pool, n, 75), one);
+    EXPECT_EQ(ChunkedLogits(**model, nullptr, n, 1), one);
+  }
 }
 
 // DeepSeek sparse attention (glm-dsa, deepseek32): up to top_k positions a query attends to its whole past
