@@ -172,16 +172,20 @@ def bad_cases():
     }
 
 
-@pytest.mark.parametrize("case", ["missing expert tensor", "experts fewer than metadata", "expert_count disagrees",
-                                  "more used than experts", "missing selection bias", "missing shared expert"])
-def test_bad_sparse_gguf_exits_2_naming_the_problem(tandem_bin, fixture_dir, tmp_path, case):
-    changes, needle = bad_cases()[case]
+def check_bad_file_exits_2(tandem_bin, model, tmp_path, case, changes, needle):
+    """`model` rewritten with `changes` makes `tandem generate` exit 2 naming `needle`."""
     dst = tmp_path / "bad.gguf"
-    rewrite(fixture_dir / MODEL, dst, **changes)
+    rewrite(model, dst, **changes)
     r = subprocess.run([tandem_bin, "generate", "--model", str(dst), "-p", "x", "-n", "1"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2, (case, r.returncode, r.stderr[-2000:])
     assert needle in r.stderr, (case, r.stderr[-2000:])
+
+
+@pytest.mark.parametrize("case", ["missing expert tensor", "experts fewer than metadata", "expert_count disagrees",
+                                  "more used than experts", "missing selection bias", "missing shared expert"])
+def test_bad_sparse_gguf_exits_2_naming_the_problem(tandem_bin, fixture_dir, tmp_path, case):
+    check_bad_file_exits_2(tandem_bin, fixture_dir / MODEL, tmp_path, case, *bad_cases()[case])
 
 
 def bad_dsa_cases():
@@ -214,13 +218,7 @@ def bad_dsa_cases():
                                   "indexer key length not a power of two", "no indexer top_k",
                                   "first layer without its own indexer", "indexer types of the wrong length"])
 def test_bad_glm_dsa_gguf_exits_2_naming_the_problem(tandem_bin, fixture_dir, tmp_path, case):
-    changes, needle = bad_dsa_cases()[case]
-    dst = tmp_path / "bad.gguf"
-    rewrite(fixture_dir / DSA_MODEL, dst, **changes)
-    r = subprocess.run([tandem_bin, "generate", "--model", str(dst), "-p", "x", "-n", "1"],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2, (case, r.returncode, r.stderr[-2000:])
-    assert needle in r.stderr, (case, r.stderr[-2000:])
+    check_bad_file_exits_2(tandem_bin, fixture_dir / DSA_MODEL, tmp_path, case, *bad_dsa_cases()[case])
 
 
 def bad_deepseek32_cases():
@@ -247,13 +245,7 @@ def bad_deepseek32_cases():
 
 @pytest.mark.parametrize("case", list(bad_deepseek32_cases()))
 def test_bad_deepseek32_gguf_exits_2_naming_the_problem(tandem_bin, fixture_dir, tmp_path, case):
-    changes, needle = bad_deepseek32_cases()[case]
-    dst = tmp_path / "bad.gguf"
-    rewrite(fixture_dir / DS32_MODEL, dst, **changes)
-    r = subprocess.run([tandem_bin, "generate", "--model", str(dst), "-p", "x", "-n", "1"],
-                       capture_output=True, text=True, timeout=120)
-    assert r.returncode == 2, (case, r.returncode, r.stderr[-2000:])
-    assert needle in r.stderr, (case, r.stderr[-2000:])
+    check_bad_file_exits_2(tandem_bin, fixture_dir / DS32_MODEL, tmp_path, case, *bad_deepseek32_cases()[case])
 
 
 def test_glm_template_in_the_gguf_renders_tools_and_thinking(tandem_bin, fixture_dir, tmp_path):

@@ -25,6 +25,15 @@ sigset_t SupervisedSignals() {
   return set;
 }
 
+// The next of `set`'s signals within `max_wait` (blocked signals, taken with
+// sigtimedwait), or -1.
+int WaitForSignal(const sigset_t& set, std::chrono::milliseconds max_wait) {
+  const auto wait_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(max_wait).count();
+  timespec wait_time{static_cast<time_t>(wait_ns / 1'000'000'000), static_cast<long>(wait_ns % 1'000'000'000)};
+  siginfo_t info;
+  return sigtimedwait(&set, &info, &wait_time);
+}
+
 std::string DescribeStatus(int status) {
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status)) return std::string("killed by ") + strsignal(WTERMSIG(status));
@@ -244,11 +253,7 @@ bool ProcessSupervisor::Step(std::chrono::milliseconds max_wait) {
   if (none_left && !restart_pending) return true;
   AdvanceStop();  // a stage may have emptied
   RestartDue();
-  const auto wait_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(max_wait).count();
-  timespec wait_time{static_cast<time_t>(wait_ns / 1'000'000'000),
-                     static_cast<long>(wait_ns % 1'000'000'000)};
-  siginfo_t info;
-  const int sig = sigtimedwait(&set, &info, &wait_time);
+  const int sig = WaitForSignal(set, max_wait);
   if (sig == SIGINT || sig == SIGTERM) {
     TANDEM_LOG(INFO) << "received " << strsignal(sig) << "; forwarding it to every rank";
     BeginStop(sig);
@@ -266,12 +271,7 @@ bool ProcessSupervisor::Step(std::chrono::milliseconds max_wait) {
 bool ProcessSupervisor::Poll(std::chrono::milliseconds max_wait) {
   if (Step(max_wait) && !stopping_) {
     // No child (yet, or any more): still wait, and still honour a stop signal.
-    const sigset_t set = SupervisedSignals();
-    const auto wait_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(max_wait).count();
-    timespec wait_time{static_cast<time_t>(wait_ns / 1'000'000'000),
-                       static_cast<long>(wait_ns % 1'000'000'000)};
-    siginfo_t info;
-    const int sig = sigtimedwait(&set, &info, &wait_time);
+    const int sig = WaitForSignal(SupervisedSignals(), max_wait);
     if (sig == SIGINT || sig == SIGTERM) {
       TANDEM_LOG(INFO) << "received " << strsignal(sig) << "; stopping";
       BeginStop(sig);
