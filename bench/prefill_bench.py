@@ -10,11 +10,14 @@ drift within minutes):
               figure)
   llama.cpp   llama-bench -p P -n 0 -fa 0,1 -r 1 (the better of flash attention off / on),
               when --llama-bin names a directory with llama-bench
+  --kv-cache-dtype D...: also the last --binary with `--kv-cache-dtype D` for each D (one
+              chunk, and each --chunk), printing the cache's bytes and tokens per GiB
 Every run is printed with the CPU model and the kernels' ISA level, then the best per
 configuration and the ratios.
 
 Usage: bench/prefill_bench.py --model M.gguf --binary A [--binary B] [--threads 2]
        [--prompts 512 4096 16384] [--pairs 2] [--chunk 2048] [--llama-bin DIR]
+       [--kv-cache-dtype fp8 ...]
 """
 import argparse
 import json
@@ -46,13 +49,19 @@ def run(cmd, timeout=3600):
     return r.stdout
 
 
-def tandem(binary, model, threads, p, chunk):
+def tandem(binary, model, threads, p, chunk, kv_dtype=None):
     cmd = [binary, "bench", "model", "--model", model, "--threads", str(threads), "--prompt-tokens", str(p),
            "--gen-tokens", "2", "--batch", "1", "--repeat", "1", "--json"]
     if chunk:
         cmd += ["--max-num-batched-tokens", str(chunk)]
+    if kv_dtype:
+        cmd += ["--kv-cache-dtype", kv_dtype]
     out = json.loads(run(cmd).strip().splitlines()[-1])
-    return out["prompt_tokens_per_s"], out.get("isa", "?")
+    kv = ""
+    if "kv_cache_dtype" in out:
+        kv = (f"; kv {out['kv_cache_dtype']}: {out['kv_cache_bytes_per_token']} B/token, "
+              f"{out['kv_cache_tokens_per_gib']} tokens/GiB")
+    return out["prompt_tokens_per_s"], out.get("isa", "?") + kv
 
 
 def llama(bin_dir, model, threads, p):
@@ -71,26 +80,31 @@ def main():
     ap.add_argument("--pairs", type=int, default=2)
     ap.add_argument("--chunk", type=int, nargs="*", default=[], help="also run chunked prefill with these chunks")
     ap.add_argument("--llama-bin", default="")
+    ap.add_argument("--kv-cache-dtype", nargs="*", default=[], help="also the last binary with these KV dtypes")
     a = ap.parse_args()
 
-    configs = []  # (label, kind, arg, chunk)
+    configs = []  # (label, kind, arg, chunk, kv dtype)
     for i, b in enumerate(a.binary):
         label, path = b.split("=", 1) if "=" in b else (os.path.basename(os.path.dirname(b)) or b, b)
-        configs.append((label, "tandem", path, 0))
+        configs.append((label, "tandem", path, 0, None))
         if i == len(a.binary) - 1:  # the newest build: older ones may lack --max-num-batched-tokens
             for c in a.chunk:
-                configs.append((f"{label} chunk {c}", "tandem", path, c))
+                configs.append((f"{label} chunk {c}", "tandem", path, c, None))
+            for d in a.kv_cache_dtype:
+                configs.append((f"{label} kv {d}", "tandem", path, 0, d))
+                for c in a.chunk:
+                    configs.append((f"{label} kv {d} chunk {c}", "tandem", path, c, d))
     if a.llama_bin:
-        configs.append(("llama.cpp", "llama", a.llama_bin, 0))
+        configs.append(("llama.cpp", "llama", a.llama_bin, 0, None))
     print(f"cpu: {cpu_line()}; threads {a.threads}; load {os.getloadavg()[0]:.1f}; model {a.model}", flush=True)
     best = {}
     for p in a.prompts:
         for pair in range(a.pairs):
             order = configs if pair % 2 == 0 else list(reversed(configs))
-            for label, kind, arg, chunk in order:
+            for label, kind, arg, chunk, kv_dtype in order:
                 t0 = time.time()
                 if kind == "tandem":
-                    tps, isa = tandem(arg, a.model, a.threads, p, chunk)
+                    tps, isa = tandem(arg, a.model, a.threads, p, chunk, kv_dtype)
                     extra = f"isa {isa}"
                 else:
                     tps, fa, both = llama(arg, a.model, a.threads, p)

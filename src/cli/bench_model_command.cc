@@ -188,6 +188,7 @@ int RunBenchModel(const BenchModelFlags& f) {
   // the warm-up (32-token prompt, 4 tokens).
   o.max_model_len = std::max({f.prompt_tokens + 8, 16 + f.gen_tokens + 8, kWarmupPromptTokens + 8});
   o.kv_cache_bytes = int64_t{1} << 30;
+  o.kv_cache_dtype = f.model.kv_cache_dtype;
   SetMinLogLevel(LogLevel::kWarning);  // not a line per benchmark request
   auto engine = Engine::Create(**model, o, nullptr);
   if (!engine.ok()) return ReportError(engine.status());
@@ -232,6 +233,10 @@ int RunBenchModel(const BenchModelFlags& f) {
 
   // "w8a8" when matrices were re-quantized at load, else "none" (weights as stored).
   const std::string quantization = (*model)->requantized().matrices > 0 ? "w8a8" : "none";
+  const ModelConfig& c = (*model)->config();
+  const int64_t kv_bytes_per_token =
+      c.n_layers * (c.KeyRowBytes(f.model.kv_cache_dtype) + c.ValueRowBytes(f.model.kv_cache_dtype));
+  const char* kv_dtype = KvDtypeName(f.model.kv_cache_dtype);
   std::ostringstream out;
   out.setf(std::ios::fixed);
   out.precision(2);
@@ -253,6 +258,8 @@ int RunBenchModel(const BenchModelFlags& f) {
         << ", \"peak_rss_after_load_bytes\": " << peak_rss_after_load
         << ", \"roofline_decode_tokens_per_s\": " << roofline
         << ", \"decode_roofline_fraction\": " << (roofline > 0 ? tg / roofline : 0)
+        << ", \"kv_cache_dtype\": \"" << kv_dtype << "\", \"kv_cache_bytes_per_token\": " << kv_bytes_per_token
+        << ", \"kv_cache_tokens_per_gib\": " << (int64_t{1} << 30) / kv_bytes_per_token
         << ", \"isa\": \"" << IsaLevelName(KernelIsaLevel()) << "\"}\n";
   } else {
     out << "model " << (*model)->name() << ", " << threads << " thread(s), kernels " << KernelIsaReport()
@@ -270,6 +277,8 @@ int RunBenchModel(const BenchModelFlags& f) {
       out << "sparse model: " << total_bytes / 1e6 << " MB of weight matrices, " << bytes / 1e6
           << " MB active per token\n";
     }
+    out << "KV cache " << kv_dtype << ": " << kv_bytes_per_token << " bytes per token, "
+        << (int64_t{1} << 30) / kv_bytes_per_token << " tokens per GiB\n";
     out << "model file " << file_bytes / 1e6 << " MB; peak resident memory after load "
         << peak_rss_after_load / 1e6 << " MB\n";
   }

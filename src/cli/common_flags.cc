@@ -21,6 +21,19 @@ void AddModelFlags(CLI::App& cmd, ModelFlags* flags) {
   cmd.add_option("--cpu-affinity", flags->cpu_affinity,
                  "pin compute threads to these cores, e.g. 0,1 or 0-3");
   AddQuantizationFlag(cmd, &flags->quantization);
+  AddKvCacheDtypeFlag(cmd, &flags->kv_cache_dtype);
+}
+
+void AddKvCacheDtypeFlag(CLI::App& cmd, KvDtype* value) {
+  cmd.add_option_function<std::string>(
+         "--kv-cache-dtype",
+         [value](const std::string& name) {
+           auto dtype = ParseKvCacheDtype(name);
+           if (!dtype.ok()) throw CLI::ValidationError(dtype.status().message());
+           *value = *dtype;
+         },
+         "KV cache element type: auto (fp16), fp16, bf16, fp8 (= fp8_e4m3), fp8_e5m2")
+      ->default_str("auto");
 }
 
 void AddQuantizationFlag(CLI::App& cmd, std::string* value) {

@@ -21,10 +21,15 @@ struct ModelFlags {
   std::string cpu_affinity;  // --cpu-affinity "0,1" or "0-3"
   std::string quantization;  // --quantization w8a8|ascend; empty = absent
   ExpertShard expert_shard;  // serve --enable-expert-parallel: this rank's experts only
+  KvDtype kv_cache_dtype = KvDtype::kF16;  // --kv-cache-dtype (not serve's: that is ServeConfig's)
 };
 
-// --model, --threads, --cpu-affinity and --quantization.
+// --model, --threads, --cpu-affinity, --quantization and --kv-cache-dtype.
 void AddModelFlags(CLI::App& cmd, ModelFlags* flags);
+
+// --kv-cache-dtype, checked while parsing: an unknown value is a parse error (exit 2)
+// naming the accepted values.
+void AddKvCacheDtypeFlag(CLI::App& cmd, KvDtype* value);
 
 // --quantization, checked while parsing: a value other than w8a8 or ascend is a parse
 // error (exit 2) naming the accepted values.

@@ -39,6 +39,7 @@ void RegisterGenerate(CLI::App& app, RunFn* run) {
       auto pool = MakeThreadPool(flags->model);
       if (!pool.ok()) return ReportError(pool.status());
       flags->options.stop_at_eos = !flags->ignore_eos;
+      flags->options.kv_dtype = flags->model.kv_cache_dtype;
       GenerateStats stats;
       Status s = Generate(**model, pool->get(), flags->prompt, flags->options,
                           [](std::string_view text) {
@@ -86,7 +87,8 @@ void RegisterPerplexity(CLI::App& app, RunFn* run) {
                                [](int chunk, double ppl) {
                                  std::printf("[%d]%.4f,", chunk + 1, ppl);
                                  std::fflush(stdout);
-                               });
+                               },
+                               flags->model.kv_cache_dtype);
       if (!result.ok()) return ReportError(result.status());
       std::printf("\n%d chunks, %lld tokens scored, %.2f s\n", result->num_chunks,
                   static_cast<long long>(result->scored_tokens), result->seconds);

@@ -441,6 +441,9 @@ void RegisterServe(CLI::App& app, RunFn* run) {
   cmd->add_option("--kv-cache-memory", c.kv_cache_memory,
                   "KV cache budget, e.g. 4GiB, 512MiB, bytes")
       ->capture_default_str();
+  cmd->add_option("--kv-cache-dtype", c.kv_cache_dtype,
+                  "KV cache element type: auto (fp16), fp16, bf16, fp8 (= fp8_e4m3), fp8_e5m2")
+      ->capture_default_str();
   auto dp_flags = std::make_shared<dp::DpFlags>();
   cmd->add_option("--data-parallel-size", c.data_parallel_size,
                   "data-parallel ranks over all nodes")

@@ -42,10 +42,13 @@ bool UsesMtp(const EngineOptions& o) { return o.speculative.method == Speculativ
 // KV layers per block: the trunk's, plus the NextN block's with MTP speculation.
 int KvLayers(const ModelConfig& c, const EngineOptions& o) { return c.n_layers + (UsesMtp(o) ? 1 : 0); }
 
-// The model part of every KV block key: blocks that carry a NextN layer never mix with
-// blocks that do not (another layout).
+// The model part of every KV block key, of the PD transfer handshake and of pool keys:
+// blocks that carry a NextN layer never mix with blocks that do not (another layout),
+// nor blocks of one KV dtype with another's (an fp16 cache keeps the plain fingerprint).
 std::string KvFingerprint(const Model& model, const EngineOptions& o) {
-  return UsesMtp(o) ? model.fingerprint() + ":mtp" : model.fingerprint();
+  std::string f = UsesMtp(o) ? model.fingerprint() + ":mtp" : model.fingerprint();
+  if (o.kv_cache_dtype != KvDtype::kF16) f += std::string(":kv-") + KvDtypeName(o.kv_cache_dtype);
+  return f;
 }
 
 int64_t SteadyNs() {
@@ -64,7 +67,8 @@ class EngineImpl final : public Engine {
         arena_owner_(std::move(arena)),
         arena_(*arena_owner_),
         kv_(kv::KvCacheConfig{static_cast<int32_t>(arena_.num_blocks()), options.block_size,
-                              options.enable_prefix_caching, KvFingerprint(model, options), "f16"}),
+                              options.enable_prefix_caching, KvFingerprint(model, options),
+                              KvDtypeName(options.kv_cache_dtype)}),
         runner_(model.config(), model.weights(), pool_.get(), &arena_, &kv_, UsesMtp(options)),
         scheduler_(&kv_, options.max_num_seqs, options.max_num_batched_tokens,
                    options.scheduling_policy),
@@ -739,7 +743,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Engin
                                              "not run)"
                                            : "");
   }
-  const int64_t block_bytes = KvArena::BytesPerToken(kv_layers, c.kv_dim(), c.v_dim()) * options.block_size;
+  TANDEM_RETURN_IF_ERROR(c.CheckKvDtype(options.kv_cache_dtype));
+  const int64_t key_row_bytes = c.KeyRowBytes(options.kv_cache_dtype);
+  const int64_t value_row_bytes = c.ValueRowBytes(options.kv_cache_dtype);
+  const int64_t block_bytes = kv_layers * (key_row_bytes + value_row_bytes) * options.block_size;
   if (num_blocks <= 0) num_blocks = options.kv_cache_bytes / block_bytes;
   if (num_blocks < 2) {
     return InvalidArgumentError("the KV cache budget of " + std::to_string(options.kv_cache_bytes) +
@@ -755,12 +762,14 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Engin
                         << "; limiting requests to " << num_blocks * options.block_size << " tokens";
     options.max_model_len = static_cast<int>(num_blocks * options.block_size);
   }
-  TANDEM_LOG(INFO) << "KV cache: " << num_blocks << " blocks of " << options.block_size << " tokens ("
-                   << block_bytes << " bytes each), " << num_blocks * options.block_size
-                   << " tokens max; prefix caching " << (options.enable_prefix_caching ? "on" : "off");
+  TANDEM_LOG(INFO) << "KV cache: " << KvDtypeName(options.kv_cache_dtype) << ", " << num_blocks << " blocks of "
+                   << options.block_size << " tokens (" << block_bytes << " bytes each), "
+                   << num_blocks * options.block_size << " tokens fit (" << block_bytes / options.block_size
+                   << " bytes per token); prefix caching " << (options.enable_prefix_caching ? "on" : "off");
   const bool shared = options.kv_transfer.producer && options.kv_transfer.same_host_shm;
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<KvArena> arena,
-                          KvArena::Create(num_blocks, kv_layers, options.block_size, c.kv_dim(), c.v_dim(), shared));
+                          KvArena::Create(num_blocks, kv_layers, options.block_size, key_row_bytes, value_row_bytes,
+                                          options.kv_cache_dtype, shared));
   auto engine = std::make_unique<EngineImpl>(model, options, metrics, std::move(arena));
   TANDEM_RETURN_IF_ERROR(engine->Start());
   return std::unique_ptr<Engine>(std::move(engine));

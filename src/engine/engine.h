@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "kernels/kv_dtype.h"
 #include "engine/sampler.h"
 
 namespace tandem {
@@ -94,6 +95,7 @@ struct EngineOptions {
   int block_size = 16;                 // tokens per KV block (--block-size)
   int64_t num_kv_blocks = 0;           // 0 = derive from kv_cache_bytes
   int64_t kv_cache_bytes = int64_t{1} << 30;  // --kv-cache-memory x --gpu-memory-utilization
+  KvDtype kv_cache_dtype = KvDtype::kF16;     // --kv-cache-dtype (the cache's element type)
   int max_num_seqs = 256;              // --max-num-seqs
   int max_num_batched_tokens = 2048;   // --max-num-batched-tokens (per step)
   int max_model_len = 0;               // --max-model-len (0 = the model's context)

@@ -87,7 +87,9 @@ Status Generate(const Model& model, ThreadPool* pool, const std::string& prompt,
     return InvalidArgumentError("prompt of " + std::to_string(tokens.size()) +
                                 " tokens does not fit the context of " + std::to_string(c.context_length));
   }
-  ContiguousKvStore kv(c.n_layers, capacity, c.kv_dim(), c.v_dim());
+  TANDEM_RETURN_IF_ERROR(c.CheckKvDtype(options.kv_dtype));
+  ContiguousKvStore kv(c.n_layers, capacity, c.KeyRowBytes(options.kv_dtype), c.ValueRowBytes(options.kv_dtype),
+                       options.kv_dtype);
   Forward forward(c, model.weights(), pool);
   std::vector<float> logits;
   GenerateStats local;
@@ -133,7 +135,7 @@ Status Generate(const Model& model, ThreadPool* pool, const std::string& prompt,
 
 StatusOr<PerplexityResult> Perplexity(const Model& model, ThreadPool* pool, const std::string& text,
                                       int n_ctx, int max_chunks,
-                                      const std::function<void(int, double)>& on_chunk) {
+                                      const std::function<void(int, double)>& on_chunk, KvDtype kv_dtype) {
   const ModelConfig& c = model.config();
   const Tokenizer& tok = model.tokenizer();
   if (n_ctx < 4) return InvalidArgumentError("--ctx must be at least 4");
@@ -155,7 +157,8 @@ StatusOr<PerplexityResult> Perplexity(const Model& model, ThreadPool* pool, cons
   PerplexityResult result;
   auto t0 = std::chrono::steady_clock::now();
   Forward forward(c, model.weights(), pool);
-  ContiguousKvStore kv(c.n_layers, n_ctx, c.kv_dim(), c.v_dim());
+  TANDEM_RETURN_IF_ERROR(c.CheckKvDtype(kv_dtype));
+  ContiguousKvStore kv(c.n_layers, n_ctx, c.KeyRowBytes(kv_dtype), c.ValueRowBytes(kv_dtype), kv_dtype);
   std::vector<float> logits;
   double nll = 0, nll2 = 0;
   for (int chunk = 0; chunk < n_chunks; ++chunk) {

@@ -12,6 +12,7 @@
 
 #include "common/status.h"
 #include "engine/sampler.h"
+#include "kernels/kv_dtype.h"
 
 namespace tandem {
 
@@ -23,6 +24,7 @@ struct GenerateOptions {
   SamplingParams sampling;
   bool stop_at_eos = true;
   int prefill_chunk = 512;  // prompt tokens per forward call
+  KvDtype kv_dtype = KvDtype::kF16;  // the KV cache's element type (--kv-cache-dtype)
 };
 
 struct GenerateStats {
@@ -49,10 +51,12 @@ struct PerplexityResult {
 // llama.cpp's llama-perplexity method: tokenize the text (BOS added), split into
 // non-overlapping windows of n_ctx tokens, put BOS first in each window, and score
 // the second half of each window. `max_chunks` <= 0 means all. Calls on_chunk with the
-// running estimate after each window.
+// running estimate after each window. The KV cache holds `kv_dtype` (InvalidArgument
+// where the architecture cannot read it).
 StatusOr<PerplexityResult> Perplexity(const Model& model, ThreadPool* pool, const std::string& text,
                                       int n_ctx, int max_chunks,
-                                      const std::function<void(int chunk, double ppl)>& on_chunk);
+                                      const std::function<void(int chunk, double ppl)>& on_chunk,
+                                      KvDtype kv_dtype = KvDtype::kF16);
 
 // Turns streamed bytes into valid UTF-8: holds back an incomplete sequence at the end,
 // and replaces invalid bytes with U+FFFD (as Python's errors="replace" does), so every

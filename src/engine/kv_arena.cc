@@ -10,19 +10,22 @@
 
 namespace tandem {
 
-KvArena::KvArena(int64_t num_blocks, int n_layers, int block_size, int kv_dim, int v_dim)
+KvArena::KvArena(int64_t num_blocks, int n_layers, int block_size, int64_t key_row_bytes, int64_t value_row_bytes,
+                 KvDtype dtype)
     : num_blocks_(num_blocks),
       block_size_(block_size),
-      kv_dim_(kv_dim),
-      v_dim_(v_dim),
-      k_block_elems_(static_cast<int64_t>(n_layers) * block_size * kv_dim),
-      v_block_elems_(static_cast<int64_t>(n_layers) * block_size * v_dim) {}
+      key_row_bytes_(key_row_bytes),
+      value_row_bytes_(value_row_bytes),
+      dtype_(dtype),
+      k_block_bytes_(static_cast<int64_t>(n_layers) * block_size * key_row_bytes),
+      v_block_bytes_(static_cast<int64_t>(n_layers) * block_size * value_row_bytes) {}
 
-StatusOr<std::unique_ptr<KvArena>> KvArena::Create(int64_t num_blocks, int n_layers, int block_size, int kv_dim,
-                                                   int v_dim, bool shared) {
-  std::unique_ptr<KvArena> a(new KvArena(num_blocks, n_layers, block_size, kv_dim, v_dim));
-  const size_t k_bytes = static_cast<size_t>(num_blocks * a->k_block_elems_) * 2;
-  const size_t v_bytes = static_cast<size_t>(num_blocks * a->v_block_elems_) * 2;
+StatusOr<std::unique_ptr<KvArena>> KvArena::Create(int64_t num_blocks, int n_layers, int block_size,
+                                                   int64_t key_row_bytes, int64_t value_row_bytes, KvDtype dtype,
+                                                   bool shared) {
+  std::unique_ptr<KvArena> a(new KvArena(num_blocks, n_layers, block_size, key_row_bytes, value_row_bytes, dtype));
+  const size_t k_bytes = static_cast<size_t>(num_blocks * a->k_block_bytes_);
+  const size_t v_bytes = static_cast<size_t>(num_blocks * a->v_block_bytes_);
   a->map_size_ = k_bytes + v_bytes;
   if (shared) {
     a->fd_ = memfd_create("tandem-kv-arena", MFD_CLOEXEC);
@@ -52,8 +55,8 @@ StatusOr<std::unique_ptr<KvArena>> KvArena::Create(int64_t num_blocks, int n_lay
                                     " bytes of memory for the KV cache (--kv-cache-memory): " + std::strerror(errno));
     }
   }
-  a->keys_ = static_cast<uint16_t*>(a->base_);
-  a->values_ = reinterpret_cast<uint16_t*>(static_cast<char*>(a->base_) + k_bytes);
+  a->keys_ = static_cast<uint8_t*>(a->base_);
+  a->values_ = static_cast<uint8_t*>(a->base_) + k_bytes;
   a->arena_id_ = std::random_device{}() | (static_cast<uint64_t>(std::random_device{}()) << 32);
   return a;
 }
@@ -65,15 +68,15 @@ KvArena::~KvArena() {
 
 transfer::KvMemory KvArena::memory() const {
   transfer::KvMemory m;
-  m.keys = reinterpret_cast<uint8_t*>(keys_);
-  m.values = reinterpret_cast<uint8_t*>(values_);
-  m.k_block_bytes = static_cast<uint64_t>(k_block_elems_) * 2;
-  m.v_block_bytes = static_cast<uint64_t>(v_block_elems_) * 2;
+  m.keys = keys_;
+  m.values = values_;
+  m.k_block_bytes = static_cast<uint64_t>(k_block_bytes_);
+  m.v_block_bytes = static_cast<uint64_t>(v_block_bytes_);
   m.num_blocks = num_blocks_;
   m.fd = fd_;
   m.map_size = map_size_;
   m.keys_offset = 0;
-  m.values_offset = static_cast<uint64_t>(reinterpret_cast<char*>(values_) - static_cast<char*>(base_));
+  m.values_offset = static_cast<uint64_t>(values_ - static_cast<uint8_t*>(base_));
   m.arena_id = arena_id_;
   return m;
 }

@@ -58,7 +58,7 @@ __attribute__((target("avx2,fma"))) inline float Hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// Up to four heads against two keys per pass, as ops.cc's DotF16RowsGroupAvx2, over
+// Up to four heads against two keys per pass, as attention_rows.cc's DotRowsGroupAvx2, over
 // keys already widened to float. Preconditions: hd % 8 == 0, G <= 4.
 template <int G>
 __attribute__((target("avx2,fma"))) void ScoresAvx2(const float* const* q, const float* k,
@@ -96,7 +96,7 @@ __attribute__((target("avx2,fma"))) void ScoresAvx2(const float* const* q, const
 
 // A 16-wide slice of up to four heads' outputs in registers across the tile's rows, an
 // 8-wide one for the rest: each output value is one fma chain over j, continued from
-// the previous KV tile through `o`, as WeightedSumF16Rows*Avx2 run it over all rows.
+// the previous KV tile through `o`, as attention_rows.cc's WeightedSumRows*Avx2 run it over all rows.
 // Preconditions: hd % 8 == 0, G <= 4.
 template <int G>
 __attribute__((target("avx2,fma"))) void AccumulateAvx2(const float* const* p, const float* v,
@@ -211,9 +211,10 @@ void Run(const TiledAttentionProblem& p, int64_t qb, int64_t qe, int kvh) {
       fn(std::max(j0, LowOf(p, p.pos0 + ra)), std::min(j1, p.pos0 + rb), ra, rb);
     }
   };
-  auto widen = [&](const uint16_t* const* src, int64_t ka, int64_t kb) {
+  const int64_t head_bytes = KvHeadBytes(p.kv_dtype, hd);
+  auto widen = [&](const uint8_t* const* src, int64_t ka, int64_t kb) {
     for (int64_t j = ka; j < kb; ++j)
-      Fp16ToFp32Row(src[j - p.row0] + kvh * hd, &sc.kv[static_cast<size_t>((j - ka) * hd)], hd);
+      DecodeKvHead(p.kv_dtype, src[j - p.row0] + kvh * head_bytes, hd, &sc.kv[static_cast<size_t>((j - ka) * hd)]);
   };
 
   for_kv_tiles([&](int64_t ka, int64_t kb, int64_t ra, int64_t rb) {

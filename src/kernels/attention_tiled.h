@@ -1,12 +1,12 @@
-// Tiled causal attention for prefill chunks over fp16 keys and values.
+// Tiled causal attention for prefill chunks over cached keys and values (any KvDtype).
 //
 // One sequence's chunk of n_q query tokens at positions [pos0, pos0 + n_q) attends to
 // its cached prefix and to itself: query i (position p = pos0 + i) sees key positions
 // [lo(p), p], lo(p) = 0, or p - window + 1 (at least 0) under a sliding window.
 //
-// The work is cut into query tiles x KV tiles: each KV tile's fp16 rows are widened to
-// float once and used by every query row of the tile and every query head of the GQA
-// group, where the per-token kernels (ops.h DotF16RowsGroup / WeightedSumF16RowsGroup)
+// The work is cut into query tiles x KV tiles: each KV tile's rows are widened to
+// float once (DecodeKvHead) and used by every query row of the tile and every query head of the GQA
+// group, where the per-token kernels (attention_rows.h DotKvRowsGroup / WeightedSumKvRowsGroup)
 // read a token's whole key range once per query token. KV tiles outside every row's
 // causal range or window are never read. Per query tile: the scores of all its rows
 // (pass 1, per KV tile), the softmax of each row over its whole range (pass 2), the
@@ -14,9 +14,9 @@
 // scratch (4 MiB for 16 rows of 4 heads at 16,384 keys), far less than the K/V traffic
 // saved.
 //
-// Numerics: exactly the per-token path's (scores as DotF16Rows, ops.h Softmax, the
+// Numerics: exactly the per-token path's (scores as DotKvRowsGroup, ops.h Softmax, the
 // probabilities rounded to fp16 as llama.cpp's non-flash path does, the weighted sum in
-// WeightedSumF16Rows' order), so at the same ISA level the bits are the same as
+// WeightedSumKvRowsGroup's order), so at the same ISA level the bits are the same as
 // the per-token kernels' (tested), whatever the tiling, chunking or thread count. q is
 // taken as given (the caller rounds it to fp16 to meet the fp16 keys). An online
 // softmax (flash attention) would read K and V in one pass but cannot round the
@@ -29,6 +29,7 @@
 #include <cstdint>
 
 #include "kernels/isa.h"
+#include "kernels/kv_dtype.h"
 
 namespace tandem {
 
@@ -41,10 +42,11 @@ struct TiledAttentionProblem {
   int64_t out_stride = 0;
   int64_t n_q = 0;   // query tokens in the chunk
   int64_t pos0 = 0;  // position of query 0
-  // Key / value row of position j: k_rows[j - row0] (KV head h at + h * head_dim), for
-  // row0 <= j < pos0 + n_q. row0 must be <= lo(pos0).
-  const uint16_t* const* k_rows = nullptr;
-  const uint16_t* const* v_rows = nullptr;
+  // Key / value row of position j: k_rows[j - row0] (KV head h at + h *
+  // KvHeadBytes(kv_dtype, head_dim)), for row0 <= j < pos0 + n_q. row0 must be <= lo(pos0).
+  const uint8_t* const* k_rows = nullptr;
+  const uint8_t* const* v_rows = nullptr;
+  KvDtype kv_dtype = KvDtype::kF16;
   int64_t row0 = 0;
   int64_t window = 0;  // sliding window in tokens; 0 = none (full causal)
   int n_heads = 0;     // query heads; a multiple of n_kv_heads

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "kernels/attention_rows.h"  // the attention row kernels (DotF16Rows, ...) moved there
+
 namespace tandem {
 
 // y[i] = x[i] / rms(x) * w[i] over one vector of n values (w may be null = all ones).
@@ -76,21 +78,5 @@ void Axpy(float a, const float* x, float* y, int64_t n);
 float DotF16(const uint16_t* a, const uint16_t* b, int64_t n);
 // y[i] += a * fp16_to_fp32(x[i])
 void AxpyF16(float a, const uint16_t* x, float* y, int64_t n);
-
-// Attention over fp16 key/value rows (rows may live in different KV blocks, hence the
-// row pointers). scores[j] = scale * dot(q, k_rows[j]) over hd values, q in float;
-// out[d] = sum_j p[j] * v_rows[j][d] (out is overwritten). AVX2 paths do four keys per
-// pass over q, and keep a 64-wide slice of `out` in registers across all rows.
-void DotF16Rows(const float* q, const uint16_t* const* k_rows, int64_t n, int hd, float scale,
-                float* scores);
-void WeightedSumF16Rows(const float* p, const uint16_t* const* v_rows, int64_t n, int hd,
-                        float* out);
-// The same for g query heads that share the key/value rows (GQA): each K/V row is read
-// and widened once for up to four heads at a time. q[h] / scores[h] / p[h] / out[h] per
-// head; every head's results equal the one-head functions' bit for bit.
-void DotF16RowsGroup(const float* const* q, int g, const uint16_t* const* k_rows, int64_t n, int hd,
-                     float scale, float* const* scores);
-void WeightedSumF16RowsGroup(const float* const* p, int g, const uint16_t* const* v_rows, int64_t n,
-                             int hd, float* const* out);
 
 }  // namespace tandem

@@ -137,7 +137,7 @@ class Forward {
   };
   std::vector<int64_t> per_token_;
   std::vector<TiledSeq> tiled_seqs_;
-  std::vector<std::vector<const uint16_t*>> tiled_k_rows_, tiled_v_rows_;
+  std::vector<std::vector<const uint8_t*>> tiled_k_rows_, tiled_v_rows_;
   std::vector<int> seq_of_;   // [n_tokens] sequence index of each batch token
   // RoPE angles of each batch token, [n_tokens, rope_dims] (cos half then sin half), for
   // the global and the sliding-window base; filled on first use in each Run.

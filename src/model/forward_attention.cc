@@ -1,5 +1,5 @@
 // Forward::Attention: dense causal attention with GQA and sliding windows (gemma3,
-// llama, qwen*), over each sequence's fp16 KvStore rows.
+// llama, qwen*), over each sequence's KvStore rows (fp16, or the store's KvDtype).
 //
 //   q, k      = rope(norm(q)), rope(norm(k)) per head; k and v rows into the store
 //   o_h       = softmax(kq_scale · fp16(q_scale · q_h) · K_j) · V_j over j in [lo, p]
@@ -73,8 +73,8 @@ void Forward::Attention(int il, const std::vector<ForwardSequence>& batch) {
         RopeApply(k + h * hd, rd, cos, sin, c_.rope_neox);
       }
       KvStore* kv = batch[seq_of_[i]].kv;
-      Fp32ToFp16Row(k, kv->KeyRow(il, pos_[i]), c_.kv_dim());
-      Fp32ToFp16Row(v, kv->ValueRow(il, pos_[i]), c_.v_dim());
+      EncodeKvRow(kv->dtype(), k, c_.kv_dim(), hd, kv->KeyRow(il, pos_[i]));
+      EncodeKvRow(kv->dtype(), v, c_.v_dim(), hd, kv->ValueRow(il, pos_[i]));
     }
   });
 
@@ -117,7 +117,7 @@ void Forward::AttentionPerToken(int il, const std::vector<ForwardSequence>& batc
   ForRows(pool_, pairs * parts, 1, [&](int64_t b, int64_t e) {
     thread_local std::vector<float> scores, qs;
     thread_local std::vector<uint16_t> q16, p16;
-    thread_local std::vector<const uint16_t*> k_rows, v_rows;
+    thread_local std::vector<const uint8_t*> k_rows, v_rows;
     thread_local std::vector<const float*> q_heads, p_heads;
     thread_local std::vector<float*> score_heads, out_heads;
     q16.resize(hd);
@@ -129,14 +129,16 @@ void Forward::AttentionPerToken(int il, const std::vector<ForwardSequence>& batc
       const int g0 = static_cast<int>(task % parts) * heads_per_task;
       const int gn = std::min(heads_per_task, group - g0);  // heads g0 .. g0 + gn - 1
       KvStore* kv = batch[seq_of_[i]].kv;
+      const KvDtype dtype = kv->dtype();
+      const int64_t head_bytes = KvHeadBytes(dtype, hd);
       const int64_t p = pos_[i];
       const int64_t lo = swa ? std::max<int64_t>(0, p - c_.sliding_window + 1) : 0;
       const int64_t len = p - lo + 1;
       k_rows.resize(static_cast<size_t>(len));
       v_rows.resize(static_cast<size_t>(len));
       for (int64_t j = lo; j <= p; ++j) {
-        k_rows[j - lo] = kv->KeyRow(il, j) + kvh * hd;
-        v_rows[j - lo] = kv->ValueRow(il, j) + kvh * hd;
+        k_rows[j - lo] = kv->KeyRow(il, j) + kvh * head_bytes;
+        v_rows[j - lo] = kv->ValueRow(il, j) + kvh * head_bytes;
       }
       scores.resize(static_cast<size_t>(gn) * len);
       p16.resize(static_cast<size_t>(len));
@@ -156,14 +158,14 @@ void Forward::AttentionPerToken(int il, const std::vector<ForwardSequence>& batc
         p_heads[g] = score_heads[g];
         out_heads[g] = &att_[i * c_.q_dim() + h * hd];
       }
-      DotF16RowsGroup(q_heads.data(), gn, k_rows.data(), len, hd, c_.kq_scale, score_heads.data());
+      DotKvRowsGroup(dtype, q_heads.data(), gn, k_rows.data(), len, hd, c_.kq_scale, score_heads.data());
       for (int g = 0; g < gn; ++g) {
         float* sg = score_heads[g];
         Softmax(sg, len);
         Fp32ToFp16Row(sg, p16.data(), len);
         Fp16ToFp32Row(p16.data(), sg, len);
       }
-      WeightedSumF16RowsGroup(p_heads.data(), gn, v_rows.data(), len, hd, out_heads.data());
+      WeightedSumKvRowsGroup(dtype, p_heads.data(), gn, v_rows.data(), len, hd, out_heads.data());
     }
   });
 }
@@ -201,9 +203,10 @@ void Forward::AttentionTiled(int il, const std::vector<ForwardSequence>& batch, 
     p.n_kv_heads = n_kv;
     p.head_dim = hd;
     p.scale = c_.kq_scale;
+    p.kv_dtype = seq.kv->dtype();
     // Row pointers of every key the chunk sees (the store may be paged).
-    std::vector<const uint16_t*>& kr = tiled_k_rows_[s];
-    std::vector<const uint16_t*>& vr = tiled_v_rows_[s];
+    std::vector<const uint8_t*>& kr = tiled_k_rows_[s];
+    std::vector<const uint8_t*>& vr = tiled_v_rows_[s];
     const int64_t rows = p.pos0 + p.n_q - p.row0;
     kr.resize(static_cast<size_t>(rows));
     vr.resize(static_cast<size_t>(rows));

@@ -112,7 +112,7 @@ void Forward::DsaSelect(int il, const std::vector<ForwardSequence>& batch) {
       for (int r = 0; r < D; ++r) out[r] = DotF32Sgemm(&dsa_rot_[static_cast<size_t>(r) * D], q, D);
     }
     for (int r = 0; r < D; ++r) k[r] = DotF32Ggml(&dsa_rot_[static_cast<size_t>(r) * D], &dsa_k_[i * D], D);
-    Fp32ToFp16Row(k, batch[seq_of_[i]].kv->KeyRow(il, pos_[i]) + kw, D);
+    Fp32ToFp16Row(k, batch[seq_of_[i]].kv->KeyRowF16(il, pos_[i]) + kw, D);
   });
 
   // Scores over each token's causal past (every key of the batch is stored by now) and
@@ -136,7 +136,7 @@ void Forward::DsaSelect(int il, const std::vector<ForwardSequence>& batch) {
     rows.resize(static_cast<size_t>(len));
     scores.resize(static_cast<size_t>(len));
     order.resize(static_cast<size_t>(len));
-    for (int64_t j = 0; j < len; ++j) rows[j] = store->KeyRow(il, j) + kw;
+    for (int64_t j = 0; j < len; ++j) rows[j] = store->KeyRowF16(il, j) + kw;
     IndexerScoresF16(&dsa_q_[i * H * D], &dsa_w_[i * H], H, rows.data(), len, D, scores.data());
     std::iota(order.begin(), order.end(), 0);
     std::partial_sort(order.begin(), order.begin() + d.top_k, order.end(),

@@ -105,7 +105,7 @@ void Forward::MlaAttention(int il, const std::vector<ForwardSequence>& batch) {
       RopeApply(q_pe, rope, cos, sin, c_.rope_neox);
     }
     KvStore* store = batch[seq_of_[i]].kv;
-    Fp32ToFp16Row(kv, store->KeyRow(il, pos_[i]), kw);
+    Fp32ToFp16Row(kv, store->KeyRowF16(il, pos_[i]), kw);
   });
   // glm-dsa: which cached positions each token keeps. A NextN block (il >= n_layers, MTP
   // drafts only) attends densely: its indexer is not bound (llama.cpp has no glm-dsa MTP
@@ -136,7 +136,7 @@ void Forward::MlaAttention(int il, const std::vector<ForwardSequence>& batch) {
     KvStore* store = batch[seq_of_[i]].kv;
     const int64_t len = pos_[i] + 1;
     rows.resize(static_cast<size_t>(len));
-    for (int64_t j = 0; j < len; ++j) rows[j] = store->KeyRow(il, j);
+    for (int64_t j = 0; j < len; ++j) rows[j] = store->KeyRowF16(il, j);
     q16.resize(kw);
     qs.resize(static_cast<size_t>(gn) * kw);
     scores.resize(static_cast<size_t>(gn) * len);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "kernels/kv_dtype.h"
 
 namespace tandem {
 
@@ -140,6 +141,15 @@ struct ModelConfig {
   // One K row of the cache: the KV heads' keys, then the indexer key (deepseek32, glm-dsa).
   int kv_dim() const { return n_kv_heads * head_dim + dsa.head_dim; }
   int v_dim() const { return n_kv_heads * v_head_dim; }
+
+  // Bytes of one token's K row / V row of one layer in a KV cache of `dtype`
+  // (kernels/kv_dtype.h: heads of head_dim values, fp8 with a multiplier per head).
+  int64_t KeyRowBytes(KvDtype dtype) const;
+  int64_t ValueRowBytes(KvDtype dtype) const;
+  // Whether this architecture's attention reads a cache of `dtype`: dense attention
+  // reads every dtype; MLA and sparse attention (their latent / indexer rows) read fp16
+  // only, so for them any other dtype is InvalidArgument naming the architecture.
+  Status CheckKvDtype(KvDtype dtype) const;
 };
 
 // Architectures Tandem can run, for error messages.

@@ -110,6 +110,7 @@ StatusOr<EngineOptions> MakeEngineOptions(const ServeConfig& config,
   }
   options.health_watchdog_s = config.health_watchdog_s;
   options.block_size = config.block_size;
+  TANDEM_ASSIGN_OR_RETURN(options.kv_cache_dtype, ParseKvCacheDtype(config.kv_cache_dtype));
   options.kv_cache_bytes =
       static_cast<int64_t>(static_cast<double>(*budget) * config.gpu_memory_utilization);
   options.max_num_seqs = config.max_num_seqs;

@@ -44,6 +44,7 @@ struct ServeConfig {
   bool enable_prompt_tokens_details = false;
   double gpu_memory_utilization = 0.9;   // fraction of kv_cache_memory used for KV blocks
   std::string kv_cache_memory = "1GiB";  // the KV budget on CPU
+  std::string kv_cache_dtype = "auto";   // --kv-cache-dtype (kernels/kv_dtype.h; auto = fp16)
   int data_parallel_size = 1;
   int data_parallel_rank = 0;
   std::string data_parallel_address;

@@ -1,0 +1,296 @@
+#include "kernels/attention_rows.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/isa.h"
+
+namespace tandem {
+namespace {
+
+#define TANDEM_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+// Head readers: H(row, hd).Load(d) is values d .. d + 7 of the head in float, exactly
+// DecodeKvHead's values (kv_dtype.h).
+struct F16Head {
+  static constexpr KvDtype kDtype = KvDtype::kF16;
+  const uint16_t* p;
+  TANDEM_AVX2 F16Head(const void* head, int) : p(static_cast<const uint16_t*>(head)) {}
+  TANDEM_AVX2 __m256 Load(int d) const {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + d)));
+  }
+};
+
+struct Bf16Head {
+  static constexpr KvDtype kDtype = KvDtype::kBf16;
+  const uint16_t* p;
+  TANDEM_AVX2 Bf16Head(const void* head, int) : p(static_cast<const uint16_t*>(head)) {}
+  TANDEM_AVX2 __m256 Load(int d) const {
+    const __m256i w =
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + d)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+  }
+};
+
+// fp8 codes widened into fp16 bits, then times the head's multiplier (stored after
+// the hd codes).
+template <bool kE4M3>
+struct Fp8Head {
+  static constexpr KvDtype kDtype = kE4M3 ? KvDtype::kFp8E4M3 : KvDtype::kFp8E5M2;
+  const uint8_t* p;
+  float m;
+  TANDEM_AVX2 Fp8Head(const void* head, int hd) : p(static_cast<const uint8_t*>(head)) {
+    std::memcpy(&m, p + hd, sizeof m);
+  }
+  TANDEM_AVX2 __m256 Load(int d) const {
+    __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + d)));
+    if (kE4M3) {
+      w = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x80)), 8),
+                       _mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x7f)), 7));
+    } else {
+      w = _mm_slli_epi16(w, 8);
+    }
+    return _mm256_mul_ps(_mm256_cvtph_ps(w), _mm256_set1_ps(m));
+  }
+};
+
+TANDEM_AVX2 inline float Hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// Preconditions: hd % 8 == 0.
+template <typename H, typename P>
+TANDEM_AVX2 void DotRowsAvx2(const float* q, const P* const* k, int64_t n, int hd, float scale,
+                             float* scores) {
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const H k0(k[j], hd), k1(k[j + 1], hd), k2(k[j + 2], hd), k3(k[j + 3], hd);
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(),
+           a3 = _mm256_setzero_ps();
+    for (int d = 0; d < hd; d += 8) {
+      const __m256 qv = _mm256_loadu_ps(q + d);
+      a0 = _mm256_fmadd_ps(qv, k0.Load(d), a0);
+      a1 = _mm256_fmadd_ps(qv, k1.Load(d), a1);
+      a2 = _mm256_fmadd_ps(qv, k2.Load(d), a2);
+      a3 = _mm256_fmadd_ps(qv, k3.Load(d), a3);
+    }
+    scores[j] = Hsum(a0) * scale;
+    scores[j + 1] = Hsum(a1) * scale;
+    scores[j + 2] = Hsum(a2) * scale;
+    scores[j + 3] = Hsum(a3) * scale;
+  }
+  for (; j < n; ++j) {
+    const H k0(k[j], hd);
+    __m256 a0 = _mm256_setzero_ps();
+    for (int d = 0; d < hd; d += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), k0.Load(d), a0);
+    scores[j] = Hsum(a0) * scale;
+  }
+}
+
+// Preconditions: hd % 8 == 0.
+template <typename H, typename P>
+TANDEM_AVX2 void WeightedSumRowsAvx2(const float* p, const P* const* v, int64_t n, int hd,
+                                     float* out) {
+  int d0 = 0;
+  for (; d0 + 64 <= hd; d0 += 64) {
+    __m256 acc[8];
+    for (int c = 0; c < 8; ++c) acc[c] = _mm256_setzero_ps();
+    for (int64_t j = 0; j < n; ++j) {
+      const __m256 pj = _mm256_set1_ps(p[j]);
+      const H row(v[j], hd);
+      for (int c = 0; c < 8; ++c) acc[c] = _mm256_fmadd_ps(pj, row.Load(d0 + 8 * c), acc[c]);
+    }
+    for (int c = 0; c < 8; ++c) _mm256_storeu_ps(out + d0 + 8 * c, acc[c]);
+  }
+  for (; d0 < hd; d0 += 8) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t j = 0; j < n; ++j)
+      acc = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), H(v[j], hd).Load(d0), acc);
+    _mm256_storeu_ps(out + d0, acc);
+  }
+}
+
+// Up to four heads against two keys per pass; each (head, key) sum runs over d in the
+// order DotRowsAvx2 uses, so the bits match it. Preconditions: hd % 8 == 0, G <= 4.
+template <typename H, int G, typename P>
+TANDEM_AVX2 void DotRowsGroupAvx2(const float* const* q, const P* const* k, int64_t n, int hd,
+                                  float scale, float* const* scores) {
+  int64_t j = 0;
+  for (; j + 2 <= n; j += 2) {
+    const H r0(k[j], hd), r1(k[j + 1], hd);
+    __m256 a0[G], a1[G];
+    for (int h = 0; h < G; ++h) a0[h] = a1[h] = _mm256_setzero_ps();
+    for (int d = 0; d < hd; d += 8) {
+      const __m256 k0 = r0.Load(d), k1 = r1.Load(d);
+      for (int h = 0; h < G; ++h) {
+        const __m256 qv = _mm256_loadu_ps(q[h] + d);
+        a0[h] = _mm256_fmadd_ps(qv, k0, a0[h]);
+        a1[h] = _mm256_fmadd_ps(qv, k1, a1[h]);
+      }
+    }
+    for (int h = 0; h < G; ++h) {
+      scores[h][j] = Hsum(a0[h]) * scale;
+      scores[h][j + 1] = Hsum(a1[h]) * scale;
+    }
+  }
+  for (; j < n; ++j) {
+    const H r0(k[j], hd);
+    __m256 a0[G];
+    for (int h = 0; h < G; ++h) a0[h] = _mm256_setzero_ps();
+    for (int d = 0; d < hd; d += 8) {
+      const __m256 k0 = r0.Load(d);
+      for (int h = 0; h < G; ++h) a0[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q[h] + d), k0, a0[h]);
+    }
+    for (int h = 0; h < G; ++h) scores[h][j] = Hsum(a0[h]) * scale;
+  }
+}
+
+// A 16-wide slice of up to four heads' outputs in registers across all rows; each output
+// element is the same fma chain over j as in WeightedSumRowsAvx2.
+// Preconditions: hd % 16 == 0, G <= 4.
+template <typename H, int G, typename P>
+TANDEM_AVX2 void WeightedSumRowsGroupAvx2(const float* const* p, const P* const* v, int64_t n,
+                                          int hd, float* const* out) {
+  for (int d0 = 0; d0 < hd; d0 += 16) {
+    __m256 acc[G][2];
+    for (int h = 0; h < G; ++h) acc[h][0] = acc[h][1] = _mm256_setzero_ps();
+    for (int64_t j = 0; j < n; ++j) {
+      const H row(v[j], hd);
+      const __m256 v0 = row.Load(d0), v1 = row.Load(d0 + 8);
+      for (int h = 0; h < G; ++h) {
+        const __m256 pj = _mm256_set1_ps(p[h][j]);
+        acc[h][0] = _mm256_fmadd_ps(pj, v0, acc[h][0]);
+        acc[h][1] = _mm256_fmadd_ps(pj, v1, acc[h][1]);
+      }
+    }
+    for (int h = 0; h < G; ++h) {
+      _mm256_storeu_ps(out[h] + d0, acc[h][0]);
+      _mm256_storeu_ps(out[h] + d0 + 8, acc[h][1]);
+    }
+  }
+}
+
+const bool kHaveAvx2 = KernelIsaLevel() >= IsaLevel::kAvx2;
+
+// The scalar paths: each row widened by DecodeKvHeadScalar, then a multiply and an add
+// per value in index order.
+template <typename H, typename P>
+void DotRows(const float* q, const P* const* k, int64_t n, int hd, float scale, float* scores) {
+  if (kHaveAvx2 && hd % 8 == 0) return DotRowsAvx2<H>(q, k, n, hd, scale, scores);
+  thread_local std::vector<float> row;
+  row.resize(static_cast<size_t>(hd));
+  for (int64_t j = 0; j < n; ++j) {
+    DecodeKvHeadScalar(H::kDtype, reinterpret_cast<const uint8_t*>(k[j]), hd, row.data());
+    float sum = 0;
+    for (int d = 0; d < hd; ++d) sum += q[d] * row[d];
+    scores[j] = sum * scale;
+  }
+}
+
+template <typename H, typename P>
+void WeightedSumRows(const float* p, const P* const* v, int64_t n, int hd, float* out) {
+  if (kHaveAvx2 && hd % 8 == 0) return WeightedSumRowsAvx2<H>(p, v, n, hd, out);
+  thread_local std::vector<float> row;
+  row.resize(static_cast<size_t>(hd));
+  std::fill(out, out + hd, 0.0f);
+  for (int64_t j = 0; j < n; ++j) {
+    DecodeKvHeadScalar(H::kDtype, reinterpret_cast<const uint8_t*>(v[j]), hd, row.data());
+    for (int d = 0; d < hd; ++d) out[d] += p[j] * row[d];
+  }
+}
+
+template <typename H, typename P>
+void DotRowsGroup(const float* const* q, int g, const P* const* k, int64_t n, int hd, float scale,
+                  float* const* scores) {
+  for (int h0 = 0; h0 < g; h0 += 4) {
+    const int m = std::min(4, g - h0);
+    if (!kHaveAvx2 || hd % 8 != 0) {
+      for (int h = h0; h < h0 + m; ++h) DotRows<H>(q[h], k, n, hd, scale, scores[h]);
+    } else if (m == 4) {
+      DotRowsGroupAvx2<H, 4>(q + h0, k, n, hd, scale, scores + h0);
+    } else if (m == 3) {
+      DotRowsGroupAvx2<H, 3>(q + h0, k, n, hd, scale, scores + h0);
+    } else if (m == 2) {
+      DotRowsGroupAvx2<H, 2>(q + h0, k, n, hd, scale, scores + h0);
+    } else {
+      DotRowsGroupAvx2<H, 1>(q + h0, k, n, hd, scale, scores + h0);
+    }
+  }
+}
+
+template <typename H, typename P>
+void WeightedSumRowsGroup(const float* const* p, int g, const P* const* v, int64_t n, int hd,
+                          float* const* out) {
+  for (int h0 = 0; h0 < g; h0 += 4) {
+    const int m = std::min(4, g - h0);
+    if (!kHaveAvx2 || hd % 16 != 0) {
+      for (int h = h0; h < h0 + m; ++h) WeightedSumRows<H>(p[h], v, n, hd, out[h]);
+    } else if (m == 4) {
+      WeightedSumRowsGroupAvx2<H, 4>(p + h0, v, n, hd, out + h0);
+    } else if (m == 3) {
+      WeightedSumRowsGroupAvx2<H, 3>(p + h0, v, n, hd, out + h0);
+    } else if (m == 2) {
+      WeightedSumRowsGroupAvx2<H, 2>(p + h0, v, n, hd, out + h0);
+    } else {
+      WeightedSumRowsGroupAvx2<H, 1>(p + h0, v, n, hd, out + h0);
+    }
+  }
+}
+
+}  // namespace
+
+void DotF16Rows(const float* q, const uint16_t* const* k_rows, int64_t n, int hd, float scale,
+                float* scores) {
+  DotRows<F16Head>(q, k_rows, n, hd, scale, scores);
+}
+
+void WeightedSumF16Rows(const float* p, const uint16_t* const* v_rows, int64_t n, int hd,
+                        float* out) {
+  WeightedSumRows<F16Head>(p, v_rows, n, hd, out);
+}
+
+void DotF16RowsGroup(const float* const* q, int g, const uint16_t* const* k_rows, int64_t n, int hd,
+                     float scale, float* const* scores) {
+  DotRowsGroup<F16Head>(q, g, k_rows, n, hd, scale, scores);
+}
+
+void WeightedSumF16RowsGroup(const float* const* p, int g, const uint16_t* const* v_rows, int64_t n,
+                             int hd, float* const* out) {
+  WeightedSumRowsGroup<F16Head>(p, g, v_rows, n, hd, out);
+}
+
+void DotKvRowsGroup(KvDtype dtype, const float* const* q, int g, const uint8_t* const* k_heads,
+                    int64_t n, int hd, float scale, float* const* scores) {
+  switch (dtype) {
+    case KvDtype::kF16:
+      return DotRowsGroup<F16Head>(q, g, k_heads, n, hd, scale, scores);
+    case KvDtype::kBf16:
+      return DotRowsGroup<Bf16Head>(q, g, k_heads, n, hd, scale, scores);
+    case KvDtype::kFp8E4M3:
+      return DotRowsGroup<Fp8Head<true>>(q, g, k_heads, n, hd, scale, scores);
+    case KvDtype::kFp8E5M2:
+      return DotRowsGroup<Fp8Head<false>>(q, g, k_heads, n, hd, scale, scores);
+  }
+}
+
+void WeightedSumKvRowsGroup(KvDtype dtype, const float* const* p, int g,
+                            const uint8_t* const* v_heads, int64_t n, int hd, float* const* out) {
+  switch (dtype) {
+    case KvDtype::kF16:
+      return WeightedSumRowsGroup<F16Head>(p, g, v_heads, n, hd, out);
+    case KvDtype::kBf16:
+      return WeightedSumRowsGroup<Bf16Head>(p, g, v_heads, n, hd, out);
+    case KvDtype::kFp8E4M3:
+      return WeightedSumRowsGroup<Fp8Head<true>>(p, g, v_heads, n, hd, out);
+    case KvDtype::kFp8E5M2:
+      return WeightedSumRowsGroup<Fp8Head<false>>(p, g, v_heads, n, hd, out);
+  }
+}
+
+}  // namespace tandem

@@ -1,0 +1,43 @@
+// Attention over cached key/value rows: the scores of a query against rows of keys and
+// the probability-weighted sum of rows of values, the per-token attention kernels of
+// the forward pass (the tiled prefill kernel, attention_tiled.h, gives the same bits).
+//
+// Rows may live in different KV blocks, hence arrays of row pointers; each pointer is
+// one head of hd values. The F16 functions read fp16 rows; the Kv functions read heads
+// of any KvDtype (kv_dtype.h: fp16, bf16, fp8 with a per-head multiplier), each value
+// widened to float exactly as DecodeKvHead does, then the F16 functions' arithmetic in
+// the same order, so an f16 cache gives the F16 functions' bits through either entry.
+//
+//   scores[j] = scale * dot(q, k_rows[j])        (q in float, hd values)
+//   out[d]    = sum_j p[j] * v_rows[j][d]        (out overwritten)
+//
+// AVX2 paths do four keys per pass over q and keep a 64-wide slice of `out` in
+// registers across all rows; the Group functions serve g query heads sharing the rows
+// (GQA), reading and widening each row once for up to four heads, every head's result
+// equal to the one-head function's bit for bit. hd % 8 != 0 runs scalar code.
+// Thread safety: reentrant (scratch is thread-local).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/kv_dtype.h"
+
+namespace tandem {
+
+void DotF16Rows(const float* q, const uint16_t* const* k_rows, int64_t n, int hd, float scale,
+                float* scores);
+void WeightedSumF16Rows(const float* p, const uint16_t* const* v_rows, int64_t n, int hd,
+                        float* out);
+// q[h] / scores[h] / p[h] / out[h] per head, h < g.
+void DotF16RowsGroup(const float* const* q, int g, const uint16_t* const* k_rows, int64_t n, int hd,
+                     float scale, float* const* scores);
+void WeightedSumF16RowsGroup(const float* const* p, int g, const uint16_t* const* v_rows, int64_t n,
+                             int hd, float* const* out);
+
+// The same over heads of `dtype` (k_heads[j] points at KvHeadBytes(dtype, hd) bytes).
+void DotKvRowsGroup(KvDtype dtype, const float* const* q, int g, const uint8_t* const* k_heads,
+                    int64_t n, int hd, float scale, float* const* scores);
+void WeightedSumKvRowsGroup(KvDtype dtype, const float* const* p, int g,
+                            const uint8_t* const* v_heads, int64_t n, int hd, float* const* out);
+
+}  // namespace tandem
