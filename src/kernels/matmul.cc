@@ -14,30 +14,47 @@
 namespace tandem {
 namespace {
 
-// Rows dequantized together: the tile [kTileRows, cols] stays in L1/L2 while every
-// token's activations stream past it, so each weight byte is decoded once per call.
+// Rows dequantized together: the tile [kTileRows, cols] stays in L1/L2 while a block of
+// tokens' activations streams past it.
 constexpr int64_t kTileRows = 16;
+
+// Tokens per block: the paths below run every weight tile of their rows against one
+// block of tokens, then the next block, so a block's activations (about this many
+// bytes) stay in L2 for all the tiles. Without blocks a long prompt chunk streamed all
+// its activations from DRAM once per 4-row tile (21 MB per tile at 16,384 tokens of 640
+// columns). A multiple of 4, so tokens group (in pairs, in fours) as without blocks and
+// every output keeps its bits. Re-preparing a tile per block costs a pass over its
+// weights per block, small against the block's multiply-adds.
+constexpr int64_t kTokenBlockBytes = 192 << 10;
+
+int64_t TokenBlock(int64_t bytes_per_token) {
+  return std::max<int64_t>(16, kTokenBlockBytes / std::max<int64_t>(1, bytes_per_token) / 4 * 4);
+}
 
 void MatMulRows(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, int64_t r0,
                 int64_t r1) {
   thread_local std::vector<float> tile;
   const int64_t cols = w.cols;
-  for (int64_t rb = r0; rb < r1; rb += kTileRows) {
-    const int64_t nr = std::min(kTileRows, r1 - rb);
-    const float* rows_f32;
-    if (w.type == TensorType::kF32) {
-      rows_f32 = reinterpret_cast<const float*>(w.data + rb * w.row_bytes);
-    } else {
-      tile.resize(static_cast<size_t>(kTileRows * cols));
-      for (int64_t r = 0; r < nr; ++r) {
-        DequantizeRow(w.type, w.data + (rb + r) * w.row_bytes, tile.data() + r * cols, cols);
+  const int64_t block = TokenBlock(cols * 4);
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += block) {
+    const int64_t t1 = std::min(n_tokens, t0 + block);
+    for (int64_t rb = r0; rb < r1; rb += kTileRows) {
+      const int64_t nr = std::min(kTileRows, r1 - rb);
+      const float* rows_f32;
+      if (w.type == TensorType::kF32) {
+        rows_f32 = reinterpret_cast<const float*>(w.data + rb * w.row_bytes);
+      } else {
+        tile.resize(static_cast<size_t>(kTileRows * cols));
+        for (int64_t r = 0; r < nr; ++r) {
+          DequantizeRow(w.type, w.data + (rb + r) * w.row_bytes, tile.data() + r * cols, cols);
+        }
+        rows_f32 = tile.data();
       }
-      rows_f32 = tile.data();
-    }
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      const float* xt = x + t * cols;
-      float* yt = y + t * w.rows + rb;
-      for (int64_t r = 0; r < nr; ++r) yt[r] = DotF32(rows_f32 + r * cols, xt, cols);
+      for (int64_t t = t0; t < t1; ++t) {
+        const float* xt = x + t * cols;
+        float* yt = y + t * w.rows + rb;
+        for (int64_t r = 0; r < nr; ++r) yt[r] = DotF32(rows_f32 + r * cols, xt, cols);
+      }
     }
   }
 }
@@ -46,10 +63,13 @@ void MatMulRows(const WeightMatrix& w, const float* x, int64_t n_tokens, float* 
 void MatMulRowsQ8(const WeightMatrix& w, const uint8_t* xq, int64_t a_row_bytes, int64_t n_tokens,
                   float* y, int64_t r0, int64_t r1) {
   const bool multi = HasMultiTokenDot(w.type);
-  for (int64_t rb = r0; rb < r1; rb += kTileRows) {
+  const int64_t block = TokenBlock(a_row_bytes);
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += block) {
+   const int64_t t1 = std::min(n_tokens, t0 + block);
+   for (int64_t rb = r0; rb < r1; rb += kTileRows) {
     const int64_t nr = std::min(kTileRows, r1 - rb);
-    int64_t t = 0;
-    for (; multi && t + 4 <= n_tokens; t += 4) {
+    int64_t t = t0;
+    for (; multi && t + 4 <= t1; t += 4) {
       const void* a[4] = {xq + t * a_row_bytes, xq + (t + 1) * a_row_bytes, xq + (t + 2) * a_row_bytes,
                           xq + (t + 3) * a_row_bytes};
       for (int64_t r = 0; r < nr; ++r) {
@@ -58,13 +78,14 @@ void MatMulRowsQ8(const WeightMatrix& w, const uint8_t* xq, int64_t a_row_bytes,
         for (int k = 0; k < 4; ++k) y[(t + k) * w.rows + rb + r] = out[k];
       }
     }
-    for (; t < n_tokens; ++t) {
+    for (; t < t1; ++t) {
       const uint8_t* at = xq + t * a_row_bytes;
       float* yt = y + t * w.rows + rb;
       for (int64_t r = 0; r < nr; ++r) {
         yt[r] = VecDotQ8(w.type, w.data + (rb + r) * w.row_bytes, at, w.cols);
       }
     }
+   }
   }
 }
 
@@ -90,7 +111,10 @@ void MatMulRowsInt8Tiled(const WeightMatrix& w, const TileActivations& a, int64_
   auto token = [&](int64_t t) {
     return TileOperand{a.q + t * cols, a.d_lanes + t * n_lanes, a.corr + t * n_lanes};
   };
-  for (int64_t rb = r0; rb < r1; rb += 4) {
+  const int64_t block = TokenBlock(cols + 2 * n_lanes * 4);  // q, d_lanes and corr per token
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += block) {
+   const int64_t t_end = std::min(n_tokens, t0 + block);
+   for (int64_t rb = r0; rb < r1; rb += 4) {
     const int64_t nr = std::min<int64_t>(4, r1 - rb);
     TileOperand wt[4];
     for (int r = 0; r < 4; ++r) {
@@ -101,8 +125,8 @@ void MatMulRowsInt8Tiled(const WeightMatrix& w, const TileActivations& a, int64_
       const int64_t slot = std::min<int64_t>(r, nr - 1);
       wt[r] = TileOperand{w_q.data() + slot * w_stride, w_d.data() + slot * n_lanes, nullptr};
     }
-    for (int64_t t = 0; t < n_tokens; t += 2) {
-      const int64_t t1 = std::min(t + 1, n_tokens - 1);
+    for (int64_t t = t0; t < t_end; t += 2) {
+      const int64_t t1 = std::min(t + 1, t_end - 1);
       float out[4][2];
       DotInt8Tile4x2(offset, wt, token(t), token(t1), cols / 64, out);
       for (int64_t r = 0; r < nr; ++r) {
@@ -110,6 +134,7 @@ void MatMulRowsInt8Tiled(const WeightMatrix& w, const TileActivations& a, int64_
         if (t1 != t) y[t1 * w.rows + rb + r] = out[r][1];
       }
     }
+   }
   }
 }
 

@@ -439,3 +439,43 @@ TEST(MatMulTest, Int8TypesWithOddBlockCountsMatchReference) {
 
 }  // namespace
 }  // namespace tandem
+
+namespace tandem {
+namespace {
+
+// A long chunk runs in token blocks (matmul.cc TokenBlock: every weight tile against one
+// block of tokens, then the next). Each token's outputs are those of a short call over
+// a 4-aligned window holding it: blocks change which tokens share a cache, never which
+// share an inner loop. Windows straddle the block edges of every path (int8 tile:
+// 384-token blocks at 256 columns; Q8_K dots: 672; float rows: 192).
+TEST(MatMulTest, TokenBlocksKeepEveryTokensBits) {
+  std::mt19937 rng(11);
+  const int64_t rows = 24, cols = 256, n_tokens = 1003;
+  for (TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_K, TensorType::kQ6_K,
+                          TensorType::kF32}) {
+    std::vector<uint8_t> data;
+    if (type == TensorType::kF32) {
+      std::vector<float> f = RandomFloats(rows * cols, rng);
+      data.assign(reinterpret_cast<uint8_t*>(f.data()), reinterpret_cast<uint8_t*>(f.data() + f.size()));
+    } else {
+      data = RandomRow(type, rows * cols, rng);
+    }
+    const WeightMatrix w{type, data.data(), rows, cols, *RowBytes(type, cols)};
+    const std::vector<float> x = RandomFloats(n_tokens * cols, rng);
+    ThreadPool pool(2);
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      std::vector<float> all(n_tokens * rows);
+      MatMul(w, x.data(), n_tokens, all.data(), p);
+      for (int64_t t0 : {0, 188, 380, 668, 984}) {
+        const int64_t n = std::min<int64_t>(16, n_tokens - t0);
+        std::vector<float> part(n * rows);
+        MatMul(w, x.data() + t0 * cols, n, part.data(), p);
+        for (int64_t i = 0; i < n * rows; ++i)
+          ASSERT_EQ(all[t0 * rows + i], part[i]) << TraitsOf(type).name << " token " << t0 + i / rows;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tandem
