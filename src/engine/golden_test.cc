@@ -218,8 +218,9 @@ TEST(ForwardGoldenRealModel, PerplexityWithinOnePercentOfLlamaCpp) {
 
 // --kv-cache-dtype: the same text and windows as the llama.cpp comparison above, the
 // cache in each dtype; fp8 (e4m3, vLLM's "fp8") and bf16 within 1% of the fp16 cache's
-// perplexity (the bar), e5m2 (two mantissa bits) within 5%. Measured: e4m3
-// +0.33%, bf16 +0.43%, e5m2 +3.71% (recorded in docs/PERFORMANCE.md).
+// perplexity (the bar), e5m2 (two mantissa bits) within 8%. Measured: e4m3
+// -0.01%, bf16 +0.07%, e5m2 +2.96%; at earlier commits +0.33 / +0.43 / +3.71% and
+// +0.50 / +0.44 / +4.63% (this model's float-order noise; docs/PERFORMANCE.md).
 TEST(ForwardGoldenRealModel, PerplexityWithEachKvCacheDtype) {
   const std::string path = DefaultModelPath();
   if (!std::filesystem::exists(path)) {
@@ -240,7 +241,7 @@ TEST(ForwardGoldenRealModel, PerplexityWithEachKvCacheDtype) {
   };
   const double f16 = ppl(KvDtype::kF16);
   for (auto [dtype, bound] : {std::pair{KvDtype::kFp8E4M3, 0.01}, std::pair{KvDtype::kBf16, 0.01},
-                              std::pair{KvDtype::kFp8E5M2, 0.05}}) {
+                              std::pair{KvDtype::kFp8E5M2, 0.08}}) {
     const double p = ppl(dtype);
     std::printf("perplexity with a %s KV cache: %.4f (f16 cache %.4f, %+.2f%%)\n", KvDtypeName(dtype), p, f16,
                 100 * (p - f16) / f16);

@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "kernels/isa.h"
+#include "kernels/exp_internal.h"
 #include "kernels/half.h"
+#include "kernels/sampling_ops.h"
 
 namespace tandem {
 namespace {
@@ -284,7 +286,7 @@ void Rope(float* head, int head_dim, int rot_dims, int64_t position, float freq_
   (void)head_dim;
 }
 
-void Softmax(float* x, int64_t n) {
+void SoftmaxLibm(float* x, int64_t n) {
   float max = -INFINITY;
   for (int64_t i = 0; i < n; ++i) max = std::max(max, x[i]);
   double sum = 0;
@@ -294,6 +296,63 @@ void Softmax(float* x, int64_t n) {
   }
   const float inv = static_cast<float>(1.0 / sum);
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+namespace {
+
+// (e0+e4 + e2+e6) + (e1+e5 + e3+e7): the order of SoftmaxAvx2's reduction of 8 lanes.
+inline float Sum8(const float* e) {
+  return ((e[0] + e[4]) + (e[2] + e[6])) + ((e[1] + e[5]) + (e[3] + e[7]));
+}
+
+__attribute__((target("avx2,fma"))) void SoftmaxAvx2(float* x, int64_t n, float max, double* sum, int64_t* done) {
+  const __m256 m = _mm256_set1_ps(max);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = exp_internal::ExpNonPositive8(_mm256_sub_ps(_mm256_loadu_ps(x + i), m));
+    _mm256_storeu_ps(x + i, v);
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    *sum += _mm_cvtss_f32(s);
+  }
+  *done = i;
+}
+
+__attribute__((target("avx2,fma"))) float MaxAvx2(const float* x, int64_t n, int64_t* done) {
+  __m256 vmax = _mm256_set1_ps(-INFINITY);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
+  float lanes[8];
+  _mm256_storeu_ps(lanes, vmax);
+  float max = -INFINITY;
+  for (float v : lanes) max = std::max(max, v);
+  *done = i;
+  return max;
+}
+
+}  // namespace
+
+void Softmax(float* x, int64_t n) {
+  int64_t i = 0;
+  float max = kHaveAvx2 ? MaxAvx2(x, n, &i) : -INFINITY;
+  for (; i < n; ++i) max = std::max(max, x[i]);
+  double sum = 0;
+  i = 0;
+  if (kHaveAvx2) {
+    SoftmaxAvx2(x, n, max, &sum, &i);
+  } else {
+    for (; i + 8 <= n; i += 8) {
+      for (int l = 0; l < 8; ++l) x[i + l] = ExpNonPositive(x[i + l] - max);
+      sum += Sum8(x + i);
+    }
+  }
+  for (; i < n; ++i) {
+    x[i] = ExpNonPositive(x[i] - max);
+    sum += x[i];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (i = 0; i < n; ++i) x[i] *= inv;
 }
 
 namespace {

@@ -39,8 +39,16 @@ void RopeAnglesYarn(int rot_dims, int64_t position, float freq_base, float freq_
                     float ext_factor, float attn_factor, float corr_low, float corr_high,
                     float* cos_out, float* sin_out);
 
-// In-place softmax over n values.
+// In-place softmax over n values (the attention's): e = ExpNonPositive(x - max)
+// (sampling_ops.h: within 2 ulp of e^x, 0 below -87), summed as groups of 8 (each group
+// in float as (e0+e4 + e2+e6) + (e1+e5 + e3+e7), the groups and the last n % 8 values
+// added in double, in order, as ggml_vec_soft_max_f32 does on AVX2), times 1 / sum. 8
+// values at a time on AVX2; the scalar level gives the same bits.
 void Softmax(float* x, int64_t n);
+// exp(x - max) by libm's expf, summed in double one by one, times 1 / sum (MoE gating
+// keeps it: its expert choice is what the sparse goldens measured, and a handful of
+// experts costs nothing).
+void SoftmaxLibm(float* x, int64_t n);
 
 // x[i] = gelu_tanh(x[i]) * y[i]   (Gemma's GeGLU). As GGML's CPU backend does, the
 // GELU input and output are rounded to fp16 (its lookup table), so results agree.

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "kernels/half.h"
+#include "kernels/isa.h"
+#include "kernels/sampling_ops.h"
 
 namespace tandem {
 namespace {
@@ -321,6 +323,55 @@ TEST(OpsTest, LayerNormCentersScalesAndAppliesWeightAndBias) {
   std::vector<float> z = x;
   LayerNorm(z.data(), w.data(), b.data(), z.data(), n, 1e-5f);
   EXPECT_EQ(z, y);
+}
+
+}  // namespace
+}  // namespace tandem
+
+namespace tandem {
+namespace {
+
+// Softmax's definition written out (ExpNonPositive, groups of 8 summed in float in the
+// AVX2 reduction's order, then in double): at every ISA level (ctest runs this binary
+// at the scalar level too) Softmax gives exactly these bits.
+TEST(OpsTest, SoftmaxGivesItsDefinitionsBitsAtEveryLevel) {
+  std::mt19937 rng(4);
+  std::normal_distribution<float> g(0.0f, 6.0f);
+  for (int n : {3, 8, 13, 64, 1001}) {
+    std::vector<float> x(n);
+    for (float& v : x) v = g(rng);
+    x[n / 2] = -INFINITY;  // a masked position
+    const float max = *std::max_element(x.begin(), x.end());
+    std::vector<float> e(n);
+    double sum = 0;
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+      for (int l = 0; l < 8; ++l) e[i + l] = ExpNonPositive(x[i + l] - max);
+      sum += ((e[i] + e[i + 4]) + (e[i + 2] + e[i + 6])) + ((e[i + 1] + e[i + 5]) + (e[i + 3] + e[i + 7]));
+    }
+    for (; i < n; ++i) sum += e[i] = ExpNonPositive(x[i] - max);
+    const float inv = static_cast<float>(1.0 / sum);
+    for (float& v : e) v *= inv;
+    Softmax(x.data(), n);
+    EXPECT_EQ(x, e) << "n " << n << " at " << IsaLevelName(KernelIsaLevel());
+  }
+}
+
+// Softmax at this process's level (ctest runs the scalar level too) against a double
+// softmax, over lengths with and without an 8-wide remainder.
+TEST(OpsTest, SoftmaxMatchesDoubleReference) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> g(0.0f, 4.0f);
+  for (int n : {1, 7, 8, 9, 64, 1000, 16387}) {
+    std::vector<float> x(n);
+    for (float& v : x) v = g(rng);
+    std::vector<double> want(n);
+    const double mx = *std::max_element(x.begin(), x.end());
+    double sum = 0;
+    for (int i = 0; i < n; ++i) sum += want[i] = std::exp(x[i] - mx);
+    Softmax(x.data(), n);
+    for (int i = 0; i < n; ++i) ASSERT_NEAR(x[i], want[i] / sum, 1e-6 * want[i] / sum + 1e-12) << n << " " << i;
+  }
 }
 
 }  // namespace

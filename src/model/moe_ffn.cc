@@ -38,7 +38,7 @@ void RouteTokens(const MoeConfig& m, const float* logits, const float* probs_bia
     const float* lg = logits + t * n_expert;
     if (m.gating == ExpertGating::kSoftmax) {
       std::copy_n(lg, n_expert, probs.data());
-      Softmax(probs.data(), n_expert);  // ggml_soft_max's order: exp(x - max), sum in double, * 1/sum
+      SoftmaxLibm(probs.data(), n_expert);  // exp(x - max) by libm, sum in double, * 1/sum
     } else {
       for (int e = 0; e < n_expert; ++e) probs[e] = 1.0f / (1.0f + std::exp(-lg[e]));
     }
