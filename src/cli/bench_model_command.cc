@@ -234,8 +234,8 @@ int RunBenchModel(const BenchModelFlags& f) {
   // "w8a8" when matrices were re-quantized at load, else "none" (weights as stored).
   const std::string quantization = (*model)->requantized().matrices > 0 ? "w8a8" : "none";
   const ModelConfig& c = (*model)->config();
-  const int64_t kv_bytes_per_token =
-      c.n_layers * (c.KeyRowBytes(f.model.kv_cache_dtype) + c.ValueRowBytes(f.model.kv_cache_dtype));
+  const int64_t kv_bytes_per_token = c.n_layers * (c.KeyRowBytes(f.model.kv_cache_dtype) +
+                                                   c.ValueRowBytes(f.model.kv_cache_dtype));
   const char* kv_dtype = KvDtypeName(f.model.kv_cache_dtype);
   std::ostringstream out;
   out.setf(std::ios::fixed);
@@ -258,7 +258,8 @@ int RunBenchModel(const BenchModelFlags& f) {
         << ", \"peak_rss_after_load_bytes\": " << peak_rss_after_load
         << ", \"roofline_decode_tokens_per_s\": " << roofline
         << ", \"decode_roofline_fraction\": " << (roofline > 0 ? tg / roofline : 0)
-        << ", \"kv_cache_dtype\": \"" << kv_dtype << "\", \"kv_cache_bytes_per_token\": " << kv_bytes_per_token
+        << ", \"kv_cache_dtype\": \"" << kv_dtype
+        << "\", \"kv_cache_bytes_per_token\": " << kv_bytes_per_token
         << ", \"kv_cache_tokens_per_gib\": " << (int64_t{1} << 30) / kv_bytes_per_token
         << ", \"isa\": \"" << IsaLevelName(KernelIsaLevel()) << "\"}\n";
   } else {

@@ -83,12 +83,13 @@ void RegisterPerplexity(CLI::App& app, RunFn* run) {
       if (!model.ok()) return ReportError(model.status());
       auto pool = MakeThreadPool(flags->model);
       if (!pool.ok()) return ReportError(pool.status());
-      auto result = Perplexity(**model, pool->get(), ss.str(), flags->ctx, flags->chunks,
-                               [](int chunk, double ppl) {
-                                 std::printf("[%d]%.4f,", chunk + 1, ppl);
-                                 std::fflush(stdout);
-                               },
-                               flags->model.kv_cache_dtype);
+      auto result = Perplexity(
+          **model, pool->get(), ss.str(), flags->ctx, flags->chunks,
+          [](int chunk, double ppl) {
+            std::printf("[%d]%.4f,", chunk + 1, ppl);
+            std::fflush(stdout);
+          },
+          flags->model.kv_cache_dtype);
       if (!result.ok()) return ReportError(result.status());
       std::printf("\n%d chunks, %lld tokens scored, %.2f s\n", result->num_chunks,
                   static_cast<long long>(result->scored_tokens), result->seconds);

@@ -43,9 +43,10 @@ StatusOr<std::unique_ptr<DraftModelProposer>> DraftModelProposer::Create(const s
                                 "; a draft model must share the target's vocabulary");
   }
   const ModelConfig& c = (*draft)->config();
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<KvArena> arena,
-                          KvArena::Create(num_kv_blocks, c.n_layers, block_size, c.KeyRowBytes(KvDtype::kF16),
-                                          c.ValueRowBytes(KvDtype::kF16), KvDtype::kF16, false));
+  TANDEM_ASSIGN_OR_RETURN(
+      std::unique_ptr<KvArena> arena,
+      KvArena::Create(num_kv_blocks, c.n_layers, block_size, c.KeyRowBytes(KvDtype::kF16),
+                      c.ValueRowBytes(KvDtype::kF16), KvDtype::kF16, false));
   TANDEM_LOG(INFO) << "draft model " << (*draft)->name() << " (" << path << "): " << c.n_layers << " layers, KV cache "
                    << num_kv_blocks << " blocks of " << arena->block_bytes() << " bytes";
   return std::unique_ptr<DraftModelProposer>(

@@ -762,14 +762,15 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Engin
                         << "; limiting requests to " << num_blocks * options.block_size << " tokens";
     options.max_model_len = static_cast<int>(num_blocks * options.block_size);
   }
-  TANDEM_LOG(INFO) << "KV cache: " << KvDtypeName(options.kv_cache_dtype) << ", " << num_blocks << " blocks of "
-                   << options.block_size << " tokens (" << block_bytes << " bytes each), "
-                   << num_blocks * options.block_size << " tokens fit (" << block_bytes / options.block_size
-                   << " bytes per token); prefix caching " << (options.enable_prefix_caching ? "on" : "off");
+  TANDEM_LOG(INFO) << "KV cache: " << KvDtypeName(options.kv_cache_dtype) << ", " << num_blocks
+                   << " blocks of " << options.block_size << " tokens (" << block_bytes
+                   << " bytes each), " << num_blocks * options.block_size << " tokens fit ("
+                   << block_bytes / options.block_size << " bytes per token); prefix caching "
+                   << (options.enable_prefix_caching ? "on" : "off");
   const bool shared = options.kv_transfer.producer && options.kv_transfer.same_host_shm;
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<KvArena> arena,
-                          KvArena::Create(num_blocks, kv_layers, options.block_size, key_row_bytes, value_row_bytes,
-                                          options.kv_cache_dtype, shared));
+                          KvArena::Create(num_blocks, kv_layers, options.block_size, key_row_bytes,
+                                          value_row_bytes, options.kv_cache_dtype, shared));
   auto engine = std::make_unique<EngineImpl>(model, options, metrics, std::move(arena));
   TANDEM_RETURN_IF_ERROR(engine->Start());
   return std::unique_ptr<Engine>(std::move(engine));

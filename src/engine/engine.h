@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "common/status.h"
-#include "kernels/kv_dtype.h"
 #include "engine/sampler.h"
+#include "kernels/kv_dtype.h"
 
 namespace tandem {
 

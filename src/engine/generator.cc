@@ -88,8 +88,8 @@ Status Generate(const Model& model, ThreadPool* pool, const std::string& prompt,
                                 " tokens does not fit the context of " + std::to_string(c.context_length));
   }
   TANDEM_RETURN_IF_ERROR(c.CheckKvDtype(options.kv_dtype));
-  ContiguousKvStore kv(c.n_layers, capacity, c.KeyRowBytes(options.kv_dtype), c.ValueRowBytes(options.kv_dtype),
-                       options.kv_dtype);
+  ContiguousKvStore kv(c.n_layers, capacity, c.KeyRowBytes(options.kv_dtype),
+                       c.ValueRowBytes(options.kv_dtype), options.kv_dtype);
   Forward forward(c, model.weights(), pool);
   std::vector<float> logits;
   GenerateStats local;
@@ -135,7 +135,8 @@ Status Generate(const Model& model, ThreadPool* pool, const std::string& prompt,
 
 StatusOr<PerplexityResult> Perplexity(const Model& model, ThreadPool* pool, const std::string& text,
                                       int n_ctx, int max_chunks,
-                                      const std::function<void(int, double)>& on_chunk, KvDtype kv_dtype) {
+                                      const std::function<void(int, double)>& on_chunk,
+                                      KvDtype kv_dtype) {
   const ModelConfig& c = model.config();
   const Tokenizer& tok = model.tokenizer();
   if (n_ctx < 4) return InvalidArgumentError("--ctx must be at least 4");
@@ -158,7 +159,8 @@ StatusOr<PerplexityResult> Perplexity(const Model& model, ThreadPool* pool, cons
   auto t0 = std::chrono::steady_clock::now();
   Forward forward(c, model.weights(), pool);
   TANDEM_RETURN_IF_ERROR(c.CheckKvDtype(kv_dtype));
-  ContiguousKvStore kv(c.n_layers, n_ctx, c.KeyRowBytes(kv_dtype), c.ValueRowBytes(kv_dtype), kv_dtype);
+  ContiguousKvStore kv(c.n_layers, n_ctx, c.KeyRowBytes(kv_dtype), c.ValueRowBytes(kv_dtype),
+                       kv_dtype);
   std::vector<float> logits;
   double nll = 0, nll2 = 0;
   for (int chunk = 0; chunk < n_chunks; ++chunk) {

@@ -235,7 +235,8 @@ TEST(ForwardGoldenRealModel, PerplexityWithEachKvCacheDtype) {
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   ThreadPool pool(2);
   auto ppl = [&](KvDtype dtype) {
-    auto r = Perplexity(**model, &pool, text, ref["ctx"].get<int>(), ref["chunks"].get<int>(), nullptr, dtype);
+    auto r = Perplexity(**model, &pool, text, ref["ctx"].get<int>(), ref["chunks"].get<int>(),
+                        nullptr, dtype);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? r->ppl : 0.0;
   };
@@ -243,8 +244,8 @@ TEST(ForwardGoldenRealModel, PerplexityWithEachKvCacheDtype) {
   for (auto [dtype, bound] : {std::pair{KvDtype::kFp8E4M3, 0.01}, std::pair{KvDtype::kBf16, 0.01},
                               std::pair{KvDtype::kFp8E5M2, 0.08}}) {
     const double p = ppl(dtype);
-    std::printf("perplexity with a %s KV cache: %.4f (f16 cache %.4f, %+.2f%%)\n", KvDtypeName(dtype), p, f16,
-                100 * (p - f16) / f16);
+    std::printf("perplexity with a %s KV cache: %.4f (f16 cache %.4f, %+.2f%%)\n",
+                KvDtypeName(dtype), p, f16, 100 * (p - f16) / f16);
     EXPECT_LE(std::fabs(p - f16) / f16, bound) << KvDtypeName(dtype);
   }
 }

@@ -10,8 +10,8 @@
 
 namespace tandem {
 
-KvArena::KvArena(int64_t num_blocks, int n_layers, int block_size, int64_t key_row_bytes, int64_t value_row_bytes,
-                 KvDtype dtype)
+KvArena::KvArena(int64_t num_blocks, int n_layers, int block_size, int64_t key_row_bytes,
+                 int64_t value_row_bytes, KvDtype dtype)
     : num_blocks_(num_blocks),
       block_size_(block_size),
       key_row_bytes_(key_row_bytes),
@@ -21,9 +21,10 @@ KvArena::KvArena(int64_t num_blocks, int n_layers, int block_size, int64_t key_r
       v_block_bytes_(static_cast<int64_t>(n_layers) * block_size * value_row_bytes) {}
 
 StatusOr<std::unique_ptr<KvArena>> KvArena::Create(int64_t num_blocks, int n_layers, int block_size,
-                                                   int64_t key_row_bytes, int64_t value_row_bytes, KvDtype dtype,
-                                                   bool shared) {
-  std::unique_ptr<KvArena> a(new KvArena(num_blocks, n_layers, block_size, key_row_bytes, value_row_bytes, dtype));
+                                                   int64_t key_row_bytes, int64_t value_row_bytes,
+                                                   KvDtype dtype, bool shared) {
+  std::unique_ptr<KvArena> a(
+      new KvArena(num_blocks, n_layers, block_size, key_row_bytes, value_row_bytes, dtype));
   const size_t k_bytes = static_cast<size_t>(num_blocks * a->k_block_bytes_);
   const size_t v_bytes = static_cast<size_t>(num_blocks * a->v_block_bytes_);
   a->map_size_ = k_bytes + v_bytes;

@@ -29,8 +29,8 @@ class KvArena {
   // Maps the memory; InternalError if the system refuses it. Rows of key_row_bytes /
   // value_row_bytes (ModelConfig::KeyRowBytes / ValueRowBytes of `dtype`).
   static StatusOr<std::unique_ptr<KvArena>> Create(int64_t num_blocks, int n_layers, int block_size,
-                                                   int64_t key_row_bytes, int64_t value_row_bytes, KvDtype dtype,
-                                                   bool shared);
+                                                   int64_t key_row_bytes, int64_t value_row_bytes,
+                                                   KvDtype dtype, bool shared);
   ~KvArena();
   KvArena(const KvArena&) = delete;
   KvArena& operator=(const KvArena&) = delete;
@@ -42,10 +42,12 @@ class KvArena {
   int64_t block_bytes() const { return k_block_bytes_ + v_block_bytes_; }
 
   uint8_t* KeyRow(int32_t block, int layer, int offset) {
-    return keys_ + block * k_block_bytes_ + (static_cast<int64_t>(layer) * block_size_ + offset) * key_row_bytes_;
+    return keys_ + block * k_block_bytes_ +
+           (static_cast<int64_t>(layer) * block_size_ + offset) * key_row_bytes_;
   }
   uint8_t* ValueRow(int32_t block, int layer, int offset) {
-    return values_ + block * v_block_bytes_ + (static_cast<int64_t>(layer) * block_size_ + offset) * value_row_bytes_;
+    return values_ + block * v_block_bytes_ +
+           (static_cast<int64_t>(layer) * block_size_ + offset) * value_row_bytes_;
   }
   // The whole of block `block`: K then V parts (for copies between arenas).
   uint8_t* BlockKeys(int32_t block) { return keys_ + block * k_block_bytes_; }
@@ -60,8 +62,8 @@ class KvArena {
   transfer::KvMemory memory() const;
 
  private:
-  KvArena(int64_t num_blocks, int n_layers, int block_size, int64_t key_row_bytes, int64_t value_row_bytes,
-          KvDtype dtype);
+  KvArena(int64_t num_blocks, int n_layers, int block_size, int64_t key_row_bytes,
+          int64_t value_row_bytes, KvDtype dtype);
 
   int64_t num_blocks_;
   int block_size_;

@@ -54,8 +54,8 @@ TEST(MtpProposerTest, DraftsEqualARecomputationFromScratch) {
     ASSERT_NE(model, nullptr);
     const ModelConfig& c = model->config();
     ThreadPool pool(2);
-    auto arena = KvArena::Create(64, c.n_layers + 1, 4, c.KeyRowBytes(KvDtype::kF16), c.ValueRowBytes(KvDtype::kF16),
-                                 KvDtype::kF16, false);
+    auto arena = KvArena::Create(64, c.n_layers + 1, 4, c.KeyRowBytes(KvDtype::kF16),
+                                 c.ValueRowBytes(KvDtype::kF16), KvDtype::kF16, false);
     ASSERT_TRUE(arena.ok());
     kv::KvCacheManager kv(kv::KvCacheConfig{64, 4, false, model->fingerprint(), "f16"});
     ModelRunner runner(c, model->weights(), &pool, arena->get(), &kv, /*keep_hidden=*/true);

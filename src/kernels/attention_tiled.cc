@@ -96,8 +96,8 @@ __attribute__((target("avx2,fma"))) void ScoresAvx2(const float* const* q, const
 
 // A 16-wide slice of up to four heads' outputs in registers across the tile's rows, an
 // 8-wide one for the rest: each output value is one fma chain over j, continued from
-// the previous KV tile through `o`, as attention_rows.cc's WeightedSumRows*Avx2 run it over all rows.
-// Preconditions: hd % 8 == 0, G <= 4.
+// the previous KV tile through `o`, as attention_rows.cc's WeightedSumRows*Avx2 run it over all
+// rows. Preconditions: hd % 8 == 0, G <= 4.
 template <int G>
 __attribute__((target("avx2,fma"))) void AccumulateAvx2(const float* const* p, const float* v,
                                                         int64_t n, int hd, float* const* o) {
@@ -214,7 +214,8 @@ void Run(const TiledAttentionProblem& p, int64_t qb, int64_t qe, int kvh) {
   const int64_t head_bytes = KvHeadBytes(p.kv_dtype, hd);
   auto widen = [&](const uint8_t* const* src, int64_t ka, int64_t kb) {
     for (int64_t j = ka; j < kb; ++j)
-      DecodeKvHead(p.kv_dtype, src[j - p.row0] + kvh * head_bytes, hd, &sc.kv[static_cast<size_t>((j - ka) * hd)]);
+      DecodeKvHead(p.kv_dtype, src[j - p.row0] + kvh * head_bytes, hd,
+                   &sc.kv[static_cast<size_t>((j - ka) * hd)]);
   };
 
   for_kv_tiles([&](int64_t ka, int64_t kb, int64_t ra, int64_t rb) {

@@ -65,27 +65,27 @@ void MatMulRowsQ8(const WeightMatrix& w, const uint8_t* xq, int64_t a_row_bytes,
   const bool multi = HasMultiTokenDot(w.type);
   const int64_t block = TokenBlock(a_row_bytes);
   for (int64_t t0 = 0; t0 < n_tokens; t0 += block) {
-   const int64_t t1 = std::min(n_tokens, t0 + block);
-   for (int64_t rb = r0; rb < r1; rb += kTileRows) {
-    const int64_t nr = std::min(kTileRows, r1 - rb);
-    int64_t t = t0;
-    for (; multi && t + 4 <= t1; t += 4) {
-      const void* a[4] = {xq + t * a_row_bytes, xq + (t + 1) * a_row_bytes, xq + (t + 2) * a_row_bytes,
-                          xq + (t + 3) * a_row_bytes};
-      for (int64_t r = 0; r < nr; ++r) {
-        float out[4];
-        VecDotQ8x4(w.type, w.data + (rb + r) * w.row_bytes, a, w.cols, out);
-        for (int k = 0; k < 4; ++k) y[(t + k) * w.rows + rb + r] = out[k];
+    const int64_t t1 = std::min(n_tokens, t0 + block);
+    for (int64_t rb = r0; rb < r1; rb += kTileRows) {
+      const int64_t nr = std::min(kTileRows, r1 - rb);
+      int64_t t = t0;
+      for (; multi && t + 4 <= t1; t += 4) {
+        const void* a[4] = {xq + t * a_row_bytes, xq + (t + 1) * a_row_bytes,
+                            xq + (t + 2) * a_row_bytes, xq + (t + 3) * a_row_bytes};
+        for (int64_t r = 0; r < nr; ++r) {
+          float out[4];
+          VecDotQ8x4(w.type, w.data + (rb + r) * w.row_bytes, a, w.cols, out);
+          for (int k = 0; k < 4; ++k) y[(t + k) * w.rows + rb + r] = out[k];
+        }
+      }
+      for (; t < t1; ++t) {
+        const uint8_t* at = xq + t * a_row_bytes;
+        float* yt = y + t * w.rows + rb;
+        for (int64_t r = 0; r < nr; ++r) {
+          yt[r] = VecDotQ8(w.type, w.data + (rb + r) * w.row_bytes, at, w.cols);
+        }
       }
     }
-    for (; t < t1; ++t) {
-      const uint8_t* at = xq + t * a_row_bytes;
-      float* yt = y + t * w.rows + rb;
-      for (int64_t r = 0; r < nr; ++r) {
-        yt[r] = VecDotQ8(w.type, w.data + (rb + r) * w.row_bytes, at, w.cols);
-      }
-    }
-   }
   }
 }
 
@@ -113,28 +113,29 @@ void MatMulRowsInt8Tiled(const WeightMatrix& w, const TileActivations& a, int64_
   };
   const int64_t block = TokenBlock(cols + 2 * n_lanes * 4);  // q, d_lanes and corr per token
   for (int64_t t0 = 0; t0 < n_tokens; t0 += block) {
-   const int64_t t_end = std::min(n_tokens, t0 + block);
-   for (int64_t rb = r0; rb < r1; rb += 4) {
-    const int64_t nr = std::min<int64_t>(4, r1 - rb);
-    TileOperand wt[4];
-    for (int r = 0; r < 4; ++r) {
-      const int64_t row = rb + std::min<int64_t>(r, nr - 1);  // pad a short tile with its last row
-      if (r < nr)
-        PrepareTileWeightRow(w.type, w.data + row * w.row_bytes, cols, w_q.data() + r * w_stride,
-                             w_d.data() + r * n_lanes);
-      const int64_t slot = std::min<int64_t>(r, nr - 1);
-      wt[r] = TileOperand{w_q.data() + slot * w_stride, w_d.data() + slot * n_lanes, nullptr};
-    }
-    for (int64_t t = t0; t < t_end; t += 2) {
-      const int64_t t1 = std::min(t + 1, t_end - 1);
-      float out[4][2];
-      DotInt8Tile4x2(offset, wt, token(t), token(t1), cols / 64, out);
-      for (int64_t r = 0; r < nr; ++r) {
-        y[t * w.rows + rb + r] = out[r][0];
-        if (t1 != t) y[t1 * w.rows + rb + r] = out[r][1];
+    const int64_t t_end = std::min(n_tokens, t0 + block);
+    for (int64_t rb = r0; rb < r1; rb += 4) {
+      const int64_t nr = std::min<int64_t>(4, r1 - rb);
+      TileOperand wt[4];
+      for (int r = 0; r < 4; ++r) {
+        const int64_t row =
+            rb + std::min<int64_t>(r, nr - 1);  // pad a short tile with its last row
+        if (r < nr)
+          PrepareTileWeightRow(w.type, w.data + row * w.row_bytes, cols, w_q.data() + r * w_stride,
+                               w_d.data() + r * n_lanes);
+        const int64_t slot = std::min<int64_t>(r, nr - 1);
+        wt[r] = TileOperand{w_q.data() + slot * w_stride, w_d.data() + slot * n_lanes, nullptr};
+      }
+      for (int64_t t = t0; t < t_end; t += 2) {
+        const int64_t t1 = std::min(t + 1, t_end - 1);
+        float out[4][2];
+        DotInt8Tile4x2(offset, wt, token(t), token(t1), cols / 64, out);
+        for (int64_t r = 0; r < nr; ++r) {
+          y[t * w.rows + rb + r] = out[r][0];
+          if (t1 != t) y[t1 * w.rows + rb + r] = out[r][1];
+        }
       }
     }
-   }
   }
 }
 

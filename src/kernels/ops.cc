@@ -6,9 +6,9 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/isa.h"
 #include "kernels/exp_internal.h"
 #include "kernels/half.h"
+#include "kernels/isa.h"
 #include "kernels/sampling_ops.h"
 
 namespace tandem {
@@ -305,7 +305,8 @@ inline float Sum8(const float* e) {
   return ((e[0] + e[4]) + (e[2] + e[6])) + ((e[1] + e[5]) + (e[3] + e[7]));
 }
 
-__attribute__((target("avx2,fma"))) void SoftmaxAvx2(float* x, int64_t n, float max, double* sum, int64_t* done) {
+__attribute__((target("avx2,fma"))) void SoftmaxAvx2(float* x, int64_t n, float max, double* sum,
+                                                     int64_t* done) {
   const __m256 m = _mm256_set1_ps(max);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {

@@ -347,7 +347,8 @@ TEST(OpsTest, SoftmaxGivesItsDefinitionsBitsAtEveryLevel) {
     int i = 0;
     for (; i + 8 <= n; i += 8) {
       for (int l = 0; l < 8; ++l) e[i + l] = ExpNonPositive(x[i + l] - max);
-      sum += ((e[i] + e[i + 4]) + (e[i + 2] + e[i + 6])) + ((e[i + 1] + e[i + 5]) + (e[i + 3] + e[i + 7]));
+      sum += ((e[i] + e[i + 4]) + (e[i + 2] + e[i + 6])) +
+             ((e[i + 1] + e[i + 5]) + (e[i + 3] + e[i + 7]));
     }
     for (; i < n; ++i) sum += e[i] = ExpNonPositive(x[i] - max);
     const float inv = static_cast<float>(1.0 / sum);
@@ -370,7 +371,8 @@ TEST(OpsTest, SoftmaxMatchesDoubleReference) {
     double sum = 0;
     for (int i = 0; i < n; ++i) sum += want[i] = std::exp(x[i] - mx);
     Softmax(x.data(), n);
-    for (int i = 0; i < n; ++i) ASSERT_NEAR(x[i], want[i] / sum, 1e-6 * want[i] / sum + 1e-12) << n << " " << i;
+    for (int i = 0; i < n; ++i)
+      ASSERT_NEAR(x[i], want[i] / sum, 1e-6 * want[i] / sum + 1e-12) << n << " " << i;
   }
 }
 

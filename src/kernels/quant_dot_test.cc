@@ -451,12 +451,13 @@ namespace {
 TEST(MatMulTest, TokenBlocksKeepEveryTokensBits) {
   std::mt19937 rng(11);
   const int64_t rows = 24, cols = 256, n_tokens = 1003;
-  for (TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_K, TensorType::kQ6_K,
-                          TensorType::kF32}) {
+  for (TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kQ4_K,
+                          TensorType::kQ6_K, TensorType::kF32}) {
     std::vector<uint8_t> data;
     if (type == TensorType::kF32) {
       std::vector<float> f = RandomFloats(rows * cols, rng);
-      data.assign(reinterpret_cast<uint8_t*>(f.data()), reinterpret_cast<uint8_t*>(f.data() + f.size()));
+      data.assign(reinterpret_cast<uint8_t*>(f.data()),
+                  reinterpret_cast<uint8_t*>(f.data() + f.size()));
     } else {
       data = RandomRow(type, rows * cols, rng);
     }
@@ -471,7 +472,8 @@ TEST(MatMulTest, TokenBlocksKeepEveryTokensBits) {
         std::vector<float> part(n * rows);
         MatMul(w, x.data() + t0 * cols, n, part.data(), p);
         for (int64_t i = 0; i < n * rows; ++i)
-          ASSERT_EQ(all[t0 * rows + i], part[i]) << TraitsOf(type).name << " token " << t0 + i / rows;
+          ASSERT_EQ(all[t0 * rows + i], part[i])
+              << TraitsOf(type).name << " token " << t0 + i / rows;
       }
     }
   }

@@ -158,7 +158,8 @@ void Forward::AttentionPerToken(int il, const std::vector<ForwardSequence>& batc
         p_heads[g] = score_heads[g];
         out_heads[g] = &att_[i * c_.q_dim() + h * hd];
       }
-      DotKvRowsGroup(dtype, q_heads.data(), gn, k_rows.data(), len, hd, c_.kq_scale, score_heads.data());
+      DotKvRowsGroup(dtype, q_heads.data(), gn, k_rows.data(), len, hd, c_.kq_scale,
+                     score_heads.data());
       for (int g = 0; g < gn; ++g) {
         float* sg = score_heads[g];
         Softmax(sg, len);

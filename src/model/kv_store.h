@@ -34,7 +34,8 @@ class KvStore {
   // The key row as fp16 values, for the attention variants that only run on an f16
   // cache (MLA, the sparse-attention indexer). Precondition: dtype() == kF16.
   uint16_t* KeyRowF16(int layer, int64_t pos) {
-    TANDEM_CHECK(dtype_ == KvDtype::kF16) << "an fp16-only attention over a " << KvDtypeName(dtype_) << " cache";
+    TANDEM_CHECK(dtype_ == KvDtype::kF16)
+        << "an fp16-only attention over a " << KvDtypeName(dtype_) << " cache";
     return reinterpret_cast<uint16_t*>(KeyRow(layer, pos));
   }
 
@@ -46,11 +47,15 @@ class ContiguousKvStore final : public KvStore {
  public:
   // fp16 rows of kv_dim / v_dim values.
   ContiguousKvStore(int n_layers, int64_t max_tokens, int kv_dim, int v_dim)
-      : ContiguousKvStore(n_layers, max_tokens, 2 * static_cast<int64_t>(kv_dim), 2 * static_cast<int64_t>(v_dim),
-                          KvDtype::kF16) {}
+      : ContiguousKvStore(n_layers, max_tokens, 2 * static_cast<int64_t>(kv_dim),
+                          2 * static_cast<int64_t>(v_dim), KvDtype::kF16) {}
   // Rows of the given sizes in bytes (KvRowBytes) holding `dtype`.
-  ContiguousKvStore(int n_layers, int64_t max_tokens, int64_t key_row_bytes, int64_t value_row_bytes, KvDtype dtype)
-      : KvStore(dtype), max_tokens_(max_tokens), key_row_bytes_(key_row_bytes), value_row_bytes_(value_row_bytes),
+  ContiguousKvStore(int n_layers, int64_t max_tokens, int64_t key_row_bytes,
+                    int64_t value_row_bytes, KvDtype dtype)
+      : KvStore(dtype),
+        max_tokens_(max_tokens),
+        key_row_bytes_(key_row_bytes),
+        value_row_bytes_(value_row_bytes),
         keys_(static_cast<size_t>(n_layers * max_tokens * key_row_bytes)),
         values_(static_cast<size_t>(n_layers * max_tokens * value_row_bytes)) {}
 

@@ -206,14 +206,15 @@ int64_t ModelConfig::KeyRowBytes(KvDtype dtype) const {
 }
 
 int64_t ModelConfig::ValueRowBytes(KvDtype dtype) const {
-  if (v_dim() == 0 || mla || dsa.n_heads > 0 || dtype == KvDtype::kF16) return 2 * static_cast<int64_t>(v_dim());
+  if (v_dim() == 0 || mla || dsa.n_heads > 0 || dtype == KvDtype::kF16)
+    return 2 * static_cast<int64_t>(v_dim());
   return KvRowBytes(dtype, v_dim(), v_head_dim);
 }
 
 Status ModelConfig::CheckKvDtype(KvDtype dtype) const {
   if (dtype == KvDtype::kF16 || (!mla && dsa.n_heads == 0)) return Status::Ok();
-  return InvalidArgumentError(std::string("--kv-cache-dtype ") + KvDtypeName(dtype) + ": " + arch + "'s " +
-                              (mla ? "MLA" : "sparse") +
+  return InvalidArgumentError(std::string("--kv-cache-dtype ") + KvDtypeName(dtype) + ": " + arch +
+                              "'s " + (mla ? "MLA" : "sparse") +
                               " attention reads an fp16 KV cache only (use auto or fp16)");
 }
 
