@@ -3,8 +3,9 @@
 
 Per pair, in alternating order (A B, then B A: these machines drift within minutes):
   llama.cpp   llama-bench -p P -n N (prompt and decode tok/s), llama-batched-bench
-              -npp 16 -ntg G -npl B (B sequences decoding together: total decode tok/s)
-  tandem      tandem bench model --prompt-tokens P --gen-tokens N --batch B --json
+              -npp BP -ntg G -npl B (B sequences decoding together: total decode tok/s)
+  tandem      tandem bench model --prompt-tokens P --gen-tokens N --batch B
+              --batch-prompt-tokens BP --batch-gen-tokens G --json
               (prompt, one-stream decode, B-stream decode through the serving engine;
               the bandwidth roofline on the active weight bytes; peak RSS after load)
 Every run is printed, then the ratios (tandem / llama.cpp) per pair.
@@ -12,7 +13,8 @@ Every run is printed, then the ratios (tandem / llama.cpp) per pair.
 The llama.cpp tools are built natively by bench/build_llama_cpp.sh (outside the tree).
 
 Usage: bench/compare_llama_bench.py --model M.gguf [--threads 2] [--pairs 2]
-       [--prompt-tokens 512] [--gen-tokens 128] [--batch 16] [--llama-bin DIR]
+       [--prompt-tokens 512] [--gen-tokens 128] [--batch 16] [--batch-prompt-tokens 16]
+       [--batch-gen-tokens 32] [--llama-bin DIR]
 """
 import argparse
 import json
@@ -55,21 +57,23 @@ def llama_bench(bin_dir, model, threads, p, n):
     return pp, tg
 
 
-def llama_batched(bin_dir, model, threads, batch, gen):
-    ctx = batch * (16 + gen) + 64
+def llama_batched(bin_dir, model, threads, batch, prompt, gen):
+    ctx = batch * (prompt + gen) + 64
     out, _ = run([os.path.join(bin_dir, "llama-batched-bench"), "-m", model, "-t", str(threads), "-tb", str(threads),
-                  "-c", str(ctx), "-b", "2048", "-ub", "512", "-npp", "16", "-ntg", str(gen), "-npl", str(batch)], 3600)
+                  "-c", str(ctx), "-b", "2048", "-ub", "512", "-npp", str(prompt), "-ntg", str(gen), "-npl",
+                  str(batch)], 3600)
     # | PP | TG | B | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s | T s | S t/s |
     for line in out.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) >= 8 and cells[0] == "16" and cells[2] == str(batch):
+        if len(cells) >= 8 and cells[0] == str(prompt) and cells[2] == str(batch):
             return float(cells[7])
     sys.exit("could not parse llama-batched-bench output:\n" + out)
 
 
-def tandem_bench(binary, model, threads, p, n, batch):
+def tandem_bench(binary, model, threads, p, n, batch, batch_prompt, batch_gen):
     out, _ = run([binary, "bench", "model", "--model", model, "--threads", str(threads), "--prompt-tokens", str(p),
-                  "--gen-tokens", str(n), "--batch", str(batch), "--repeat", "1", "--json"], 3600)
+                  "--gen-tokens", str(n), "--batch", str(batch), "--batch-prompt-tokens", str(batch_prompt),
+                  "--batch-gen-tokens", str(batch_gen), "--repeat", "1", "--json"], 3600)
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -83,6 +87,7 @@ def main():
     ap.add_argument("--prompt-tokens", type=int, default=512)
     ap.add_argument("--gen-tokens", type=int, default=128)
     ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--batch-prompt-tokens", type=int, default=16)
     ap.add_argument("--batch-gen-tokens", type=int, default=32)
     args = ap.parse_args()
     bin_dir = args.llama_bin or subprocess.run([os.path.join(ROOT, "bench", "build_llama_cpp.sh")], check=True,
@@ -98,12 +103,13 @@ def main():
         for who in order:
             if who == "llama.cpp":
                 pp, tg = llama_bench(bin_dir, args.model, args.threads, args.prompt_tokens, args.gen_tokens)
-                bt = llama_batched(bin_dir, args.model, args.threads, args.batch, args.batch_gen_tokens)
+                bt = llama_batched(bin_dir, args.model, args.threads, args.batch, args.batch_prompt_tokens,
+                                   args.batch_gen_tokens)
                 res[who] = (pp, tg, bt)
                 extra = f"{time.strftime('%H:%M:%S')}"
             else:
                 j = tandem_bench(args.binary, args.model, args.threads, args.prompt_tokens, args.gen_tokens,
-                                 args.batch)
+                                 args.batch, args.batch_prompt_tokens, args.batch_gen_tokens)
                 res[who] = (j["prompt_tokens_per_s"], j["decode_tokens_per_s"],
                             j["batched_decode_tokens_per_s"][str(args.batch)])
                 extra = (f"{time.strftime('%H:%M:%S')}; decode {100 * j['decode_roofline_fraction']:.0f}% of the "

@@ -114,13 +114,18 @@ def test_bench_model_json(tandem_bin, fixture_dir):
     assert json.loads(tiny.stdout)["prompt_tokens"] == 1
     # The kernels' ISA level: the machine's best with kernels, or what TANDEM_ISA caps it to
     # (a level the CPU lacks: a warning and the best available).
-    assert out["isa"] in ("avx2", "scalar")
+    assert out["isa"] in ("avx512-vnni", "avx2-vnni", "avx2", "scalar")
     assert "kernels: " + out["isa"] in r.stderr
     env = dict(os.environ, TANDEM_ISA="scalar")
     capped = run([tandem_bin, "bench", "model", "--model", str(fixture_dir / "llama.gguf"), "--json", "--repeat", "1",
                   "--prompt-tokens", "8", "--gen-tokens", "2", "--batch", "1", "--threads", "1"], env=env)
     assert capped.returncode == 0, capped.stderr
     assert json.loads(capped.stdout)["isa"] == "scalar"
+    env["TANDEM_ISA"] = "avx2"
+    avx2 = run([tandem_bin, "bench", "model", "--model", str(fixture_dir / "llama.gguf"), "--json", "--repeat", "1",
+                "--prompt-tokens", "8", "--gen-tokens", "2", "--batch", "1", "--threads", "1"], env=env)
+    assert avx2.returncode == 0, avx2.stderr
+    assert json.loads(avx2.stdout)["isa"] in ("avx2-vnni", "avx2", "scalar")
     env["TANDEM_ISA"] = "amx"
     over = run([tandem_bin, "bench", "model", "--model", str(fixture_dir / "llama.gguf"), "--json", "--repeat", "1",
                 "--prompt-tokens", "8", "--gen-tokens", "2", "--batch", "1", "--threads", "1"], env=env)

@@ -5,9 +5,11 @@
 //                                of --repeat; one chunk unless --max-num-batched-tokens is
 //                                smaller
 //   decode_tokens_per_s          one stream, --gen tokens after a 16-token prompt
-//   batched_decode_tokens_per_s  {"B": tokens/s} for B streams decoding together: tokens
+//   batched_decode_tokens_per_s  {"B": tokens/s} for B streams decoding together (each a
+//                                --batch-prompt-tokens prompt, default 16, then
+//                                --batch-gen-tokens, default --gen-tokens / 2): tokens
 //                                generated while all B were past their first token,
-//                                over that window
+//                                over that window (llama-batched-bench's S_TG)
 //   memory_bandwidth_gb_s        read bandwidth of a buffer far larger than the caches,
 //                                with --threads threads, best of 5 passes
 //   weight_bytes_per_token       bytes of weight matrices read per decoded token (every
@@ -57,6 +59,8 @@ struct BenchModelFlags {
   std::vector<int> batches{4, 16};
   int repeat = 3;
   int max_num_batched_tokens = 0;  // 0: the whole prompt in one chunk (at least 2048)
+  int batch_prompt_tokens = 16;     // each batched stream's prompt
+  int batch_gen_tokens = 0;         // each batched stream's tokens; 0: gen_tokens / 2
   bool json = false;
 };
 
@@ -186,7 +190,9 @@ int RunBenchModel(const BenchModelFlags& f) {
       f.max_num_batched_tokens > 0 ? f.max_num_batched_tokens : std::max(f.prompt_tokens, 2048);
   // Room for the longest request: the prompt run, the decode run (16-token prompt) or
   // the warm-up (32-token prompt, 4 tokens).
-  o.max_model_len = std::max({f.prompt_tokens + 8, 16 + f.gen_tokens + 8, kWarmupPromptTokens + 8});
+  const int batch_gen = f.batch_gen_tokens > 0 ? f.batch_gen_tokens : f.gen_tokens / 2;
+  o.max_model_len = std::max({f.prompt_tokens + 8, 16 + f.gen_tokens + 8, kWarmupPromptTokens + 8,
+                              f.batch_prompt_tokens + batch_gen + 8});
   o.kv_cache_bytes = int64_t{1} << 30;
   o.kv_cache_dtype = f.model.kv_cache_dtype;
   SetMinLogLevel(LogLevel::kWarning);  // not a line per benchmark request
@@ -217,8 +223,8 @@ int RunBenchModel(const BenchModelFlags& f) {
     for (int r = 0; r < f.repeat; ++r) {
       std::vector<std::vector<int32_t>> prompts;
       for (int i = 0; i < b; ++i)
-        prompts.push_back(SyntheticPrompt(**model, 16, 1000 * (r + 1) + b * 37 + i));
-      auto res = RunBatch(**engine, prompts, f.gen_tokens / 2 + 1, tag++);
+        prompts.push_back(SyntheticPrompt(**model, f.batch_prompt_tokens, 1000 * (r + 1) + b * 37 + i));
+      auto res = RunBatch(**engine, prompts, batch_gen + 1, tag++);
       if (!res.ok()) return ReportError(res.status());
       best = std::max(best, res->window_tokens / res->window_seconds);
     }
@@ -261,7 +267,7 @@ int RunBenchModel(const BenchModelFlags& f) {
         << ", \"kv_cache_dtype\": \"" << kv_dtype
         << "\", \"kv_cache_bytes_per_token\": " << kv_bytes_per_token
         << ", \"kv_cache_tokens_per_gib\": " << (int64_t{1} << 30) / kv_bytes_per_token
-        << ", \"isa\": \"" << IsaLevelName(KernelIsaLevel()) << "\"}\n";
+        << ", \"isa\": \"" << KernelIsaName() << "\"}\n";
   } else {
     out << "model " << (*model)->name() << ", " << threads << " thread(s), kernels " << KernelIsaReport()
         << (quantization == "w8a8" ? ", weights re-quantized to Q8_0 (w8a8)" : "") << "\n"
@@ -304,6 +310,14 @@ void RegisterBenchModel(CLI::App& bench, RunFn* run) {
   cmd->add_option("--batch", flags->batches, "batch sizes for batched_decode_tokens_per_s")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
+  cmd->add_option("--batch-prompt-tokens", flags->batch_prompt_tokens,
+                  "prompt length of each batched stream (llama-batched-bench's -npp)")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  cmd->add_option("--batch-gen-tokens", flags->batch_gen_tokens,
+                  "tokens each batched stream generates (llama-batched-bench's -ntg; default "
+                  "--gen-tokens / 2)")
+      ->check(CLI::Range(2, 1 << 16));
   cmd->add_option("--repeat", flags->repeat, "runs of each measurement (the best is reported)")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();

@@ -10,9 +10,12 @@ struct CpuFeatures {
   bool f16c = false;
   bool avx512f = false;
   bool avx512bw = false;
+  bool avx512vl = false;
   bool avx512vnni = false;
   bool avx512bf16 = false;
   bool avx_vnni = false;
+  bool amx_int8 = false;
+  bool amx_bf16 = false;
 };
 
 const CpuFeatures& GetCpuFeatures();

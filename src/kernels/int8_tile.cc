@@ -9,8 +9,9 @@
 #include <vector>
 
 #include "common/logging.h"
-#include "kernels/isa.h"
+#include "kernels/cpu_features.h"
 #include "kernels/dequant.h"
+#include "kernels/isa.h"
 #include "kernels/half.h"
 #include "kernels/quant_dot_internal.h"
 
@@ -212,31 +213,66 @@ __attribute__((target("avx2"))) inline void ToTileOrder(__m256i* w0, __m256i* w1
   *w1 = hi;
 }
 
+// How the 256-bit paths form int8 dot products: vpmaddubsw + vpmaddwd (plain AVX2), or
+// vpdpbusd in its VEX (AVX-VNNI) or EVEX (AVX-512 VNNI + VL) encoding. The VNNI forms are
+// written as inline assembly so that the functions keep their avx2 target: the compiler
+// may not place VNNI (or EVEX) instructions anywhere else in them.
+enum class VnniForm { kNone, kVex, kEvex };
+
+// acc + per int32 lane the sum of 4 products of unsigned bytes u and signed bytes s.
+template <VnniForm kForm>
+__attribute__((target("avx2"))) inline __m256i DpBusd(__m256i acc, __m256i u, __m256i s) {
+  if constexpr (kForm == VnniForm::kVex) {
+    __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(s));
+    return acc;
+  } else if constexpr (kForm == VnniForm::kEvex) {
+    __asm__("%{evex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(s));
+    return acc;
+  } else {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+  }
+}
+
 // One pair of 32-blocks (tile order) of one weight row against one token: int32 lane j
 // is the exact sum of 8 products of block j % 2 (unsigned weights' offset taken back out
 // by `corr`). The tile and DotTileRow both use it, so they agree bit for bit. For
 // unsigned weights (<= 31) two products-of-pairs fit int16 (4 * 31 * 127 < 2^15), so the
-// halves are added before `vpmaddwd`; signed ones (up to 2 * 127 * 127 each) are not.
-template <bool kSigned>
+// halves are added before `vpmaddwd`; signed ones (up to 2 * 128 * 127 each) are not.
+// No int16 sum saturates, so vpdpbusd gives the same integers.
+template <bool kSigned, VnniForm kForm = VnniForm::kNone>
 __attribute__((target("avx2,fma"))) inline __m256i PairSums(__m256i w0, __m256i w1, __m256i x0,
                                                             __m256i x1, const int32_t* corr) {
   const __m256i ones = _mm256_set1_epi16(1);
   if constexpr (kSigned) {
+    if constexpr (kForm != VnniForm::kNone) {
+      const __m256i h = DpBusd<kForm>(_mm256_setzero_si256(), _mm256_sign_epi8(w0, w0),
+                                      _mm256_sign_epi8(x0, w0));
+      return DpBusd<kForm>(h, _mm256_sign_epi8(w1, w1), _mm256_sign_epi8(x1, w1));
+    }
     const __m256i m0 = _mm256_maddubs_epi16(_mm256_sign_epi8(w0, w0), _mm256_sign_epi8(x0, w0));
     const __m256i m1 = _mm256_maddubs_epi16(_mm256_sign_epi8(w1, w1), _mm256_sign_epi8(x1, w1));
     return _mm256_add_epi32(_mm256_madd_epi16(m0, ones), _mm256_madd_epi16(m1, ones));
   } else {
+    const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(corr));
+    if constexpr (kForm != VnniForm::kNone) {
+      return _mm256_sub_epi32(
+          DpBusd<kForm>(DpBusd<kForm>(_mm256_setzero_si256(), w0, x0), w1, x1), c);
+    }
     const __m256i m = _mm256_add_epi16(_mm256_maddubs_epi16(w0, x0), _mm256_maddubs_epi16(w1, x1));
-    return _mm256_sub_epi32(_mm256_madd_epi16(m, ones),
-                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(corr)));
+    return _mm256_sub_epi32(_mm256_madd_epi16(m, ones), c);
   }
 }
 
 // PairSums<true> with the weights' magnitudes |w| given (the tile stores them), so only
 // the activations' sign flip is left per token. Same integers.
+template <VnniForm kForm = VnniForm::kNone>
 __attribute__((target("avx2,fma"))) inline __m256i SignedPairSums(__m256i abs0, __m256i abs1,
                                                                   __m256i w0, __m256i w1,
                                                                   __m256i x0, __m256i x1) {
+  if constexpr (kForm != VnniForm::kNone) {
+    return DpBusd<kForm>(DpBusd<kForm>(_mm256_setzero_si256(), abs0, _mm256_sign_epi8(x0, w0)),
+                         abs1, _mm256_sign_epi8(x1, w1));
+  }
   const __m256i ones = _mm256_set1_epi16(1);
   const __m256i m0 = _mm256_maddubs_epi16(abs0, _mm256_sign_epi8(x0, w0));
   const __m256i m1 = _mm256_maddubs_epi16(abs1, _mm256_sign_epi8(x1, w1));
@@ -468,7 +504,7 @@ void DotInt8Tile4x2Scalar(int offset, const TileOperand w[4], const TileOperand 
 
 namespace {
 
-template <bool kSigned>
+template <bool kSigned, VnniForm kForm>
 __attribute__((target("avx2,fma"))) void DotInt8Tile4x2Avx2(const TileOperand w[4],
                                                             const TileOperand a[2], int64_t n_pairs,
                                                             float out[4][2]) {
@@ -492,11 +528,11 @@ __attribute__((target("avx2,fma"))) void DotInt8Tile4x2Avx2(const TileOperand w[
         const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair + 32));
         __m256i h;
         if constexpr (kSigned) {
-          h = SignedPairSums(
+          h = SignedPairSums<kForm>(
               w0, w1, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair + 64)),
               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair + 96)), x0, x1);
         } else {
-          h = PairSums<false>(w0, w1, x0, x1, a[t].corr + 8 * p);
+          h = PairSums<false, kForm>(w0, w1, x0, x1, a[t].corr + 8 * p);
         }
         const __m256 scale = _mm256_mul_ps(_mm256_loadu_ps(wd[r] + 8 * p), da);
         acc[r][t] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(h), acc[r][t]);
@@ -516,7 +552,7 @@ __attribute__((target("avx2,fma"))) void DotInt8Tile4x2Avx2(const TileOperand w[
 // prefetcher alone leaves one core at ~80% of its read bandwidth (kernels_bench lm_head
 // GEMV), so each pair also asks for the line kPrefetchBytes ahead (past this row: the
 // next rows of the matrix).
-template <TensorType kType, int kGroup>
+template <TensorType kType, int kGroup, VnniForm kForm>
 __attribute__((target("avx2,fma,f16c"))) inline void DotTileRowGroupAvx2(const void* w_row,
                                                                         const TileOperand* a,
                                                                         int64_t n_pairs, float* out) {
@@ -536,7 +572,8 @@ __attribute__((target("avx2,fma,f16c"))) inline void DotTileRowGroupAvx2(const v
       const int8_t* aq = static_cast<const int8_t*>(a[t].q);
       const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq + 64 * p));
       const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq + 64 * p + 32));
-      const __m256i h = PairSums<kType == TensorType::kQ8_0>(w0, w1, x0, x1, a[t].corr + 8 * p);
+      const __m256i h =
+          PairSums<kType == TensorType::kQ8_0, kForm>(w0, w1, x0, x1, a[t].corr + 8 * p);
       const __m256 scale = _mm256_mul_ps(wd, _mm256_loadu_ps(a[t].d_lanes + 8 * p));
       acc[t] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(h), acc[t]);
     }
@@ -544,18 +581,18 @@ __attribute__((target("avx2,fma,f16c"))) inline void DotTileRowGroupAvx2(const v
   for (int t = 0; t < kGroup; ++t) out[t] = HorizontalSum(acc[t]);
 }
 
-template <TensorType kType>
+template <TensorType kType, VnniForm kForm>
 __attribute__((target("avx2,fma,f16c"))) inline float DotTileRowAvx2(const void* w_row,
                                                                      const TileOperand& a,
                                                                      int64_t n_pairs) {
   float out;
-  DotTileRowGroupAvx2<kType, 1>(w_row, &a, n_pairs, &out);
+  DotTileRowGroupAvx2<kType, 1, kForm>(w_row, &a, n_pairs, &out);
   return out;
 }
 
 // Rows outer, tokens inner: a row read from DRAM once serves every token (from L1),
 // decoded once per group of up to four tokens.
-template <TensorType kType>
+template <TensorType kType, VnniForm kForm>
 __attribute__((target("avx2,fma,f16c"))) void DotTileRowsAvx2(const uint8_t* w, int64_t row_bytes,
                                                               int64_t rows, const TileOperand* a,
                                                               int n_tokens, int64_t n_pairs,
@@ -565,18 +602,18 @@ __attribute__((target("avx2,fma,f16c"))) void DotTileRowsAvx2(const uint8_t* w, 
     float out[4];
     int t = 0;
     for (; t + 4 <= n_tokens; t += 4) {
-      DotTileRowGroupAvx2<kType, 4>(row, a + t, n_pairs, out);
+      DotTileRowGroupAvx2<kType, 4, kForm>(row, a + t, n_pairs, out);
       for (int k = 0; k < 4; ++k) y[(t + k) * y_stride + r] = out[k];
     }
     switch (n_tokens - t) {
       case 3:
-        DotTileRowGroupAvx2<kType, 3>(row, a + t, n_pairs, out);
+        DotTileRowGroupAvx2<kType, 3, kForm>(row, a + t, n_pairs, out);
         break;
       case 2:
-        DotTileRowGroupAvx2<kType, 2>(row, a + t, n_pairs, out);
+        DotTileRowGroupAvx2<kType, 2, kForm>(row, a + t, n_pairs, out);
         break;
       case 1:
-        out[0] = DotTileRowAvx2<kType>(row, a[t], n_pairs);
+        out[0] = DotTileRowAvx2<kType, kForm>(row, a[t], n_pairs);
         break;
       default:
         break;
@@ -587,53 +624,251 @@ __attribute__((target("avx2,fma,f16c"))) void DotTileRowsAvx2(const uint8_t* w, 
 
 }  // namespace
 
-void DotTileRows(TensorType type, const void* w, int64_t row_bytes, int64_t rows,
-                 const TileOperand* a, int n_tokens, int64_t n_pairs, float* y, int64_t y_stride) {
-  const uint8_t* base = static_cast<const uint8_t*>(w);
-  if (kUseAvx2Quantize) {
-    switch (type) {
-      case TensorType::kQ8_0:
-        return DotTileRowsAvx2<TensorType::kQ8_0>(base, row_bytes, rows, a, n_tokens, n_pairs, y,
-                                                  y_stride);
-      case TensorType::kQ5_0:
-        return DotTileRowsAvx2<TensorType::kQ5_0>(base, row_bytes, rows, a, n_tokens, n_pairs, y,
-                                                  y_stride);
-      case TensorType::kQ4_0:
-        return DotTileRowsAvx2<TensorType::kQ4_0>(base, row_bytes, rows, a, n_tokens, n_pairs, y,
-                                                  y_stride);
-      case TensorType::kQ5_0x2:
-        return DotTileRowsAvx2<TensorType::kQ5_0x2>(base, row_bytes, rows, a, n_tokens, n_pairs, y,
-                                                    y_stride);
-      case TensorType::kQ4_0x2:
-        return DotTileRowsAvx2<TensorType::kQ4_0x2>(base, row_bytes, rows, a, n_tokens, n_pairs, y,
-                                                    y_stride);
-      default:
-        TANDEM_CHECK(false) << "no int8 tile for type " << static_cast<int>(type);
+
+// ---- AVX-512 VNNI: two tokens per zmm register, one in each 256-bit half ----
+//
+// Each half takes, lane by lane, the float steps of the 256-bit paths (scale = weight
+// lanes x activation lanes, one fused multiply-add of the lane's integer sum, the same
+// horizontal sum at the end), so a token's result does not depend on the half, the
+// register or the kernel it went through.
+namespace {
+
+// DotInt8Tile4x2Avx2's arithmetic for 4 rows x 4 tokens: tokens (0, 1) and (2, 3) share
+// registers; each weight pair is broadcast to both halves.
+template <bool kSigned>
+__attribute__((target(TANDEM_AVX512_TARGET))) void DotInt8Tile4x4Avx512(const TileOperand w[4],
+                                                                        const TileOperand a[4],
+                                                                        int64_t n_pairs,
+                                                                        float out[4][4]) {
+  constexpr int64_t kStride = kSigned ? 128 : 64;
+  __m512 acc[4][2];
+  for (int r = 0; r < 4; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  const int8_t* aq[4];
+  for (int t = 0; t < 4; ++t) aq[t] = static_cast<const int8_t*>(a[t].q);
+  const __m512i zero = _mm512_setzero_si512();
+  for (int64_t p = 0; p < n_pairs; ++p) {
+    __m512i x0[2], x1[2], corr[2];
+    __m512 da[2];
+    for (int h = 0; h < 2; ++h) {
+      x0[h] = JoinHalves(aq[2 * h] + 64 * p, aq[2 * h + 1] + 64 * p);
+      x1[h] = JoinHalves(aq[2 * h] + 64 * p + 32, aq[2 * h + 1] + 64 * p + 32);
+      da[h] = JoinHalves(a[2 * h].d_lanes + 8 * p, a[2 * h + 1].d_lanes + 8 * p);
+      if constexpr (!kSigned) corr[h] = JoinHalves(a[2 * h].corr + 8 * p, a[2 * h + 1].corr + 8 * p);
+    }
+    for (int r = 0; r < 4; ++r) {
+      const uint8_t* pair = static_cast<const uint8_t*>(w[r].q) + kStride * p;
+      const __m512i w0 = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair)));
+      const __m512i w1 =
+          _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair + 32)));
+      const __m512 dw = BothHalves(_mm256_loadu_ps(w[r].d_lanes + 8 * p));
+      __mmask64 neg0 = 0, neg1 = 0;
+      if constexpr (kSigned) {  // the values after the magnitudes, for their signs
+        neg0 = _mm512_movepi8_mask(
+            _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair + 64))));
+        neg1 = _mm512_movepi8_mask(
+            _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair + 96))));
+      }
+      for (int h = 0; h < 2; ++h) {
+        __m512i s;
+        if constexpr (kSigned) {
+          s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, w0, NegateWhere(neg0, x0[h])), w1,
+                                  NegateWhere(neg1, x1[h]));
+        } else {
+          s = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, w0, x0[h]), w1, x1[h]),
+                               corr[h]);
+        }
+        acc[r][h] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da[h]), _mm512_cvtepi32_ps(s), acc[r][h]);
+      }
     }
   }
+  for (int r = 0; r < 4; ++r) {
+    HalfSums(acc[r][0], &out[r][0], &out[r][1]);
+    HalfSums(acc[r][1], &out[r][2], &out[r][3]);
+  }
+}
+
+// DotTileRowGroupAvx2's arithmetic for 2 * kPairs tokens (a[2k], a[2k + 1] share a
+// register): each weight pair is decoded once, as PrepareTileWeightRow would, for all.
+template <TensorType kType, int kPairs>
+__attribute__((target(TANDEM_AVX512_TARGET))) inline void DotTileRowPairsAvx512(
+    const void* w_row, const TileOperand* a, int64_t n_pairs, float* out) {
+  constexpr bool kSigned = kType == TensorType::kQ8_0;
+  __m512 acc[kPairs];
+  for (int h = 0; h < kPairs; ++h) acc[h] = _mm512_setzero_ps();
+  constexpr int64_t kPairBytes = kStoredPairBytes<kType>;
+  constexpr int64_t kPrefetchBytes = 1536;  // as in DotTileRowGroupAvx2
+  const char* ahead = static_cast<const char*>(w_row) + kPrefetchBytes;
+  const __m512i zero = _mm512_setzero_si512();
+  for (int64_t p = 0; p < n_pairs; ++p) {
+    _mm_prefetch(ahead + p * kPairBytes, _MM_HINT_T0);
+    __m256i v0, v1;
+    uint16_t d0, d1;
+    DecodeWeightPair<kType>(w_row, p, &v0, &v1, &d0, &d1);
+    if constexpr (!kStoredInTileOrder<kType>) ToTileOrder(&v0, &v1);
+    const __m512 dw = BothHalves(PairScaleLanes(d0, d1));
+    __m512i w0 = _mm512_broadcast_i64x4(v0), w1 = _mm512_broadcast_i64x4(v1);
+    __mmask64 neg0 = 0, neg1 = 0;
+    if constexpr (kSigned) {
+      neg0 = _mm512_movepi8_mask(w0);
+      neg1 = _mm512_movepi8_mask(w1);
+      w0 = _mm512_abs_epi8(w0);  // |-128| = 0x80 = 128 unsigned, as vpsignb leaves it
+      w1 = _mm512_abs_epi8(w1);
+    }
+    for (int h = 0; h < kPairs; ++h) {
+      const int8_t* q0 = static_cast<const int8_t*>(a[2 * h].q) + 64 * p;
+      const int8_t* q1 = static_cast<const int8_t*>(a[2 * h + 1].q) + 64 * p;
+      const __m512i x0 = JoinHalves(q0, q1), x1 = JoinHalves(q0 + 32, q1 + 32);
+      __m512i s;
+      if constexpr (kSigned) {
+        s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, w0, NegateWhere(neg0, x0)), w1,
+                                NegateWhere(neg1, x1));
+      } else {
+        s = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, w0, x0), w1, x1),
+                             JoinHalves(a[2 * h].corr + 8 * p, a[2 * h + 1].corr + 8 * p));
+      }
+      const __m512 da = JoinHalves(a[2 * h].d_lanes + 8 * p, a[2 * h + 1].d_lanes + 8 * p);
+      acc[h] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(s), acc[h]);
+    }
+  }
+  for (int h = 0; h < kPairs; ++h) HalfSums(acc[h], &out[2 * h], &out[2 * h + 1]);
+}
+
+// Rows outer, tokens inner, up to 8 tokens per decoded weight pair; one token alone takes
+// the 256-bit path with EVEX vpdpbusd (half a register would idle).
+template <TensorType kType>
+__attribute__((target(TANDEM_AVX512_TARGET))) void DotTileRowsAvx512(
+    const uint8_t* w, int64_t row_bytes, int64_t rows, const TileOperand* a, int n_tokens,
+    int64_t n_pairs, float* y, int64_t y_stride) {
   for (int64_t r = 0; r < rows; ++r) {
-    for (int t = 0; t < n_tokens; ++t) {
-      y[t * y_stride + r] = DotTileRow(type, base + r * row_bytes, a[t], n_pairs);
+    const uint8_t* row = w + r * row_bytes;
+    float out[8];
+    for (int t = 0; t < n_tokens; t += 8) {
+      const int n = std::min(8, n_tokens - t);
+      if (n == 1) {
+        out[0] = DotTileRowAvx2<kType, VnniForm::kEvex>(row, a[t], n_pairs);
+      } else {
+        TileOperand group[8];
+        for (int k = 0; k < 8; ++k) group[k] = a[t + std::min(k, n - 1)];  // odd n: repeat
+        switch ((n + 1) / 2) {
+          case 1:
+            DotTileRowPairsAvx512<kType, 1>(row, group, n_pairs, out);
+            break;
+          case 2:
+            DotTileRowPairsAvx512<kType, 2>(row, group, n_pairs, out);
+            break;
+          case 3:
+            DotTileRowPairsAvx512<kType, 3>(row, group, n_pairs, out);
+            break;
+          default:
+            DotTileRowPairsAvx512<kType, 4>(row, group, n_pairs, out);
+            break;
+        }
+      }
+      for (int k = 0; k < n; ++k) y[(t + k) * y_stride + r] = out[k];
     }
   }
 }
 
-float DotTileRow(TensorType type, const void* w_row, const TileOperand& a, int64_t n_pairs) {
-  if (kUseAvx2Quantize) {
-    switch (type) {
-      case TensorType::kQ8_0:
-        return DotTileRowAvx2<TensorType::kQ8_0>(w_row, a, n_pairs);
-      case TensorType::kQ5_0:
-        return DotTileRowAvx2<TensorType::kQ5_0>(w_row, a, n_pairs);
-      case TensorType::kQ4_0:
-        return DotTileRowAvx2<TensorType::kQ4_0>(w_row, a, n_pairs);
-      case TensorType::kQ5_0x2:
-        return DotTileRowAvx2<TensorType::kQ5_0x2>(w_row, a, n_pairs);
-      case TensorType::kQ4_0x2:
-        return DotTileRowAvx2<TensorType::kQ4_0x2>(w_row, a, n_pairs);
+// Calls f with the tile type as a compile-time constant.
+template <typename F>
+decltype(auto) WithTileType(TensorType type, F&& f) {
+  switch (type) {
+    case TensorType::kQ8_0:
+      return f(std::integral_constant<TensorType, TensorType::kQ8_0>{});
+    case TensorType::kQ5_0:
+      return f(std::integral_constant<TensorType, TensorType::kQ5_0>{});
+    case TensorType::kQ4_0:
+      return f(std::integral_constant<TensorType, TensorType::kQ4_0>{});
+    case TensorType::kQ5_0x2:
+      return f(std::integral_constant<TensorType, TensorType::kQ5_0x2>{});
+    case TensorType::kQ4_0x2:
+      return f(std::integral_constant<TensorType, TensorType::kQ4_0x2>{});
+    default:
+      TANDEM_CHECK(false) << "no int8 tile for type " << static_cast<int>(type);
+      return f(std::integral_constant<TensorType, TensorType::kQ8_0>{});
+  }
+}
+
+}  // namespace
+
+const char* Int8KernelName(Int8Kernel kernel) {
+  switch (kernel) {
+    case Int8Kernel::kScalar:
+      return "scalar";
+    case Int8Kernel::kAvx2:
+      return "avx2";
+    case Int8Kernel::kAvxVnni:
+      return "avx-vnni";
+    case Int8Kernel::kAvx512Vnni:
+      return "avx512-vnni";
+  }
+  return "?";
+}
+
+Int8Kernel ChosenInt8Kernel() {
+  static const Int8Kernel kernel = [] {
+    switch (KernelIsaLevel()) {
+      case IsaLevel::kScalar:
+        return Int8Kernel::kScalar;
+      case IsaLevel::kAvx2:
+        return KernelUsesVnni() ? Int8Kernel::kAvxVnni : Int8Kernel::kAvx2;
       default:
-        TANDEM_CHECK(false) << "no int8 tile for type " << static_cast<int>(type);
+        return Int8Kernel::kAvx512Vnni;
     }
+  }();
+  return kernel;
+}
+
+std::vector<Int8Kernel> RunnableInt8Kernels() {
+  std::vector<Int8Kernel> kernels{Int8Kernel::kScalar};
+  if (CpuIsaLevel() >= IsaLevel::kAvx2) kernels.push_back(Int8Kernel::kAvx2);
+  if (CpuIsaLevel() >= IsaLevel::kAvx2 && GetCpuFeatures().avx_vnni)
+    kernels.push_back(Int8Kernel::kAvxVnni);
+  if (CpuIsaLevel() >= IsaLevel::kAvx512) kernels.push_back(Int8Kernel::kAvx512Vnni);
+  return kernels;
+}
+
+void DotTileRows(TensorType type, const void* w, int64_t row_bytes, int64_t rows,
+                 const TileOperand* a, int n_tokens, int64_t n_pairs, float* y, int64_t y_stride,
+                 Int8Kernel kernel) {
+  const uint8_t* base = static_cast<const uint8_t*>(w);
+  if (kernel == Int8Kernel::kScalar) {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int t = 0; t < n_tokens; ++t) {
+        y[t * y_stride + r] = DotTileRow(type, base + r * row_bytes, a[t], n_pairs, kernel);
+      }
+    }
+    return;
+  }
+  WithTileType(type, [&](auto t) {
+    constexpr TensorType kType = decltype(t)::value;
+    switch (kernel) {
+      case Int8Kernel::kAvx512Vnni:
+        return DotTileRowsAvx512<kType>(base, row_bytes, rows, a, n_tokens, n_pairs, y, y_stride);
+      case Int8Kernel::kAvxVnni:
+        return DotTileRowsAvx2<kType, VnniForm::kVex>(base, row_bytes, rows, a, n_tokens, n_pairs,
+                                                       y, y_stride);
+      default:
+        return DotTileRowsAvx2<kType, VnniForm::kNone>(base, row_bytes, rows, a, n_tokens, n_pairs,
+                                                        y, y_stride);
+    }
+  });
+}
+
+float DotTileRow(TensorType type, const void* w_row, const TileOperand& a, int64_t n_pairs,
+                 Int8Kernel kernel) {
+  if (kernel != Int8Kernel::kScalar) {
+    return WithTileType(type, [&](auto t) {
+      constexpr TensorType kType = decltype(t)::value;
+      switch (kernel) {
+        case Int8Kernel::kAvx512Vnni:
+          return DotTileRowAvx2<kType, VnniForm::kEvex>(w_row, a, n_pairs);
+        case Int8Kernel::kAvxVnni:
+          return DotTileRowAvx2<kType, VnniForm::kVex>(w_row, a, n_pairs);
+        default:
+          return DotTileRowAvx2<kType, VnniForm::kNone>(w_row, a, n_pairs);
+      }
+    });
   }
   // Scalar: decode the row and run the tile's scalar arithmetic for it.
   thread_local std::vector<uint8_t> q;
@@ -652,11 +887,38 @@ float DotTileRow(TensorType type, const void* w_row, const TileOperand& a, int64
 }
 
 void DotInt8Tile4x2(int offset, const TileOperand w[4], const TileOperand& a0,
-                    const TileOperand& a1, int64_t n_pairs, float out[4][2]) {
+                    const TileOperand& a1, int64_t n_pairs, float out[4][2], Int8Kernel kernel) {
   const TileOperand a[2] = {a0, a1};
-  if (!kUseAvx2Quantize) return DotInt8Tile4x2Scalar(offset, w, a, n_pairs, out);
-  if (offset == 0) return DotInt8Tile4x2Avx2<true>(w, a, n_pairs, out);
-  DotInt8Tile4x2Avx2<false>(w, a, n_pairs, out);
+  const bool is_signed = offset == 0;
+  switch (kernel) {
+    case Int8Kernel::kScalar:
+      return DotInt8Tile4x2Scalar(offset, w, a, n_pairs, out);
+    case Int8Kernel::kAvx2:
+      return is_signed ? DotInt8Tile4x2Avx2<true, VnniForm::kNone>(w, a, n_pairs, out)
+                       : DotInt8Tile4x2Avx2<false, VnniForm::kNone>(w, a, n_pairs, out);
+    case Int8Kernel::kAvxVnni:
+      return is_signed ? DotInt8Tile4x2Avx2<true, VnniForm::kVex>(w, a, n_pairs, out)
+                       : DotInt8Tile4x2Avx2<false, VnniForm::kVex>(w, a, n_pairs, out);
+    case Int8Kernel::kAvx512Vnni:
+      return is_signed ? DotInt8Tile4x2Avx2<true, VnniForm::kEvex>(w, a, n_pairs, out)
+                       : DotInt8Tile4x2Avx2<false, VnniForm::kEvex>(w, a, n_pairs, out);
+  }
+}
+
+void DotInt8Tile4x4(int offset, const TileOperand w[4], const TileOperand a[4], int64_t n_pairs,
+                    float out[4][4], Int8Kernel kernel) {
+  if (kernel == Int8Kernel::kAvx512Vnni) {
+    return offset == 0 ? DotInt8Tile4x4Avx512<true>(w, a, n_pairs, out)
+                       : DotInt8Tile4x4Avx512<false>(w, a, n_pairs, out);
+  }
+  for (int h = 0; h < 2; ++h) {
+    float half[4][2];
+    DotInt8Tile4x2(offset, w, a[2 * h], a[2 * h + 1], n_pairs, half, kernel);
+    for (int r = 0; r < 4; ++r) {
+      out[r][2 * h] = half[r][0];
+      out[r][2 * h + 1] = half[r][1];
+    }
+  }
 }
 
 }  // namespace tandem

@@ -5,10 +5,29 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "common/tensor_type.h"
 
 namespace tandem {
+
+// The int8 dot kernels, one per instruction-set flavour. Every one gives the same bits:
+// the integer sums are exact (`vpdpbusd` gives the integers `vpmaddubsw` + `vpmaddwd`
+// give here, whose int16 pair sums never saturate on these operands), and each output
+// takes the same float steps lane by lane in the same order: the avx512 kernels put two
+// tokens in the two 256-bit halves of a register instead of widening a token's lanes.
+//   kScalar      the portable path
+//   kAvx2        vpmaddubsw + vpmaddwd on ymm
+//   kAvxVnni     AVX-VNNI: vpdpbusd in its VEX (256-bit) form
+//   kAvx512Vnni  AVX-512 VNNI: zmm with two tokens per register (4 weight rows x 4 tokens
+//                per tile, 2..8 tokens per decoded weight pair in the row path)
+enum class Int8Kernel { kScalar, kAvx2, kAvxVnni, kAvx512Vnni };
+const char* Int8KernelName(Int8Kernel kernel);
+// The kernel KernelIsaLevel() selects: avx512 -> kAvx512Vnni; avx2 -> kAvxVnni where the
+// CPU has AVX-VNNI, else kAvx2; scalar -> kScalar. Chosen once.
+Int8Kernel ChosenInt8Kernel();
+// Every kernel this CPU can run, whatever TANDEM_ISA says (the tests compare them all).
+std::vector<Int8Kernel> RunnableInt8Kernels();
 
 // The prefill GEMM tile for Q8_0, Q5_0 and Q4_0 weights (MatMul, many tokens). Weight
 // rows are decoded once per call into plain bytes: Q8_0 as its int8 values, Q5_0 and
@@ -63,7 +82,12 @@ struct TileOperand {
 // out[r][t] = dot(weight row r, activation row t) for 4 weight rows x 2 activation rows,
 // over n_pairs pairs of 32-blocks. a1 may equal a0 (odd token count).
 void DotInt8Tile4x2(int offset, const TileOperand w[4], const TileOperand& a0,
-                    const TileOperand& a1, int64_t n_pairs, float out[4][2]);
+                    const TileOperand& a1, int64_t n_pairs, float out[4][2],
+                    Int8Kernel kernel = ChosenInt8Kernel());
+// The same for 4 activation rows (MatMul's tile; repeated rows are fine): one pass of
+// the avx512 kernel, two 4x2 tiles on the others. Same bits as DotInt8Tile4x2.
+void DotInt8Tile4x4(int offset, const TileOperand w[4], const TileOperand a[4], int64_t n_pairs,
+                    float out[4][4], Int8Kernel kernel = ChosenInt8Kernel());
 // The portable path of DotInt8Tile4x2 (taken where AVX2 is missing): the same integers,
 // fused multiply-adds and horizontal sum, lane by lane, so it gives the same bits.
 void DotInt8Tile4x2Scalar(int offset, const TileOperand w[4], const TileOperand a[2],
@@ -71,11 +95,14 @@ void DotInt8Tile4x2Scalar(int offset, const TileOperand w[4], const TileOperand 
 // One weight row straight from its stored blocks against one prepared activation row:
 // the same lanes and the same float steps as the tile, so a token gets the same bits
 // whether it is multiplied alone (decode) or in a batch (batching never changes outputs).
-float DotTileRow(TensorType type, const void* w_row, const TileOperand& a, int64_t n_pairs);
+float DotTileRow(TensorType type, const void* w_row, const TileOperand& a, int64_t n_pairs,
+                 Int8Kernel kernel = ChosenInt8Kernel());
 // y[t * y_stride + r] = DotTileRow(type, w + r * row_bytes, a[t], n_pairs) for r < rows,
 // t < n_tokens, the same bits; each row is read once for all the tokens (decode of a few
 // sequences) and the type is dispatched once per call, not per row.
+// The avx512 kernel takes up to 8 tokens per decoded pair (two per register), the others 4.
 void DotTileRows(TensorType type, const void* w, int64_t row_bytes, int64_t rows,
-                 const TileOperand* a, int n_tokens, int64_t n_pairs, float* y, int64_t y_stride);
+                 const TileOperand* a, int n_tokens, int64_t n_pairs, float* y, int64_t y_stride,
+                 Int8Kernel kernel = ChosenInt8Kernel());
 
 }  // namespace tandem

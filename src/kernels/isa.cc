@@ -32,7 +32,7 @@ std::optional<IsaLevel> ParseIsaLevel(std::string_view name) {
 IsaLevel CpuIsaLevel() {
   const CpuFeatures& f = GetCpuFeatures();
   if (!(f.avx2 && f.fma && f.f16c)) return IsaLevel::kScalar;
-  if (f.avx512f && f.avx512bw) return IsaLevel::kAvx512;
+  if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni) return IsaLevel::kAvx512;
   return IsaLevel::kAvx2;
 }
 
@@ -65,6 +65,23 @@ IsaLevel KernelIsaLevel() {
   return level;
 }
 
+bool KernelUsesVnni() {
+  static const bool vnni = KernelIsaLevel() >= IsaLevel::kAvx512 ||
+                           (KernelIsaLevel() == IsaLevel::kAvx2 && GetCpuFeatures().avx_vnni);
+  return vnni;
+}
+
+std::string KernelIsaName() {
+  switch (KernelIsaLevel()) {
+    case IsaLevel::kScalar:
+      return "scalar";
+    case IsaLevel::kAvx2:
+      return KernelUsesVnni() ? "avx2-vnni" : "avx2";
+    default:
+      return "avx512-vnni";
+  }
+}
+
 std::string KernelIsaReport() {
   const CpuFeatures& f = GetCpuFeatures();
   std::string cpu;
@@ -78,11 +95,14 @@ std::string KernelIsaReport() {
   add(f.f16c, "f16c");
   add(f.avx512f, "avx512f");
   add(f.avx512bw, "avx512bw");
+  add(f.avx512vl, "avx512vl");
   add(f.avx512vnni, "avx512vnni");
   add(f.avx512bf16, "avx512bf16");
   add(f.avx_vnni, "avxvnni");
+  add(f.amx_int8, "amx-int8");
+  add(f.amx_bf16, "amx-bf16");
   const char* cap = std::getenv("TANDEM_ISA");
-  return std::string(IsaLevelName(KernelIsaLevel())) + " (cpu: " + (cpu.empty() ? "no vector extensions" : cpu) +
+  return KernelIsaName() + " (cpu: " + (cpu.empty() ? "no vector extensions" : cpu) +
          "; TANDEM_ISA" + (cap != nullptr ? std::string("=") + cap : std::string(" unset")) + ")";
 }
 

@@ -12,11 +12,15 @@ TEST(IsaTest, TheCapSelectsALevelTheCpuAndTheKernelsHave) {
   EXPECT_EQ(ChooseIsaLevel(IsaLevel::kAvx2, "", &w), IsaLevel::kAvx2);
   EXPECT_EQ(ChooseIsaLevel(IsaLevel::kAvx2, "scalar", &w), IsaLevel::kScalar);
   EXPECT_TRUE(w.empty());
-  // No AVX-512 kernels yet: an AVX-512 CPU runs the avx2 ones.
-  EXPECT_EQ(ChooseIsaLevel(IsaLevel::kAvx512, "", &w), IsaLevel::kAvx2);
+  EXPECT_EQ(ChooseIsaLevel(IsaLevel::kAvx512, "", &w), IsaLevel::kAvx512);
+  EXPECT_EQ(ChooseIsaLevel(IsaLevel::kAvx512, "avx2", &w), IsaLevel::kAvx2);
   EXPECT_TRUE(w.empty());
-  EXPECT_EQ(ChooseIsaLevel(IsaLevel::kAvx512, "avx512", &w), IsaLevel::kAvx2);
+  // No AMX kernels yet: a cap of amx on an AMX CPU runs the avx512 ones, with a warning.
+  EXPECT_EQ(ChooseIsaLevel(IsaLevel::kAmx, "amx", &w), IsaLevel::kAvx512);
   EXPECT_NE(w.find("no kernels"), std::string::npos) << w;
+  w.clear();
+  EXPECT_EQ(ChooseIsaLevel(IsaLevel::kAvx2, "avx512", &w), IsaLevel::kAvx2);
+  EXPECT_NE(w.find("lacks"), std::string::npos) << w;
   w.clear();
   // A level the CPU lacks: warned, the best available.
   EXPECT_EQ(ChooseIsaLevel(IsaLevel::kScalar, "avx2", &w), IsaLevel::kScalar);
@@ -34,6 +38,13 @@ TEST(IsaTest, PrintsTheLevelThisRunExercises) {
   std::printf("kernels_test ISA level: %s\n", KernelIsaReport().c_str());
   EXPECT_LE(KernelIsaLevel(), CpuIsaLevel());
   EXPECT_LE(KernelIsaLevel(), kBestKernelIsaLevel);
+  EXPECT_EQ(KernelIsaReport().rfind(KernelIsaName(), 0), 0u) << KernelIsaReport();
+  if (KernelIsaLevel() == IsaLevel::kAvx512) {
+    EXPECT_TRUE(KernelUsesVnni());
+  }
+  if (KernelIsaLevel() == IsaLevel::kScalar) {
+    EXPECT_FALSE(KernelUsesVnni());
+  }
 }
 
 }  // namespace

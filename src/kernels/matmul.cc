@@ -89,9 +89,9 @@ void MatMulRowsQ8(const WeightMatrix& w, const uint8_t* xq, int64_t a_row_bytes,
   }
 }
 
-// Prefill path for Q8_0 / Q5_0 / Q4_0 weights and many tokens (see DotInt8Tile4x2 in
-// quant_dot.h): each tile of 4 weight rows is decoded once and multiplied with every
-// token, 4 rows x 2 tokens per inner loop, against activations prepared once per call.
+// Prefill path for Q8_0 / Q5_0 / Q4_0 weights and many tokens (see DotInt8Tile4x4 in
+// int8_tile.h): each tile of 4 weight rows is decoded once and multiplied with every
+// token, 4 rows x 4 tokens per inner call, against activations prepared once per call.
 struct TileActivations {
   const int8_t* q;
   const float* d_lanes;
@@ -126,13 +126,17 @@ void MatMulRowsInt8Tiled(const WeightMatrix& w, const TileActivations& a, int64_
         const int64_t slot = std::min<int64_t>(r, nr - 1);
         wt[r] = TileOperand{w_q.data() + slot * w_stride, w_d.data() + slot * n_lanes, nullptr};
       }
-      for (int64_t t = t0; t < t_end; t += 2) {
-        const int64_t t1 = std::min(t + 1, t_end - 1);
-        float out[4][2];
-        DotInt8Tile4x2(offset, wt, token(t), token(t1), cols / 64, out);
+      for (int64_t t = t0; t < t_end; t += 4) {
+        // A short last group repeats its last token (each output has the same bits
+        // whatever shares its tile).
+        const int64_t n = std::min<int64_t>(4, t_end - t);
+        const TileOperand at[4] = {token(t), token(t + std::min<int64_t>(1, n - 1)),
+                                   token(t + std::min<int64_t>(2, n - 1)),
+                                   token(t + std::min<int64_t>(3, n - 1))};
+        float out[4][4];
+        DotInt8Tile4x4(offset, wt, at, cols / 64, out);
         for (int64_t r = 0; r < nr; ++r) {
-          y[t * w.rows + rb + r] = out[r][0];
-          if (t1 != t) y[t1 * w.rows + rb + r] = out[r][1];
+          for (int64_t k = 0; k < n; ++k) y[(t + k) * w.rows + rb + r] = out[r][k];
         }
       }
     }

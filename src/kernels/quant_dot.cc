@@ -152,6 +152,51 @@ float DotQ6_KReference(const void* w_row, const void* a_row, int64_t n_blocks) {
   return sum;
 }
 
+// One Q4_K / Q5_K super-block unpacked for the dots: lo[c] / hi[c] the values of
+// sub-blocks 2c / 2c + 1 (0..15, or 0..31 with Q5_K's fifth bit), sc_lo[c] / sc_hi[c]
+// their scales as int16 in every lane, mins16 each sub-block's min twice (one per bsum).
+template <typename Block>
+__attribute__((target("avx2,fma,f16c"))) inline void UnpackQ45_KAvx2(const Block& b, __m256i lo[4],
+                                                                     __m256i hi[4], __m256i sc_lo[4],
+                                                                     __m256i sc_hi[4],
+                                                                     __m256i* mins16) {
+  constexpr bool kFifthBit = std::is_same_v<Block, BlockQ5_K>;
+  const __m256i kLowMask = _mm256_set1_epi8(0x0F);
+  // The 8 six-bit scales and mins (ScaleMinK4's values) unpacked with 32-bit ops:
+  // u[0..1] = scales 0..7, u[2..3] = mins 0..7, one byte each.
+  uint32_t u[4];
+  std::memcpy(u, b.scales, 12);
+  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kTop2 = 0x03030303;
+  u[3] = ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kTop2) << 4);
+  const uint32_t mins_lo = u[1] & kLow6;
+  u[1] = (u[2] & kLow4) | (((u[0] >> 6) & kTop2) << 4);
+  u[2] = mins_lo;
+  u[0] &= kLow6;
+  // Scales as int16 in both 128-bit lanes; sc_lo/sc_hi[c] broadcast scale 2c / 2c + 1.
+  const __m256i scales16 = _mm256_broadcastsi128_si256(
+      _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(u[1]), static_cast<int>(u[0]))));
+  for (int c = 0; c < 4; ++c) {
+    const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c));
+    lo[c] = _mm256_and_si256(packed, kLowMask);
+    hi[c] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), kLowMask);
+    if constexpr (kFifthBit) {
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
+      const __m256i one = _mm256_set1_epi8(1);
+      // Per byte: bit s of qh[l], moved to bit 4 (16-bit shifts stay inside bytes here).
+      lo[c] = _mm256_or_si256(
+          lo[c], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
+      hi[c] = _mm256_or_si256(
+          hi[c], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
+    }
+    sc_lo[c] = _mm256_shuffle_epi8(scales16, _mm256_set1_epi16(static_cast<int16_t>(0x0100 * (4 * c + 1) + 4 * c)));
+    sc_hi[c] = _mm256_shuffle_epi8(scales16, _mm256_set1_epi16(static_cast<int16_t>(0x0100 * (4 * c + 3) + 4 * c + 2)));
+  }
+  // The mins, each twice (one per bsum of 16 values): sum_j m[j] * (bsums[2j] +
+  // bsums[2j+1]) becomes one madd against the 16 bsums.
+  const __m128i m8 = _mm_set_epi32(0, 0, static_cast<int>(u[3]), static_cast<int>(u[2]));
+  *mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+}
+
 // The K-quant dots for NT activation rows at once: each weight super-block is
 // unpacked once and used for every row. Integer sums are exact and the float steps per
 // row are the same as for NT = 1, so a row's result does not depend on NT (batching
@@ -162,11 +207,9 @@ template <int NT, typename Block>
 __attribute__((target("avx2,fma,f16c"))) void DotQ45_KAvx2N(const void* w_row,
                                                             const void* const* a_rows,
                                                             int64_t n_blocks, float* out) {
-  constexpr bool kFifthBit = std::is_same_v<Block, BlockQ5_K>;
   const Block* w = static_cast<const Block*>(w_row);
   const BlockQ8_K* a[NT];
   for (int t = 0; t < NT; ++t) a[t] = static_cast<const BlockQ8_K*>(a_rows[t]);
-  const __m256i low_mask = _mm256_set1_epi8(0x0F);
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n_blocks; ++i) {
@@ -178,40 +221,8 @@ __attribute__((target("avx2,fma,f16c"))) void DotQ45_KAvx2N(const void* w_row,
       _mm_prefetch(ahead + 64, _MM_HINT_T0);
       _mm_prefetch(ahead + 128, _MM_HINT_T0);
     }
-    // The 8 six-bit scales and mins (ScaleMinK4's values) unpacked with 32-bit ops:
-    // u[0..1] = scales 0..7, u[2..3] = mins 0..7, one byte each.
-    uint32_t u[4];
-    std::memcpy(u, w[i].scales, 12);
-    constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kTop2 = 0x03030303;
-    u[3] = ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kTop2) << 4);
-    const uint32_t mins_lo = u[1] & kLow6;
-    u[1] = (u[2] & kLow4) | (((u[0] >> 6) & kTop2) << 4);
-    u[2] = mins_lo;
-    u[0] &= kLow6;
-    // Scales as int16 in both 128-bit lanes; sc_lo/sc_hi[c] broadcast scale 2c / 2c + 1.
-    const __m256i scales16 = _mm256_broadcastsi128_si256(
-        _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(u[1]), static_cast<int>(u[0]))));
-    __m256i lo[4], hi[4], sc_lo[4], sc_hi[4];
-    for (int c = 0; c < 4; ++c) {
-      const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qs + 32 * c));
-      lo[c] = _mm256_and_si256(packed, low_mask);
-      hi[c] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low_mask);
-      if constexpr (kFifthBit) {
-        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qh));
-        const __m256i one = _mm256_set1_epi8(1);
-        // Per byte: bit s of qh[l], moved to bit 4 (16-bit shifts stay inside bytes here).
-        lo[c] = _mm256_or_si256(
-            lo[c], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
-        hi[c] = _mm256_or_si256(
-            hi[c], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
-      }
-      sc_lo[c] = _mm256_shuffle_epi8(scales16, _mm256_set1_epi16(static_cast<int16_t>(0x0100 * (4 * c + 1) + 4 * c)));
-      sc_hi[c] = _mm256_shuffle_epi8(scales16, _mm256_set1_epi16(static_cast<int16_t>(0x0100 * (4 * c + 3) + 4 * c + 2)));
-    }
-    // The mins, each twice (one per bsum of 16 values): sum_j m[j] * (bsums[2j] +
-    // bsums[2j+1]) becomes one madd against the 16 bsums.
-    const __m128i m8 = _mm_set_epi32(0, 0, static_cast<int>(u[3]), static_cast<int>(u[2]));
-    const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+    __m256i lo[4], hi[4], sc_lo[4], sc_hi[4], mins16;
+    UnpackQ45_KAvx2(w[i], lo, hi, sc_lo, sc_hi, &mins16);
     const float wd = HalfToFloat(w[i].d), wdmin = HalfToFloat(w[i].dmin);
     for (int t = 0; t < NT; ++t) {
       const BlockQ8_K& at = a[t][i];
@@ -232,14 +243,43 @@ __attribute__((target("avx2,fma,f16c"))) void DotQ45_KAvx2N(const void* w_row,
   for (int t = 0; t < NT; ++t) out[t] = HorizontalSum(acc[t]);
 }
 
+// One Q6_K super-block unpacked for the dots: v[4h + k] the 32 values l + 32k of half h
+// (0..63, before the -32), scales[4h + k] their two sub-blocks' scales as int16 (one per
+// 128-bit lane), scales16 the 16 scales.
+__attribute__((target("avx2,fma,f16c"))) inline void UnpackQ6_KAvx2(const BlockQ6_K& b, __m256i v[8],
+                                                                    __m256i scales[8],
+                                                                    __m256i* scales16) {
+  const __m256i low_mask = _mm256_set1_epi8(0x0F);
+  const __m256i two_bits = _mm256_set1_epi8(0x03);
+  // The 256 values (0..63, before the -32) as 8 vectors: half h, values l + 32k.
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t* ql = b.ql + 64 * h;
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
+    const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+    const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+    v[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(ql0, low_mask), _mm256_slli_epi16(_mm256_and_si256(qh, two_bits), 4));
+    v[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(ql1, low_mask),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), two_bits), 4));
+    v[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low_mask),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), two_bits), 4));
+    v[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low_mask),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), two_bits), 4));
+    for (int k = 0; k < 4; ++k) {
+      const int base = 128 * h + 32 * k;  // two sub-blocks of 16: base/16 and base/16 + 1
+      scales[4 * h + k] = _mm256_set_m128i(_mm_set1_epi16(b.scales[base / 16 + 1]),
+                                           _mm_set1_epi16(b.scales[base / 16]));
+    }
+  }
+  *scales16 =
+      _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+}
+
 template <int NT>
 __attribute__((target("avx2,fma,f16c"))) void DotQ6_KAvx2N(const void* w_row, const void* const* a_rows,
                                                          int64_t n_blocks, float* out) {
   const BlockQ6_K* w = static_cast<const BlockQ6_K*>(w_row);
   const BlockQ8_K* a[NT];
   for (int t = 0; t < NT; ++t) a[t] = static_cast<const BlockQ8_K*>(a_rows[t]);
-  const __m256i low_mask = _mm256_set1_epi8(0x0F);
-  const __m256i two_bits = _mm256_set1_epi8(0x03);
   __m256 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t i = 0; i < n_blocks; ++i) {
@@ -250,28 +290,8 @@ __attribute__((target("avx2,fma,f16c"))) void DotQ6_KAvx2N(const void* w_row, co
       _mm_prefetch(ahead + 128, _MM_HINT_T0);
       _mm_prefetch(ahead + 192, _MM_HINT_T0);
     }
-    // The 256 values (0..63, before the -32) as 8 vectors: half h, values l + 32k.
-    __m256i v[8], scales[8];
-    for (int h = 0; h < 2; ++h) {
-      const uint8_t* ql = w[i].ql + 64 * h;
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[i].qh + 32 * h));
-      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
-      const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
-      v[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(ql0, low_mask), _mm256_slli_epi16(_mm256_and_si256(qh, two_bits), 4));
-      v[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(ql1, low_mask),
-                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), two_bits), 4));
-      v[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low_mask),
-                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), two_bits), 4));
-      v[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low_mask),
-                                     _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), two_bits), 4));
-      for (int k = 0; k < 4; ++k) {
-        const int base = 128 * h + 32 * k;  // two sub-blocks of 16: base/16 and base/16 + 1
-        scales[4 * h + k] = _mm256_set_m128i(_mm_set1_epi16(w[i].scales[base / 16 + 1]),
-                                             _mm_set1_epi16(w[i].scales[base / 16]));
-      }
-    }
-    const __m256i scales16 =
-        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[i].scales)));
+    __m256i v[8], scales[8], scales16;
+    UnpackQ6_KAvx2(w[i], v, scales, &scales16);
     const float wd = HalfToFloat(w[i].d);
     for (int t = 0; t < NT; ++t) {
       const BlockQ8_K& at = a[t][i];
@@ -288,6 +308,90 @@ __attribute__((target("avx2,fma,f16c"))) void DotQ6_KAvx2N(const void* w_row, co
     }
   }
   for (int t = 0; t < NT; ++t) out[t] = HorizontalSum(acc[t]);
+}
+
+// The K-quant dots at the avx512 level: DotQ45_KAvx2N / DotQ6_KAvx2N's arithmetic with
+// tokens 2h and 2h + 1 in the two halves of register h (each super-block unpacked once,
+// broadcast to both halves), and `vpdpwssd` (AVX-512 VNNI) fusing each `vpmaddwd` with
+// its add: the same integers, the same float steps per token, so the same bits.
+__attribute__((target(TANDEM_AVX512_TARGET))) inline __m512 ScalarHalves(float lo, float hi) {
+  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_set1_ps(lo)),
+                                             _mm256_castps_pd(_mm256_set1_ps(hi)), 1));
+}
+
+template <int NP, typename Block>
+__attribute__((target(TANDEM_AVX512_TARGET))) void DotQ45_KAvx512(const void* w_row,
+                                                                  const void* const* a_rows,
+                                                                  int64_t n_blocks, float* out) {
+  const Block* w = static_cast<const Block*>(w_row);
+  const BlockQ8_K* a[2 * NP];
+  for (int t = 0; t < 2 * NP; ++t) a[t] = static_cast<const BlockQ8_K*>(a_rows[t]);
+  __m512 acc[NP];
+  for (int h = 0; h < NP; ++h) acc[h] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n_blocks; ++i) {
+    __m256i lo[4], hi[4], sc_lo[4], sc_hi[4], mins16;
+    UnpackQ45_KAvx2(w[i], lo, hi, sc_lo, sc_hi, &mins16);
+    __m512i lo2[4], hi2[4], sc_lo2[4], sc_hi2[4];
+    for (int c = 0; c < 4; ++c) {
+      lo2[c] = _mm512_broadcast_i64x4(lo[c]);
+      hi2[c] = _mm512_broadcast_i64x4(hi[c]);
+      sc_lo2[c] = _mm512_broadcast_i64x4(sc_lo[c]);
+      sc_hi2[c] = _mm512_broadcast_i64x4(sc_hi[c]);
+    }
+    const __m512i mins2 = _mm512_broadcast_i64x4(mins16);
+    const float wd = HalfToFloat(w[i].d), wdmin = HalfToFloat(w[i].dmin);
+    for (int h = 0; h < NP; ++h) {
+      const BlockQ8_K& a0 = a[2 * h][i];
+      const BlockQ8_K& a1 = a[2 * h + 1][i];
+      const __m512i summ = _mm512_madd_epi16(JoinHalves(a0.bsums, a1.bsums), mins2);
+      __m512i sumi = _mm512_setzero_si512();
+      for (int c = 0; c < 4; ++c) {
+        const __m512i a_lo = JoinHalves(a0.qs + 64 * c, a1.qs + 64 * c);
+        const __m512i a_hi = JoinHalves(a0.qs + 64 * c + 32, a1.qs + 64 * c + 32);
+        sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(lo2[c], a_lo), sc_lo2[c]);
+        sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(hi2[c], a_hi), sc_hi2[c]);
+      }
+      acc[h] = _mm512_fmadd_ps(ScalarHalves(a0.d * wd, a1.d * wd), _mm512_cvtepi32_ps(sumi), acc[h]);
+      acc[h] = _mm512_fnmadd_ps(ScalarHalves(a0.d * wdmin, a1.d * wdmin), _mm512_cvtepi32_ps(summ),
+                                acc[h]);
+    }
+  }
+  for (int h = 0; h < NP; ++h) HalfSums(acc[h], &out[2 * h], &out[2 * h + 1]);
+}
+
+template <int NP>
+__attribute__((target(TANDEM_AVX512_TARGET))) void DotQ6_KAvx512(const void* w_row,
+                                                                 const void* const* a_rows,
+                                                                 int64_t n_blocks, float* out) {
+  const BlockQ6_K* w = static_cast<const BlockQ6_K*>(w_row);
+  const BlockQ8_K* a[2 * NP];
+  for (int t = 0; t < 2 * NP; ++t) a[t] = static_cast<const BlockQ8_K*>(a_rows[t]);
+  __m512 acc[NP];
+  for (int h = 0; h < NP; ++h) acc[h] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n_blocks; ++i) {
+    __m256i v[8], scales[8], scales16;
+    UnpackQ6_KAvx2(w[i], v, scales, &scales16);
+    __m512i v2[8], scales2[8];
+    for (int k = 0; k < 8; ++k) {
+      v2[k] = _mm512_broadcast_i64x4(v[k]);
+      scales2[k] = _mm512_broadcast_i64x4(scales[k]);
+    }
+    const __m512i scales16_2 = _mm512_broadcast_i64x4(scales16);
+    const float wd = HalfToFloat(w[i].d);
+    for (int h = 0; h < NP; ++h) {
+      const BlockQ8_K& a0 = a[2 * h][i];
+      const BlockQ8_K& a1 = a[2 * h + 1][i];
+      __m512i sumi = _mm512_sub_epi32(
+          _mm512_setzero_si512(),
+          _mm512_slli_epi32(_mm512_madd_epi16(JoinHalves(a0.bsums, a1.bsums), scales16_2), 5));
+      for (int k = 0; k < 8; ++k) {
+        const __m512i av = JoinHalves(a0.qs + 32 * k, a1.qs + 32 * k);
+        sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(v2[k], av), scales2[k]);
+      }
+      acc[h] = _mm512_fmadd_ps(ScalarHalves(a0.d * wd, a1.d * wd), _mm512_cvtepi32_ps(sumi), acc[h]);
+    }
+  }
+  for (int h = 0; h < NP; ++h) HalfSums(acc[h], &out[2 * h], &out[2 * h + 1]);
 }
 
 float DotQ4_KAvx2(const void* w_row, const void* a_row, int64_t n_blocks) {
@@ -309,6 +413,7 @@ float DotQ6_KAvx2(const void* w_row, const void* a_row, int64_t n_blocks) {
 }
 
 const bool kUseAvx2 = KernelIsaLevel() >= IsaLevel::kAvx2;
+const bool kUseAvx512 = KernelIsaLevel() >= IsaLevel::kAvx512;
 
 }  // namespace
 
@@ -370,6 +475,11 @@ void VecDotQ8x4(TensorType type, const void* w_row, const void* const a_rows[4],
   if (!HasMultiTokenDot(type)) {  // below AVX2 (TANDEM_ISA=scalar too): the single-row dots
     for (int t = 0; t < 4; ++t) out[t] = VecDotQ8(type, w_row, a_rows[t], cols);
     return;
+  }
+  if (kUseAvx512) {
+    if (type == TensorType::kQ4_K) return DotQ45_KAvx512<2, BlockQ4_K>(w_row, a_rows, cols / 256, out);
+    if (type == TensorType::kQ5_K) return DotQ45_KAvx512<2, BlockQ5_K>(w_row, a_rows, cols / 256, out);
+    if (type == TensorType::kQ6_K) return DotQ6_KAvx512<2>(w_row, a_rows, cols / 256, out);
   }
   if (type == TensorType::kQ4_K) return DotQ45_KAvx2N<4, BlockQ4_K>(w_row, a_rows, cols / 256, out);
   if (type == TensorType::kQ5_K) return DotQ45_KAvx2N<4, BlockQ5_K>(w_row, a_rows, cols / 256, out);

@@ -79,4 +79,42 @@ __attribute__((target("avx2,fma"))) inline float HorizontalSum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// ---- AVX-512 helpers: two tokens per zmm register, one in each 256-bit half ----
+// (the avx512 level: F, BW, VL and VNNI; callers compiled for TANDEM_AVX512_TARGET)
+
+#define TANDEM_AVX512_TARGET "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"
+
+// [lo | hi] from two 256-bit loads.
+__attribute__((target(TANDEM_AVX512_TARGET))) inline __m512i JoinHalves(const void* lo,
+                                                                       const void* hi) {
+  return _mm512_inserti64x4(
+      _mm512_castsi256_si512(_mm256_loadu_si256(static_cast<const __m256i*>(lo))),
+      _mm256_loadu_si256(static_cast<const __m256i*>(hi)), 1);
+}
+
+__attribute__((target(TANDEM_AVX512_TARGET))) inline __m512 JoinHalves(const float* lo,
+                                                                      const float* hi) {
+  return _mm512_castpd_ps(_mm512_insertf64x4(
+      _mm512_castps_pd(_mm512_castps256_ps512(_mm256_loadu_ps(lo))),
+      _mm256_castps_pd(_mm256_loadu_ps(hi)), 1));
+}
+
+__attribute__((target(TANDEM_AVX512_TARGET))) inline __m512 BothHalves(__m256 v) {
+  return _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(v)));
+}
+
+// HorizontalSum of each half.
+__attribute__((target(TANDEM_AVX512_TARGET))) inline void HalfSums(__m512 acc, float* lo,
+                                                                  float* hi) {
+  *lo = HorizontalSum(_mm512_castps512_ps256(acc));
+  *hi = HorizontalSum(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1)));
+}
+
+// x negated where the weight byte is negative (the mask): vpsignb has no 512-bit form.
+// Where the weight is 0 x is kept, but its product with |w| = 0 is 0 as vpsignb's is.
+__attribute__((target(TANDEM_AVX512_TARGET))) inline __m512i NegateWhere(__mmask64 negative,
+                                                                        __m512i x) {
+  return _mm512_mask_sub_epi8(x, negative, _mm512_setzero_si512(), x);
+}
+
 }  // namespace tandem

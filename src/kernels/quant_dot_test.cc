@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -312,9 +313,7 @@ TEST(Int8TileTest, TileMatchesReferenceDot) {
     }
     const TileOperand a0{aq.data(), ad.data(), ac.data()};
     const TileOperand a1{aq.data() + cols, ad.data() + cols / 8, ac.data() + cols / 8};
-    float out[4][2], same[4][2], portable[4][2];
-    DotInt8Tile4x2(offset, wt, a0, a1, cols / 64, out);
-    DotInt8Tile4x2(offset, wt, a1, a1, cols / 64, same);
+    float portable[4][2];
     const TileOperand both[2] = {a0, a1};
     DotInt8Tile4x2Scalar(offset, wt, both, cols / 64, portable);
     for (int t = 0; t < 2; ++t) {
@@ -322,28 +321,47 @@ TEST(Int8TileTest, TileMatchesReferenceDot) {
       QuantizeActivations(ActivationFormat::kQ8_0, x.data() + t * cols, cols, blocks.data());
       for (int r = 0; r < 4; ++r) {
         const float want = VecDotQ8Reference(type, w.data() + r * row_bytes, blocks.data(), cols);
-        ASSERT_NEAR(out[r][t], want, 1e-4f * (1.0f + std::fabs(want)))
+        ASSERT_NEAR(portable[r][t], want, 1e-4f * (1.0f + std::fabs(want)))
             << TraitsOf(type).name << " r " << r;
-        if (t == 1) {
-          ASSERT_EQ(same[r][0], out[r][1]);
-        }
-        // The portable path gives the vector path's bits (machines without AVX2).
-        ASSERT_EQ(portable[r][t], out[r][t]) << TraitsOf(type).name << " r " << r;
-        // One row alone gives the tile's bits (decode vs batched prefill).
-        ASSERT_EQ(DotTileRow(type, w.data() + r * row_bytes, t == 0 ? a0 : a1, cols / 64),
-                  out[r][t]);
-        // The row-range form (decode of a few sequences, groups of up to four tokens
-        // sharing each decoded weight pair) too.
-        for (int n_tokens : {2, 5, 6, 7}) {
-          std::vector<TileOperand> tokens;
-          for (int k = 0; k < n_tokens; ++k) tokens.push_back(k % 2 == 0 ? a0 : a1);
-          std::vector<float> rows_out(static_cast<size_t>(n_tokens) * 4);
-          DotTileRows(type, w.data(), row_bytes, 4, tokens.data(), n_tokens, cols / 64, rows_out.data(), 4);
-          for (int k = t; k < n_tokens; k += 2) ASSERT_EQ(rows_out[k * 4 + r], out[r][t]) << n_tokens << " " << k;
+      }
+    }
+    // Every kernel this CPU runs gives the portable path's bits (machines without AVX2
+    // run that one), in every form: the 4x2 and 4x4 tiles, one row, and the row-range
+    // form (decode of a few sequences, groups of tokens sharing each decoded weight pair).
+    for (Int8Kernel kernel : RunnableInt8Kernels()) {
+      SCOPED_TRACE(Int8KernelName(kernel));
+      float out[4][2], same[4][2], wide[4][4];
+      DotInt8Tile4x2(offset, wt, a0, a1, cols / 64, out, kernel);
+      DotInt8Tile4x2(offset, wt, a1, a1, cols / 64, same, kernel);
+      const TileOperand four[4] = {a1, a0, a0, a1};
+      DotInt8Tile4x4(offset, wt, four, cols / 64, wide, kernel);
+      for (int t = 0; t < 2; ++t) {
+        for (int r = 0; r < 4; ++r) {
+          ASSERT_EQ(out[r][t], portable[r][t]) << TraitsOf(type).name << " r " << r;
+          if (t == 1) {
+            ASSERT_EQ(same[r][0], out[r][1]);
+          }
+          ASSERT_EQ(wide[r][t == 0 ? 1 : 0], out[r][t]);
+          ASSERT_EQ(wide[r][t == 0 ? 2 : 3], out[r][t]);
+          // One row alone gives the tile's bits (decode vs batched prefill).
+          ASSERT_EQ(DotTileRow(type, w.data() + r * row_bytes, t == 0 ? a0 : a1, cols / 64, kernel),
+                    out[r][t]);
+          for (int n_tokens : {1, 2, 5, 6, 7, 8, 9, 16, 17}) {
+            std::vector<TileOperand> tokens;
+            for (int k = 0; k < n_tokens; ++k) tokens.push_back(k % 2 == 0 ? a0 : a1);
+            std::vector<float> rows_out(static_cast<size_t>(n_tokens) * 4);
+            DotTileRows(type, w.data(), row_bytes, 4, tokens.data(), n_tokens, cols / 64,
+                        rows_out.data(), 4, kernel);
+            for (int k = t; k < n_tokens; k += 2)
+              ASSERT_EQ(rows_out[k * 4 + r], out[r][t]) << n_tokens << " " << k;
+          }
         }
       }
     }
   }
+  std::printf("int8 kernels compared:");
+  for (Int8Kernel kernel : RunnableInt8Kernels()) std::printf(" %s", Int8KernelName(kernel));
+  std::printf("\n");
 }
 
 // Q5_0 / Q4_0 rows repacked at load (Q5_0x2 / Q4_0x2) hold the same values and give the
