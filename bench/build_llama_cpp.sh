@@ -12,6 +12,16 @@ VERSION=${1:-0.3.36}
 CACHE=${TANDEM_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tandem-bench}
 SRC=$CACHE/llama_cpp_python-$VERSION/vendor/llama.cpp
 BUILD=$CACHE/llama.cpp-$VERSION-build
+# ggml's AMX path (compiled in by -march=native where the CPU reports AMX) dies of an
+# invalid opcode in `tileloadd` on the AMX machine these figures were measured on (an
+# Intel Xeon VM whose kernel grants the tile state: our own AMX probe runs there), so on
+# AMX CPUs the build leaves AMX out (its AVX-512 VNNI kernels remain) unless
+# LLAMA_AMX=1 asks for it. Its own build directory, so neither build is reused for the other.
+EXTRA_FLAGS=""
+if grep -qw amx_tile /proc/cpuinfo && [ "${LLAMA_AMX:-0}" != 1 ]; then
+  EXTRA_FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+  BUILD=$CACHE/llama.cpp-$VERSION-noamx-build
+fi
 if [ -x "$BUILD/bin/llama-bench" ] && [ -x "$BUILD/bin/llama-batched-bench" ] && [ -x "$BUILD/bin/llama-quantize" ]; then
   echo "$BUILD/bin"
   exit 0
@@ -22,6 +32,7 @@ if [ ! -d "$SRC" ]; then
   tar -xzf "$CACHE/llama_cpp_python-$VERSION.tar.gz" -C "$CACHE"
 fi
 cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
+  -DCMAKE_C_FLAGS="$EXTRA_FLAGS" -DCMAKE_CXX_FLAGS="$EXTRA_FLAGS" \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_TOOLS=ON >&2
 cmake --build "$BUILD" -j"$(nproc)" --target llama-bench llama-batched-bench llama-quantize >&2
 echo "$BUILD/bin"

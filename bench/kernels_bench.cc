@@ -4,7 +4,7 @@
 //   build/src/kernels/kernels_bench --benchmark_min_time=0.2 [--benchmark_filter=MatMul/Q8_0]
 //
 // This file: the bandwidth reference and MatMul (GEMV at 1 token, GEMM at 16/128/512).
-// kernels_bench_ops.cc: VecDotQ8, DotInt8Tile4x2, quantizers, dequantizers, ops.h, and the
+// kernels_bench_ops.cc: VecDotQ8, DotInt8Tile4x4 (per int8 kernel), quantizers, dequantizers, ops.h, and the
 // attention core. kernels_bench_blas.cc: OpenBLAS / oneDNN sgemm against MatMul (built
 // only where those libraries are installed). Every benchmark is named
 // Kernel/<type>/<shape>/.../threads:N, where N is the ThreadPool size (the caller is one

@@ -1,5 +1,5 @@
 // kernels_bench, part 2: the building blocks under MatMul (VecDotQ8, VecDotQ8x4,
-// DotInt8Tile4x2, the activation quantizers, DequantizeRow), the element-wise ops of
+// DotInt8Tile4x4, the activation quantizers, DequantizeRow), the element-wise ops of
 // kernels/ops.h, and the attention core. One row / vector per call, so these run from
 // L1/L2: they measure compute, not memory. Counters: `bytes` = weight-row bytes per second
 // (dots), `FLOP` (tile, attention), items_per_second = values per second (the rest).
@@ -60,9 +60,10 @@ void BM_VecDotQ8x4(benchmark::State& state, TensorType type) {
   SetBytesRate(state, static_cast<double>(d.w_row.size()));
 }
 
-// The int8 tile (int8_tile.h), 4 weight rows x 2 tokens of prepared operands: the
-// Q8_0/Q5_0/Q4_0 prefill inner kernel. Operand preparation is outside the timed loop.
-void BM_DotInt8Tile4x2(benchmark::State& state, TensorType type, int64_t cols) {
+// The int8 tile (int8_tile.h), 4 weight rows x 4 tokens of prepared operands: the
+// Q8_0/Q5_0/Q4_0 prefill inner kernel, with each int8 kernel the CPU runs (scalar, avx2,
+// avx-vnni, avx512-vnni). Operand preparation is outside the timed loop.
+void BM_DotInt8Tile4x4(benchmark::State& state, TensorType type, int64_t cols, Int8Kernel kernel) {
   const int64_t row_bytes = *RowBytes(type, cols);
   const std::vector<uint8_t> rows = RandomWeights(type, 4, cols, 17);
   const std::vector<float> x = RandomFloats(2 * cols, 18);
@@ -84,12 +85,13 @@ void BM_DotInt8Tile4x2(benchmark::State& state, TensorType type, int64_t cols) {
   }
   const TileOperand a0{aq.data(), ad.data(), ac.data()};
   const TileOperand a1{aq.data() + cols, ad.data() + cols / 8, ac.data() + cols / 8};
-  float out[4][2];
+  const TileOperand a[4] = {a0, a1, a1, a0};
+  float out[4][4];
   for (auto _ : state) {
-    DotInt8Tile4x2(offset, w, a0, a1, cols / 64, out);
+    DotInt8Tile4x4(offset, w, a, cols / 64, out, kernel);
     benchmark::DoNotOptimize(out);
   }
-  SetFlopRate(state, 2.0 * 4 * 2 * static_cast<double>(cols));
+  SetFlopRate(state, 2.0 * 4 * 4 * static_cast<double>(cols));
 }
 
 // One stored weight row against one prepared activation row (the decode path of the tile
@@ -289,7 +291,10 @@ void RegisterOpBenchmarks() {
                           TensorType::kQ5_0x2, TensorType::kQ4_0x2}) {
     for (int64_t cols : {int64_t{640}, kCols}) {
       const std::string suffix = TypeName(type) + "/cols:" + std::to_string(cols);
-      Add("DotInt8Tile4x2/" + suffix, BM_DotInt8Tile4x2, type, cols);
+      for (Int8Kernel kernel : RunnableInt8Kernels()) {
+        Add(std::string("DotInt8Tile4x4/") + Int8KernelName(kernel) + "/" + suffix, BM_DotInt8Tile4x4,
+            type, cols, kernel);
+      }
       Add("DotTileRow/" + suffix, BM_DotTileRow, type, cols);
     }
   }

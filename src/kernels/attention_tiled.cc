@@ -9,6 +9,7 @@
 
 #include "kernels/half.h"
 #include "kernels/ops.h"
+#include "kernels/quant_dot_internal.h"
 
 namespace tandem {
 namespace {
@@ -160,10 +161,152 @@ void AccumulateBlockAvx2(const float* const* p, int m, const float* v, int64_t n
   }
 }
 
+// ---- AVX-512 kernels (the avx512 level): the AVX2 kernels' arithmetic, value by value ----
+//
+// Scores: two keys per register, one in each 256-bit half, each half taking the AVX2
+// kernel's 8 lanes for its key (the query's 8 values broadcast to both halves), so each
+// score has the AVX2 bits. The K tile is widened into a key-pair layout for it: the 8
+// values 8c..8c+7 of key j at PairedKey(j, c) = (j / 2) * 2 * hd + 16 * c + 8 * (j % 2).
+// Accumulate: each output value is its own fma chain over j, so a 16-wide slice per
+// register keeps every chain, and so the bits, unchanged.
+
+inline int64_t PairedKey(int64_t j, int hd, int c) { return (j / 2) * 2 * hd + 16 * c + 8 * (j % 2); }
+
+// One key of a paired K tile: ScoresAvx2's single-key loop on its half.
+template <int G>
+__attribute__((target(TANDEM_AVX512_TARGET))) void ScoreOneKeyAvx512(const float* const* q,
+                                                                     const float* kp, int64_t j,
+                                                                     int64_t ja, int hd, float scale,
+                                                                     float* const* s) {
+  __m256 a[G];
+  for (int h = 0; h < G; ++h) a[h] = _mm256_setzero_ps();
+  for (int c = 0; c < hd / 8; ++c) {
+    const __m256 k = _mm256_loadu_ps(kp + PairedKey(j, hd, c));
+    for (int h = 0; h < G; ++h) a[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q[h] + 8 * c), k, a[h]);
+  }
+  for (int h = 0; h < G; ++h) s[h][j - ja] = Hsum(a[h]) * scale;
+}
+
+// s[h][j - ja] = scale * dot(q[h], key j) for keys [ja, jb) of a paired K tile.
+// Preconditions: hd % 8 == 0, G <= 4.
+template <int G>
+__attribute__((target(TANDEM_AVX512_TARGET))) void ScoresAvx512(const float* const* q,
+                                                                const float* kp, int64_t ja,
+                                                                int64_t jb, int hd, float scale,
+                                                                float* const* s) {
+  const int chunks = hd / 8;
+  auto single = [&](int64_t j) { ScoreOneKeyAvx512<G>(q, kp, j, ja, hd, scale, s); };
+  int64_t j = ja;
+  if (j < jb && j % 2 == 1) single(j++);
+  for (; j + 4 <= jb; j += 4) {  // two key pairs
+    __m512 a[G][2];
+    for (int h = 0; h < G; ++h) a[h][0] = a[h][1] = _mm512_setzero_ps();
+    const float* k0p = kp + PairedKey(j, hd, 0);
+    const float* k1p = kp + PairedKey(j + 2, hd, 0);
+    for (int c = 0; c < chunks; ++c) {
+      const __m512 k0 = _mm512_loadu_ps(k0p + 16 * c), k1 = _mm512_loadu_ps(k1p + 16 * c);
+      for (int h = 0; h < G; ++h) {
+        const __m512 qv = BothHalves(_mm256_loadu_ps(q[h] + 8 * c));
+        a[h][0] = _mm512_fmadd_ps(qv, k0, a[h][0]);
+        a[h][1] = _mm512_fmadd_ps(qv, k1, a[h][1]);
+      }
+    }
+    for (int h = 0; h < G; ++h) {
+      float out[4];
+      HalfSums(a[h][0], &out[0], &out[1]);
+      HalfSums(a[h][1], &out[2], &out[3]);
+      for (int k = 0; k < 4; ++k) s[h][j + k - ja] = out[k] * scale;
+    }
+  }
+  for (; j + 2 <= jb; j += 2) {
+    __m512 a[G];
+    for (int h = 0; h < G; ++h) a[h] = _mm512_setzero_ps();
+    const float* k0p = kp + PairedKey(j, hd, 0);
+    for (int c = 0; c < chunks; ++c) {
+      const __m512 k0 = _mm512_loadu_ps(k0p + 16 * c);
+      for (int h = 0; h < G; ++h)
+        a[h] = _mm512_fmadd_ps(BothHalves(_mm256_loadu_ps(q[h] + 8 * c)), k0, a[h]);
+    }
+    for (int h = 0; h < G; ++h) {
+      float out[2];
+      HalfSums(a[h], &out[0], &out[1]);
+      s[h][j - ja] = out[0] * scale;
+      s[h][j + 1 - ja] = out[1] * scale;
+    }
+  }
+  if (j < jb) single(j);
+}
+
+// AccumulateAvx2's chains with 32 output values of each head in registers.
+// Preconditions: hd % 8 == 0, G <= 4.
+template <int G>
+__attribute__((target(TANDEM_AVX512_TARGET))) void AccumulateAvx512(const float* const* p,
+                                                                    const float* v, int64_t n,
+                                                                    int hd, float* const* o) {
+  int d0 = 0;
+  for (; d0 + 32 <= hd; d0 += 32) {
+    __m512 acc[G][2];
+    for (int h = 0; h < G; ++h) {
+      acc[h][0] = _mm512_loadu_ps(o[h] + d0);
+      acc[h][1] = _mm512_loadu_ps(o[h] + d0 + 16);
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      const __m512 v0 = _mm512_loadu_ps(v + j * hd + d0), v1 = _mm512_loadu_ps(v + j * hd + d0 + 16);
+      for (int h = 0; h < G; ++h) {
+        const __m512 pj = _mm512_set1_ps(p[h][j]);
+        acc[h][0] = _mm512_fmadd_ps(pj, v0, acc[h][0]);
+        acc[h][1] = _mm512_fmadd_ps(pj, v1, acc[h][1]);
+      }
+    }
+    for (int h = 0; h < G; ++h) {
+      _mm512_storeu_ps(o[h] + d0, acc[h][0]);
+      _mm512_storeu_ps(o[h] + d0 + 16, acc[h][1]);
+    }
+  }
+  for (; d0 < hd; d0 += 8) {  // the last 8..24 values: AccumulateAvx2's 8-wide loop
+    __m256 acc[G];
+    for (int h = 0; h < G; ++h) acc[h] = _mm256_loadu_ps(o[h] + d0);
+    for (int64_t j = 0; j < n; ++j) {
+      const __m256 v0 = _mm256_loadu_ps(v + j * hd + d0);
+      for (int h = 0; h < G; ++h) acc[h] = _mm256_fmadd_ps(_mm256_set1_ps(p[h][j]), v0, acc[h]);
+    }
+    for (int h = 0; h < G; ++h) _mm256_storeu_ps(o[h] + d0, acc[h]);
+  }
+}
+
+void ScoresBlockAvx512(const float* const* q, int m, const float* kp, int64_t ja, int64_t jb,
+                       int hd, float scale, float* const* s) {
+  switch (m) {
+    case 4:
+      return ScoresAvx512<4>(q, kp, ja, jb, hd, scale, s);
+    case 3:
+      return ScoresAvx512<3>(q, kp, ja, jb, hd, scale, s);
+    case 2:
+      return ScoresAvx512<2>(q, kp, ja, jb, hd, scale, s);
+    default:
+      return ScoresAvx512<1>(q, kp, ja, jb, hd, scale, s);
+  }
+}
+
+void AccumulateBlockAvx512(const float* const* p, int m, const float* v, int64_t n, int hd,
+                           float* const* o) {
+  switch (m) {
+    case 4:
+      return AccumulateAvx512<4>(p, v, n, hd, o);
+    case 3:
+      return AccumulateAvx512<3>(p, v, n, hd, o);
+    case 2:
+      return AccumulateAvx512<2>(p, v, n, hd, o);
+    default:
+      return AccumulateAvx512<1>(p, v, n, hd, o);
+  }
+}
+
 // ---- the tiling ----
 
 struct Scratch {
   std::vector<float> kv;  // [kv_tile, hd] the KV tile's K (pass 1) or V (pass 3) rows in float
+  std::vector<float> row;  // one widened key row (the avx512 level's key-pair layout)
   std::vector<float> s;   // [rows, group, span] scores, then probabilities, of each query vector
   std::vector<uint16_t> p16;
 };
@@ -178,14 +321,16 @@ void ForHeadBlocks(int group, Fn&& fn) {
 // row and head; (2) per row and head, the softmax over its whole key range, rounded to
 // fp16; (3) per KV tile, V widened once, the weighted sums. Each score, probability and
 // output value is computed in the per-token kernels' order, so the bits are theirs.
-template <bool kAvx2>
+// kLevel: 0 scalar, 1 AVX2, 2 AVX-512 (K tiles in the key-pair layout).
+template <int kLevel>
 void Run(const TiledAttentionProblem& p, int64_t qb, int64_t qe, int kvh) {
+  constexpr bool kAvx2 = kLevel >= 1;
   const int hd = p.head_dim, group = p.n_heads / p.n_kv_heads;
   const int64_t rows = qe - qb, tk = KvTileRows(hd);
   const int64_t first_lo = LowOf(p, p.pos0 + qb), last = p.pos0 + qe - 1;
   const int64_t span = last - first_lo + 1;  // no row sees more keys
   thread_local Scratch sc;
-  sc.kv.resize(static_cast<size_t>(tk * hd));
+  sc.kv.resize(static_cast<size_t>((tk + 1) / 2 * 2 * hd));  // whole key pairs
   sc.s.resize(static_cast<size_t>(rows * group * span));
   sc.p16.resize(static_cast<size_t>(span));
   const float* qh[kMaxHeadBlock];
@@ -217,9 +362,19 @@ void Run(const TiledAttentionProblem& p, int64_t qb, int64_t qe, int kvh) {
       DecodeKvHead(p.kv_dtype, src[j - p.row0] + kvh * head_bytes, hd,
                    &sc.kv[static_cast<size_t>((j - ka) * hd)]);
   };
+  const bool paired = kLevel >= 2 && hd % 8 == 0;  // keys in the key-pair layout
+  auto widen_keys = [&](int64_t ka, int64_t kb) {
+    if (!paired) return widen(p.k_rows, ka, kb);
+    sc.row.resize(static_cast<size_t>(hd));
+    for (int64_t j = ka; j < kb; ++j) {
+      DecodeKvHead(p.kv_dtype, p.k_rows[j - p.row0] + kvh * head_bytes, hd, sc.row.data());
+      for (int c = 0; c < hd / 8; ++c)
+        std::copy_n(sc.row.data() + 8 * c, 8, &sc.kv[static_cast<size_t>(PairedKey(j - ka, hd, c))]);
+    }
+  };
 
   for_kv_tiles([&](int64_t ka, int64_t kb, int64_t ra, int64_t rb) {
-    widen(p.k_rows, ka, kb);
+    widen_keys(ka, kb);
     for (int64_t r = ra; r < rb; ++r) {
       const int64_t lo = LowOf(p, p.pos0 + r);
       const int64_t ja = std::max(ka, lo), jb = std::min(kb, p.pos0 + r + 1);
@@ -230,7 +385,9 @@ void Run(const TiledAttentionProblem& p, int64_t qb, int64_t qe, int kvh) {
           qh[h] = p.q + r * p.q_stride + static_cast<int64_t>(kvh * group + h0 + h) * hd;
           sh[h] = scores_of(r, h0 + h) + (ja - lo);
         }
-        if (kAvx2 && hd % 8 == 0)
+        if (paired)
+          ScoresBlockAvx512(qh, m, sc.kv.data(), ja - ka, jb - ka, hd, p.scale, sh);
+        else if (kAvx2 && hd % 8 == 0)
           ScoresBlockAvx2(qh, m, kt, jb - ja, hd, p.scale, sh);
         else
           ScoresScalar(qh, m, kt, jb - ja, hd, p.scale, sh);
@@ -259,7 +416,9 @@ void Run(const TiledAttentionProblem& p, int64_t qb, int64_t qe, int kvh) {
           sh[h] = scores_of(r, h0 + h) + (ja - lo);
           oh[h] = out_of(r, h0 + h);
         }
-        if (kAvx2 && hd % 8 == 0)
+        if (kLevel >= 2 && hd % 8 == 0)
+          AccumulateBlockAvx512(sh, m, vt, jb - ja, hd, oh);
+        else if (kAvx2 && hd % 8 == 0)
           AccumulateBlockAvx2(sh, m, vt, jb - ja, hd, oh);
         else
           AccumulateScalar(sh, m, vt, jb - ja, hd, oh);
@@ -272,8 +431,9 @@ void Run(const TiledAttentionProblem& p, int64_t qb, int64_t qe, int kvh) {
 
 void TiledAttentionAt(IsaLevel isa, const TiledAttentionProblem& p, int64_t q_begin, int64_t q_end,
                       int kvh) {
-  if (isa >= IsaLevel::kAvx2) return Run<true>(p, q_begin, q_end, kvh);
-  Run<false>(p, q_begin, q_end, kvh);
+  if (isa >= IsaLevel::kAvx512) return Run<2>(p, q_begin, q_end, kvh);
+  if (isa >= IsaLevel::kAvx2) return Run<1>(p, q_begin, q_end, kvh);
+  Run<0>(p, q_begin, q_end, kvh);
 }
 
 void TiledAttention(const TiledAttentionProblem& p, int64_t q_begin, int64_t q_end, int kvh) {

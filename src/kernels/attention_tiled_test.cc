@@ -158,6 +158,7 @@ const KvDtype kDtypes[] = {KvDtype::kF16, KvDtype::kBf16, KvDtype::kFp8E4M3, KvD
 TEST(TiledAttentionTest, MatchesDoublePrecisionReference) {
   std::vector<IsaLevel> levels{IsaLevel::kScalar};
   if (KernelIsaLevel() >= IsaLevel::kAvx2) levels.push_back(IsaLevel::kAvx2);
+  if (KernelIsaLevel() >= IsaLevel::kAvx512) levels.push_back(IsaLevel::kAvx512);
   for (const Case& c : kCases) {
     for (KvDtype dtype : kDtypes) {
       const Fixture f(c, dtype);
@@ -224,8 +225,9 @@ std::vector<float> PerToken(const Fixture& f, const Case& c) {
   return out;
 }
 
-// At the process's ISA level (ctest runs this binary at the AVX2 level and again with
-// TANDEM_ISA=scalar) the tiled kernel gives the per-token kernels' bits.
+// At the process's ISA level (ctest runs this binary at the machine's level and again with
+// TANDEM_ISA=avx2 and TANDEM_ISA=scalar) the tiled kernel gives the per-token kernels' bits
+// (at avx512 its key-pair scores and 16-wide accumulation against the AVX2 row kernels).
 TEST(TiledAttentionTest, SameBitsAsThePerTokenKernels) {
   for (const Case& c : kCases) {
     for (KvDtype dtype : kDtypes) {

@@ -653,8 +653,11 @@ __attribute__((target(TANDEM_AVX512_TARGET))) void DotInt8Tile4x4Avx512(const Ti
       x0[h] = JoinHalves(aq[2 * h] + 64 * p, aq[2 * h + 1] + 64 * p);
       x1[h] = JoinHalves(aq[2 * h] + 64 * p + 32, aq[2 * h + 1] + 64 * p + 32);
       da[h] = JoinHalves(a[2 * h].d_lanes + 8 * p, a[2 * h + 1].d_lanes + 8 * p);
-      if constexpr (!kSigned) corr[h] = JoinHalves(a[2 * h].corr + 8 * p, a[2 * h + 1].corr + 8 * p);
+      if constexpr (!kSigned) {  // negated: the sums start from -corr
+        corr[h] = _mm512_sub_epi32(zero, JoinHalves(a[2 * h].corr + 8 * p, a[2 * h + 1].corr + 8 * p));
+      }
     }
+#pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) {
       const uint8_t* pair = static_cast<const uint8_t*>(w[r].q) + kStride * p;
       const __m512i w0 = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair)));
@@ -674,8 +677,7 @@ __attribute__((target(TANDEM_AVX512_TARGET))) void DotInt8Tile4x4Avx512(const Ti
           s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, w0, NegateWhere(neg0, x0[h])), w1,
                                   NegateWhere(neg1, x1[h]));
         } else {
-          s = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, w0, x0[h]), w1, x1[h]),
-                               corr[h]);
+          s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(corr[h], w0, x0[h]), w1, x1[h]);
         }
         acc[r][h] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da[h]), _mm512_cvtepi32_ps(s), acc[r][h]);
       }
@@ -687,18 +689,27 @@ __attribute__((target(TANDEM_AVX512_TARGET))) void DotInt8Tile4x4Avx512(const Ti
   }
 }
 
-// DotTileRowGroupAvx2's arithmetic for 2 * kPairs tokens (a[2k], a[2k + 1] share a
-// register): each weight pair is decoded once, as PrepareTileWeightRow would, for all.
+// The row path's tokens laid out for zmm registers, once per call: per weight pair p and
+// token pair h (index p * n_token_pairs + h) 128 activation bytes [t0 x0 | t1 x0 | t0 x1
+// | t1 x1] (the pair's two 32-byte halves of tokens 2h and 2h + 1), their 16 scale lanes
+// [t0 | t1], and for unsigned weights the negated corrections [-c0 | -c1], so each load
+// is one full register. For Q8_0 (signed weights) the activations are stored + 128
+// (x ^ 0x80, unsigned) and the weights are the signed operand of vpdpbusd: the sum then
+// carries 128 * (sum of the lane's weights), taken back out per weight pair (shared by
+// all tokens), instead of flipping signs per token. Same integers.
+// DotTileRowGroupAvx2's arithmetic for kPairs token pairs (tokens 2h, 2h + 1 of `paired`
+// in register h): each weight pair is decoded once, as PrepareTileWeightRow would, for
+// all of them.
 template <TensorType kType, int kPairs>
 __attribute__((target(TANDEM_AVX512_TARGET))) inline void DotTileRowPairsAvx512(
-    const void* w_row, const TileOperand* a, int64_t n_pairs, float* out) {
+    const void* w_row, const PairedTileTokens& paired, int h0, int64_t n_pairs, float* out) {
   constexpr bool kSigned = kType == TensorType::kQ8_0;
   __m512 acc[kPairs];
   for (int h = 0; h < kPairs; ++h) acc[h] = _mm512_setzero_ps();
   constexpr int64_t kPairBytes = kStoredPairBytes<kType>;
   constexpr int64_t kPrefetchBytes = 1536;  // as in DotTileRowGroupAvx2
   const char* ahead = static_cast<const char*>(w_row) + kPrefetchBytes;
-  const __m512i zero = _mm512_setzero_si512();
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t p = 0; p < n_pairs; ++p) {
     _mm_prefetch(ahead + p * kPairBytes, _MM_HINT_T0);
     __m256i v0, v1;
@@ -706,65 +717,71 @@ __attribute__((target(TANDEM_AVX512_TARGET))) inline void DotTileRowPairsAvx512(
     DecodeWeightPair<kType>(w_row, p, &v0, &v1, &d0, &d1);
     if constexpr (!kStoredInTileOrder<kType>) ToTileOrder(&v0, &v1);
     const __m512 dw = BothHalves(PairScaleLanes(d0, d1));
-    __m512i w0 = _mm512_broadcast_i64x4(v0), w1 = _mm512_broadcast_i64x4(v1);
-    __mmask64 neg0 = 0, neg1 = 0;
-    if constexpr (kSigned) {
-      neg0 = _mm512_movepi8_mask(w0);
-      neg1 = _mm512_movepi8_mask(w1);
-      w0 = _mm512_abs_epi8(w0);  // |-128| = 0x80 = 128 unsigned, as vpsignb leaves it
-      w1 = _mm512_abs_epi8(w1);
+    const __m512i w0 = _mm512_broadcast_i64x4(v0), w1 = _mm512_broadcast_i64x4(v1);
+    __m512i start = _mm512_setzero_si512();
+    if constexpr (kSigned) {  // -128 * (sum of each lane's 8 weights)
+      start = _mm512_sub_epi32(
+          start, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, flip, w0), flip, w1));
     }
+#pragma GCC unroll 8
     for (int h = 0; h < kPairs; ++h) {
-      const int8_t* q0 = static_cast<const int8_t*>(a[2 * h].q) + 64 * p;
-      const int8_t* q1 = static_cast<const int8_t*>(a[2 * h + 1].q) + 64 * p;
-      const __m512i x0 = JoinHalves(q0, q1), x1 = JoinHalves(q0 + 32, q1 + 32);
+      const int64_t slot = (h0 + h) * n_pairs + p;
+      const uint8_t* x = paired.x.data() + slot * 128;
+      const __m512i x0 = _mm512_loadu_si512(x), x1 = _mm512_loadu_si512(x + 64);
       __m512i s;
       if constexpr (kSigned) {
-        s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, w0, NegateWhere(neg0, x0)), w1,
-                                NegateWhere(neg1, x1));
+        s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, x0, w0), x1, w1);
       } else {
-        s = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, w0, x0), w1, x1),
-                             JoinHalves(a[2 * h].corr + 8 * p, a[2 * h + 1].corr + 8 * p));
+        const __m512i c = _mm512_loadu_si512(paired.neg_corr.data() + slot * 16);
+        s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(c, w0, x0), w1, x1);
       }
-      const __m512 da = JoinHalves(a[2 * h].d_lanes + 8 * p, a[2 * h + 1].d_lanes + 8 * p);
+      const __m512 da = _mm512_loadu_ps(paired.d.data() + slot * 16);
       acc[h] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(s), acc[h]);
     }
   }
   for (int h = 0; h < kPairs; ++h) HalfSums(acc[h], &out[2 * h], &out[2 * h + 1]);
 }
 
-// Rows outer, tokens inner, up to 8 tokens per decoded weight pair; one token alone takes
+// Rows outer, tokens inner, up to 16 tokens per decoded weight pair; one token alone takes
 // the 256-bit path with EVEX vpdpbusd (half a register would idle).
 template <TensorType kType>
 __attribute__((target(TANDEM_AVX512_TARGET))) void DotTileRowsAvx512(
     const uint8_t* w, int64_t row_bytes, int64_t rows, const TileOperand* a, int n_tokens,
     int64_t n_pairs, float* y, int64_t y_stride) {
+  if (n_tokens == 1) {
+    for (int64_t r = 0; r < rows; ++r) {
+      y[r] = DotTileRowAvx2<kType, VnniForm::kEvex>(w + r * row_bytes, a[0], n_pairs);
+    }
+    return;
+  }
+  thread_local PairedTileTokens paired;
+  PairTileTokens(a, n_tokens, n_pairs, kType == TensorType::kQ8_0, &paired);
+  const int n_tp = (n_tokens + 1) / 2;
+  constexpr int kMaxPairs = 8;
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* row = w + r * row_bytes;
-    float out[8];
-    for (int t = 0; t < n_tokens; t += 8) {
-      const int n = std::min(8, n_tokens - t);
-      if (n == 1) {
-        out[0] = DotTileRowAvx2<kType, VnniForm::kEvex>(row, a[t], n_pairs);
-      } else {
-        TileOperand group[8];
-        for (int k = 0; k < 8; ++k) group[k] = a[t + std::min(k, n - 1)];  // odd n: repeat
-        switch ((n + 1) / 2) {
-          case 1:
-            DotTileRowPairsAvx512<kType, 1>(row, group, n_pairs, out);
-            break;
-          case 2:
-            DotTileRowPairsAvx512<kType, 2>(row, group, n_pairs, out);
-            break;
-          case 3:
-            DotTileRowPairsAvx512<kType, 3>(row, group, n_pairs, out);
-            break;
-          default:
-            DotTileRowPairsAvx512<kType, 4>(row, group, n_pairs, out);
-            break;
-        }
+    float out[2 * kMaxPairs];
+    for (int h0 = 0; h0 < n_tp; h0 += kMaxPairs) {
+      const int np = std::min(kMaxPairs, n_tp - h0);
+      switch (np) {
+#define TANDEM_ROW_PAIRS_CASE(N)                                                     \
+  case N:                                                                           \
+    DotTileRowPairsAvx512<kType, N>(row, paired, h0, n_pairs, out);                 \
+    break;
+        TANDEM_ROW_PAIRS_CASE(1)
+        TANDEM_ROW_PAIRS_CASE(2)
+        TANDEM_ROW_PAIRS_CASE(3)
+        TANDEM_ROW_PAIRS_CASE(4)
+        TANDEM_ROW_PAIRS_CASE(5)
+        TANDEM_ROW_PAIRS_CASE(6)
+        TANDEM_ROW_PAIRS_CASE(7)
+        TANDEM_ROW_PAIRS_CASE(8)
+#undef TANDEM_ROW_PAIRS_CASE
+        default:
+          break;
       }
-      for (int k = 0; k < n; ++k) y[(t + k) * y_stride + r] = out[k];
+      const int t0 = 2 * h0;
+      for (int k = 0; k < 2 * np && t0 + k < n_tokens; ++k) y[(t0 + k) * y_stride + r] = out[k];
     }
   }
 }
@@ -790,6 +807,109 @@ decltype(auto) WithTileType(TensorType type, F&& f) {
 }
 
 }  // namespace
+
+namespace {
+
+// DotInt8Tile4x4Avx512 on paired tokens: 4 weight rows x kTP token pairs, every activation
+// operand one full-register load (most fold into the instructions that use them).
+template <bool kSigned, int kTP>
+__attribute__((target(TANDEM_AVX512_TARGET))) void DotInt8TilePairedAvx512(
+    const TileOperand w[4], const PairedTileTokens& t, int h0, float* out) {
+  constexpr int64_t kStride = kSigned ? 128 : 64;
+  const int64_t n_pairs = t.n_pairs;
+  __m512 acc[4][kTP];
+  for (int r = 0; r < 4; ++r)
+    for (int h = 0; h < kTP; ++h) acc[r][h] = _mm512_setzero_ps();
+  const __m512i zero = _mm512_setzero_si512();
+  for (int64_t p = 0; p < n_pairs; ++p) {
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+      const uint8_t* pair = static_cast<const uint8_t*>(w[r].q) + kStride * p;
+      const __m512i w0 = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair)));
+      const __m512i w1 =
+          _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair + 32)));
+      const __m512 dw = BothHalves(_mm256_loadu_ps(w[r].d_lanes + 8 * p));
+      __mmask64 neg0 = 0, neg1 = 0;
+      if constexpr (kSigned) {
+        neg0 = _mm512_movepi8_mask(
+            _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair + 64))));
+        neg1 = _mm512_movepi8_mask(
+            _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair + 96))));
+      }
+#pragma GCC unroll 4
+      for (int h = 0; h < kTP; ++h) {
+        const int64_t slot = (h0 + h) * n_pairs + p;
+        const uint8_t* x = t.x.data() + slot * 128;
+        __m512i s;
+        if constexpr (kSigned) {
+          s = _mm512_dpbusd_epi32(
+              _mm512_dpbusd_epi32(zero, w0, NegateWhere(neg0, _mm512_loadu_si512(x))), w1,
+              NegateWhere(neg1, _mm512_loadu_si512(x + 64)));
+        } else {
+          s = _mm512_dpbusd_epi32(
+              _mm512_dpbusd_epi32(_mm512_loadu_si512(t.neg_corr.data() + slot * 16), w0,
+                                  _mm512_loadu_si512(x)),
+              w1, _mm512_loadu_si512(x + 64));
+        }
+        acc[r][h] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_loadu_ps(t.d.data() + slot * 16)),
+                                    _mm512_cvtepi32_ps(s), acc[r][h]);
+      }
+    }
+  }
+  for (int r = 0; r < 4; ++r)
+    for (int h = 0; h < kTP; ++h) HalfSums(acc[r][h], &out[r * 8 + 2 * h], &out[r * 8 + 2 * h + 1]);
+}
+
+}  // namespace
+
+void PairTileTokens(const TileOperand* a, int n_tokens, int64_t n_pairs, bool flip_signs,
+                    PairedTileTokens* out) {
+  const int n_tp = (n_tokens + 1) / 2;
+  out->n_pairs = n_pairs;
+  out->n_token_pairs = n_tp;
+  out->x.resize(static_cast<size_t>(n_pairs * n_tp * 128));
+  out->d.resize(static_cast<size_t>(n_pairs * n_tp * 16));
+  out->neg_corr.resize(static_cast<size_t>(n_pairs * n_tp * 16));
+  for (int h = 0; h < n_tp; ++h) {
+    const TileOperand* t[2] = {&a[2 * h], &a[std::min(2 * h + 1, n_tokens - 1)]};
+    for (int64_t p = 0; p < n_pairs; ++p) {
+      const int64_t slot = h * n_pairs + p;
+      uint8_t* x = out->x.data() + slot * 128;
+      for (int k = 0; k < 2; ++k) {
+        const uint8_t* q = static_cast<const uint8_t*>(t[k]->q) + 64 * p;
+        for (int half = 0; half < 2; ++half) {
+          uint8_t* dst = x + 64 * half + 32 * k;
+          std::memcpy(dst, q + 32 * half, 32);
+          if (flip_signs) {
+            for (int i = 0; i < 32; ++i) dst[i] ^= 0x80;
+          }
+        }
+        std::memcpy(out->d.data() + slot * 16 + 8 * k, t[k]->d_lanes + 8 * p, 8 * sizeof(float));
+        for (int j = 0; j < 8; ++j) {
+          out->neg_corr[slot * 16 + 8 * k + j] = t[k]->corr != nullptr ? -t[k]->corr[8 * p + j] : 0;
+        }
+      }
+    }
+  }
+}
+
+void DotInt8TilePaired(int offset, const TileOperand w[4], const PairedTileTokens& t, int h0,
+                       int n_h, float out[4][8]) {
+  float* o = &out[0][0];
+  switch (n_h) {
+#define TANDEM_TILE_PAIRS_CASE(N)                                                              \
+  case N:                                                                                      \
+    return offset == 0 ? DotInt8TilePairedAvx512<true, N>(w, t, h0, o)                         \
+                       : DotInt8TilePairedAvx512<false, N>(w, t, h0, o);
+    TANDEM_TILE_PAIRS_CASE(1)
+    TANDEM_TILE_PAIRS_CASE(2)
+    TANDEM_TILE_PAIRS_CASE(3)
+    TANDEM_TILE_PAIRS_CASE(4)
+#undef TANDEM_TILE_PAIRS_CASE
+    default:
+      TANDEM_CHECK(false) << "token pairs per tile call: " << n_h;
+  }
+}
 
 const char* Int8KernelName(Int8Kernel kernel) {
   switch (kernel) {

@@ -20,7 +20,7 @@ namespace tandem {
 //   kAvx2        vpmaddubsw + vpmaddwd on ymm
 //   kAvxVnni     AVX-VNNI: vpdpbusd in its VEX (256-bit) form
 //   kAvx512Vnni  AVX-512 VNNI: zmm with two tokens per register (4 weight rows x 4 tokens
-//                per tile, 2..8 tokens per decoded weight pair in the row path)
+//                per tile, up to 16 tokens per decoded weight pair in the row path)
 enum class Int8Kernel { kScalar, kAvx2, kAvxVnni, kAvx512Vnni };
 const char* Int8KernelName(Int8Kernel kernel);
 // The kernel KernelIsaLevel() selects: avx512 -> kAvx512Vnni; avx2 -> kAvxVnni where the
@@ -92,6 +92,27 @@ void DotInt8Tile4x4(int offset, const TileOperand w[4], const TileOperand a[4], 
 // fused multiply-adds and horizontal sum, lane by lane, so it gives the same bits.
 void DotInt8Tile4x2Scalar(int offset, const TileOperand w[4], const TileOperand a[2],
                           int64_t n_pairs, float out[4][2]);
+// Activation rows laid out for the avx512 kernels, once per call: per token pair h (tokens
+// 2h, 2h + 1; an odd count repeats the last token) and weight pair p, at slot
+// h * n_pairs + p: 128 bytes [t0 x0 | t1 x0 | t0 x1 | t1 x1] (the pair's two 32-byte
+// halves of each token), 16 scale lanes [t0 | t1] and 16 negated corrections, so each
+// operand is one full-register load. flip_signs stores x ^ 0x80 (x + 128, unsigned: the
+// row path's Q8_0 form, see int8_tile.cc).
+struct PairedTileTokens {
+  std::vector<uint8_t> x;
+  std::vector<float> d;
+  std::vector<int32_t> neg_corr;
+  int64_t n_pairs = 0;
+  int n_token_pairs = 0;
+};
+void PairTileTokens(const TileOperand* a, int n_tokens, int64_t n_pairs, bool flip_signs,
+                    PairedTileTokens* out);
+// The avx512 tile on paired tokens (not flipped): out[r][2k + i] = dot(weight row r, token
+// 2 * (h0 + k) + i) for k < n_h <= 4 token pairs. Same bits as DotInt8Tile4x2.
+// Preconditions: ChosenInt8Kernel() is (or the CPU runs) kAvx512Vnni.
+void DotInt8TilePaired(int offset, const TileOperand w[4], const PairedTileTokens& t, int h0,
+                       int n_h, float out[4][8]);
+
 // One weight row straight from its stored blocks against one prepared activation row:
 // the same lanes and the same float steps as the tile, so a token gets the same bits
 // whether it is multiplied alone (decode) or in a batch (batching never changes outputs).
@@ -100,7 +121,8 @@ float DotTileRow(TensorType type, const void* w_row, const TileOperand& a, int64
 // y[t * y_stride + r] = DotTileRow(type, w + r * row_bytes, a[t], n_pairs) for r < rows,
 // t < n_tokens, the same bits; each row is read once for all the tokens (decode of a few
 // sequences) and the type is dispatched once per call, not per row.
-// The avx512 kernel takes up to 8 tokens per decoded pair (two per register), the others 4.
+// The avx512 kernel takes up to 16 tokens per decoded pair (two per register, prepared
+// once per call in a register-wide layout), the others 4.
 void DotTileRows(TensorType type, const void* w, int64_t row_bytes, int64_t rows,
                  const TileOperand* a, int n_tokens, int64_t n_pairs, float* y, int64_t y_stride,
                  Int8Kernel kernel = ChosenInt8Kernel());

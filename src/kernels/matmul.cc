@@ -69,6 +69,15 @@ void MatMulRowsQ8(const WeightMatrix& w, const uint8_t* xq, int64_t a_row_bytes,
     for (int64_t rb = r0; rb < r1; rb += kTileRows) {
       const int64_t nr = std::min(kTileRows, r1 - rb);
       int64_t t = t0;
+      for (; multi && t + 8 <= t1; t += 8) {
+        const void* a[8];
+        for (int k = 0; k < 8; ++k) a[k] = xq + (t + k) * a_row_bytes;
+        for (int64_t r = 0; r < nr; ++r) {
+          float out[8];
+          VecDotQ8x8(w.type, w.data + (rb + r) * w.row_bytes, a, w.cols, out);
+          for (int k = 0; k < 8; ++k) y[(t + k) * w.rows + rb + r] = out[k];
+        }
+      }
       for (; multi && t + 4 <= t1; t += 4) {
         const void* a[4] = {xq + t * a_row_bytes, xq + (t + 1) * a_row_bytes,
                             xq + (t + 2) * a_row_bytes, xq + (t + 3) * a_row_bytes};
@@ -99,8 +108,9 @@ struct TileActivations {
   int64_t cols;
 };
 
-void MatMulRowsInt8Tiled(const WeightMatrix& w, const TileActivations& a, int64_t n_tokens,
-                         float* y, int64_t r0, int64_t r1) {
+void MatMulRowsInt8Tiled(const WeightMatrix& w, const TileActivations& a,
+                         const PairedTileTokens* paired, int64_t n_tokens, float* y, int64_t r0,
+                         int64_t r1) {
   const int64_t cols = w.cols, n_lanes = cols / 8;
   const int64_t w_stride = TileWeightRowBytes(w.type, cols);
   const int offset = Int8TileOffset(w.type);
@@ -125,6 +135,18 @@ void MatMulRowsInt8Tiled(const WeightMatrix& w, const TileActivations& a, int64_
                                w_d.data() + r * n_lanes);
         const int64_t slot = std::min<int64_t>(r, nr - 1);
         wt[r] = TileOperand{w_q.data() + slot * w_stride, w_d.data() + slot * n_lanes, nullptr};
+      }
+      if (paired != nullptr) {  // avx512: 8 tokens (4 register pairs) per call
+        for (int64_t t = t0; t < t_end; t += 8) {
+          const int64_t n = std::min<int64_t>(8, t_end - t);
+          float out[4][8];
+          DotInt8TilePaired(offset, wt, *paired, static_cast<int>(t / 2),
+                            static_cast<int>((n + 1) / 2), out);
+          for (int64_t r = 0; r < nr; ++r) {
+            for (int64_t k = 0; k < n; ++k) y[(t + k) * w.rows + rb + r] = out[r][k];
+          }
+        }
+        continue;
       }
       for (int64_t t = t0; t < t_end; t += 4) {
         // A short last group repeats its last token (each output has the same bits
@@ -215,8 +237,20 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
     const TileActivations a{q_out, d_out, c_out, w.cols};
     const bool large = w.rows * w.row_bytes >= kLargeMatrixBytes;
     if (n_tokens >= (large ? kMaxTokensForRowsOnLargeMatrices + 1 : kMinTokensForTiling)) {
-      for_rows(
-          [&](int64_t begin, int64_t end) { MatMulRowsInt8Tiled(w, a, n_tokens, y, begin, end); });
+      // The avx512 tile takes the tokens in register pairs, laid out once here.
+      thread_local PairedTileTokens paired_tokens;
+      const PairedTileTokens* paired = nullptr;
+      if (ChosenInt8Kernel() == Int8Kernel::kAvx512Vnni) {
+        std::vector<TileOperand> at(static_cast<size_t>(n_tokens));
+        for (int64_t t = 0; t < n_tokens; ++t) {
+          at[t] = TileOperand{a.q + t * w.cols, a.d_lanes + t * n_lanes, a.corr + t * n_lanes};
+        }
+        PairTileTokens(at.data(), static_cast<int>(n_tokens), w.cols / 64, false, &paired_tokens);
+        paired = &paired_tokens;
+      }
+      for_rows([&](int64_t begin, int64_t end) {
+        MatMulRowsInt8Tiled(w, a, paired, n_tokens, y, begin, end);
+      });
     } else {
       std::vector<TileOperand> at(static_cast<size_t>(n_tokens));
       for (int64_t t = 0; t < n_tokens; ++t) {

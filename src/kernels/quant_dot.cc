@@ -487,6 +487,16 @@ void VecDotQ8x4(TensorType type, const void* w_row, const void* const a_rows[4],
   for (int t = 0; t < 4; ++t) out[t] = VecDotQ8(type, w_row, a_rows[t], cols);
 }
 
+void VecDotQ8x8(TensorType type, const void* w_row, const void* const a_rows[8], int64_t cols, float out[8]) {
+  if (kUseAvx512 && HasMultiTokenDot(type)) {
+    if (type == TensorType::kQ4_K) return DotQ45_KAvx512<4, BlockQ4_K>(w_row, a_rows, cols / 256, out);
+    if (type == TensorType::kQ5_K) return DotQ45_KAvx512<4, BlockQ5_K>(w_row, a_rows, cols / 256, out);
+    if (type == TensorType::kQ6_K) return DotQ6_KAvx512<4>(w_row, a_rows, cols / 256, out);
+  }
+  VecDotQ8x4(type, w_row, a_rows, cols, out);
+  VecDotQ8x4(type, w_row, a_rows + 4, cols, out + 4);
+}
+
 ActivationFormat ActivationFormatFor(TensorType type) {
   switch (type) {
     case TensorType::kQ8_0:

@@ -60,6 +60,9 @@ float VecDotQ8(TensorType type, const void* w_row, const void* a_row, int64_t co
 // this saves work for `type` (the K-quants, whose blocks are costly to unpack).
 bool HasMultiTokenDot(TensorType type);
 void VecDotQ8x4(TensorType type, const void* w_row, const void* const a_rows[4], int64_t cols, float out[4]);
+// Eight activation rows, the same bits (at the avx512 level one pass over the weight row
+// for all eight, two tokens per register; elsewhere two VecDotQ8x4).
+void VecDotQ8x8(TensorType type, const void* w_row, const void* const a_rows[8], int64_t cols, float out[8]);
 
 // The scalar references (exposed for tests).
 float VecDotQ8Reference(TensorType type, const void* w_row, const void* a_row, int64_t cols);

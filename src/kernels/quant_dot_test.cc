@@ -120,6 +120,11 @@ TEST(QuantDotTest, FourRowDotEqualsSingleRowDotBitForBit) {
     VecDotQ8x4(type, w.data(), rows, n, out);
     for (int t = 0; t < 4; ++t)
       EXPECT_EQ(out[t], VecDotQ8(type, w.data(), rows[t], n)) << TraitsOf(type).name;
+    const void* eight[8] = {rows[1], rows[0], rows[2], rows[3], rows[3], rows[2], rows[0], rows[1]};
+    float out8[8];
+    VecDotQ8x8(type, w.data(), eight, n, out8);
+    for (int t = 0; t < 8; ++t)
+      EXPECT_EQ(out8[t], VecDotQ8(type, w.data(), eight[t], n)) << TraitsOf(type).name << " of 8";
   }
 }
 
@@ -335,6 +340,26 @@ TEST(Int8TileTest, TileMatchesReferenceDot) {
       DotInt8Tile4x2(offset, wt, a1, a1, cols / 64, same, kernel);
       const TileOperand four[4] = {a1, a0, a0, a1};
       DotInt8Tile4x4(offset, wt, four, cols / 64, wide, kernel);
+      // MatMul's avx512 form: tokens paired once, 1..4 register pairs per call (7 tokens:
+      // the last pair repeats token 6).
+      float paired_out[4][8];
+      if (kernel == Int8Kernel::kAvx512Vnni) {
+        const TileOperand seven[7] = {a0, a1, a1, a0, a0, a1, a1};
+        PairedTileTokens paired;
+        PairTileTokens(seven, 7, cols / 64, false, &paired);
+        ASSERT_EQ(paired.n_token_pairs, 4);
+        for (int n_h = 1; n_h <= 4; ++n_h) {
+          DotInt8TilePaired(offset, wt, paired, 0, n_h, paired_out);
+          for (int r = 0; r < 4; ++r) {
+            for (int k = 0; k < 2 * n_h && k < 7; ++k) {
+              const int src = (k == 0 || k == 3 || k == 4) ? 0 : 1;  // a0 or a1
+              ASSERT_EQ(paired_out[r][k], portable[r][src]) << "pairs " << n_h << " token " << k;
+            }
+          }
+        }
+        DotInt8TilePaired(offset, wt, paired, 3, 1, paired_out);  // the last pair alone
+        for (int r = 0; r < 4; ++r) ASSERT_EQ(paired_out[r][0], portable[r][1]);
+      }
       for (int t = 0; t < 2; ++t) {
         for (int r = 0; r < 4; ++r) {
           ASSERT_EQ(out[r][t], portable[r][t]) << TraitsOf(type).name << " r " << r;
