@@ -133,6 +133,15 @@ def test_bench_model_json(tandem_bin, fixture_dir):
     assert "TANDEM_ISA=amx" in over.stderr and json.loads(over.stdout)["isa"] == out["isa"]
     bad = run([tandem_bin, "bench", "model", "--model", str(fixture_dir / "llama.gguf"), "--batch", "0"])
     assert bad.returncode == 2 and "--batch" in bad.stderr
+    # The batched streams' prompt and length (llama-batched-bench's -npp / -ntg).
+    npp = run([tandem_bin, "bench", "model", "--model", str(fixture_dir / "llama.gguf"), "--json", "--repeat", "1",
+               "--prompt-tokens", "8", "--gen-tokens", "2", "--batch", "3", "--batch-prompt-tokens", "40",
+               "--batch-gen-tokens", "6", "--threads", "1"])
+    assert npp.returncode == 0, npp.stderr
+    assert json.loads(npp.stdout)["batched_decode_tokens_per_s"]["3"] > 0
+    for flag, value in (("--batch-prompt-tokens", "0"), ("--batch-gen-tokens", "1")):
+        bad = run([tandem_bin, "bench", "model", "--model", str(fixture_dir / "llama.gguf"), flag, value])
+        assert bad.returncode == 2 and flag in bad.stderr, bad.stderr
     # A prompt prefilled in chunks (the warm-up's 32 tokens too).
     chunked = run([tandem_bin, "bench", "model", "--model", str(fixture_dir / "llama.gguf"), "--json", "--repeat", "1",
                    "--prompt-tokens", "40", "--gen-tokens", "2", "--batch", "1", "--threads", "1",
