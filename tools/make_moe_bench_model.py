@@ -9,7 +9,10 @@ then quantized by llama.cpp's own quantizer (llama-cpp-python's llama_model_quan
 to Q4_K_M, as a user would make the file.
 
 Usage: tools/make_moe_bench_model.py OUT.gguf [--layers 10] [--ftype Q4_K_M] [--keep-source]
-Needs numpy, gguf and llama_cpp (pip install llama-cpp-python; a tool, not a dependency).
+           [--llama-quantize BIN]
+Needs numpy, gguf and llama_cpp (pip install llama-cpp-python; a tool, not a dependency),
+or with --llama-quantize the native `llama-quantize` that bench/build_llama_cpp.sh builds
+(the same llama.cpp source) instead of llama_cpp.
 """
 import argparse
 import os
@@ -107,20 +110,26 @@ def main():
     ap.add_argument("--ftype", default="Q4_K_M", help="llama.cpp file type name (LLAMA_FTYPE_MOSTLY_<ftype>)")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--keep-source", action="store_true")
+    ap.add_argument("--llama-quantize", help="quantize with this llama-quantize binary instead of llama_cpp")
     args = ap.parse_args()
-    import llama_cpp
+    if not args.llama_quantize:
+        import llama_cpp
 
     source = args.out + ".bf16.gguf"
     t0 = time.time()
     write_source(source, args.layers)
     print(f"wrote {source}: {os.path.getsize(source) / 1e9:.2f} GB in {time.time() - t0:.0f} s", flush=True)
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = getattr(llama_cpp, "LLAMA_FTYPE_MOSTLY_" + args.ftype)
-    params.nthread = args.threads
     t0 = time.time()
-    rc = llama_cpp.llama_model_quantize(source.encode(), args.out.encode(), params)
+    if args.llama_quantize:
+        import subprocess
+        rc = subprocess.run([args.llama_quantize, source, args.out, args.ftype, str(args.threads)]).returncode
+    else:
+        params = llama_cpp.llama_model_quantize_default_params()
+        params.ftype = getattr(llama_cpp, "LLAMA_FTYPE_MOSTLY_" + args.ftype)
+        params.nthread = args.threads
+        rc = llama_cpp.llama_model_quantize(source.encode(), args.out.encode(), params)
     if rc != 0:
-        sys.exit(f"llama_model_quantize failed ({rc})")
+        sys.exit(f"quantizing failed ({rc})")
     print(f"quantized to {args.ftype}: {args.out}, {os.path.getsize(args.out) / 1e9:.2f} GB in "
           f"{time.time() - t0:.0f} s", flush=True)
     if not args.keep_source:

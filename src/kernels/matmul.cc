@@ -60,8 +60,8 @@ void MatMulRows(const WeightMatrix& w, const float* x, int64_t n_tokens, float* 
 }
 
 // The W8A8 path: x already quantized to Q8_0 rows of `a_row_bytes` bytes.
-void MatMulRowsQ8(const WeightMatrix& w, const uint8_t* xq, int64_t a_row_bytes, int64_t n_tokens,
-                  float* y, int64_t r0, int64_t r1) {
+void MatMulRowsQ8(const WeightMatrix& w, const uint8_t* xq, int64_t a_row_bytes,
+                  const PairedQ8K* paired, int64_t n_tokens, float* y, int64_t r0, int64_t r1) {
   const bool multi = HasMultiTokenDot(w.type);
   const int64_t block = TokenBlock(a_row_bytes);
   for (int64_t t0 = 0; t0 < n_tokens; t0 += block) {
@@ -69,6 +69,14 @@ void MatMulRowsQ8(const WeightMatrix& w, const uint8_t* xq, int64_t a_row_bytes,
     for (int64_t rb = r0; rb < r1; rb += kTileRows) {
       const int64_t nr = std::min(kTileRows, r1 - rb);
       int64_t t = t0;
+      for (; paired != nullptr && t + 8 <= t1; t += 8) {  // avx512, tokens paired once
+        for (int64_t r = 0; r < nr; ++r) {
+          float out[8];
+          VecDotQ8KPaired8(w.type, w.data + (rb + r) * w.row_bytes, *paired, static_cast<int>(t / 2),
+                           out);
+          for (int k = 0; k < 8; ++k) y[(t + k) * w.rows + rb + r] = out[k];
+        }
+      }
       for (; multi && t + 8 <= t1; t += 8) {
         const void* a[8];
         for (int k = 0; k < 8; ++k) a[k] = xq + (t + k) * a_row_bytes;
@@ -278,8 +286,14 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
   if (HasQ8Dot(w.type)) {
     const int64_t a_row_bytes = ActivationRowBytes(format, w.cols);
     const uint8_t* xq_data = xq.data();
+    thread_local PairedQ8K paired_q8k;
+    const PairedQ8K* paired = nullptr;
+    if (n_tokens >= 8 && HasPairedQ8KDot(w.type)) {
+      PairQ8KRows(xq_data, a_row_bytes, static_cast<int>(n_tokens), w.cols / 256, &paired_q8k);
+      paired = &paired_q8k;
+    }
     for_rows([&](int64_t begin, int64_t end) {
-      MatMulRowsQ8(w, xq_data, a_row_bytes, n_tokens, y, begin, end);
+      MatMulRowsQ8(w, xq_data, a_row_bytes, paired, n_tokens, y, begin, end);
     });
     return;
   }

@@ -319,13 +319,45 @@ __attribute__((target(TANDEM_AVX512_TARGET))) inline __m512 ScalarHalves(float l
                                              _mm256_castps_pd(_mm256_set1_ps(hi)), 1));
 }
 
-template <int NP, typename Block>
-__attribute__((target(TANDEM_AVX512_TARGET))) void DotQ45_KAvx512(const void* w_row,
-                                                                  const void* const* a_rows,
+// Where the avx512 K-quant dots read token pair h's activations of super-block i: two
+// rows joined per load (JoinedQ8K), or a record of PairedQ8K laid out once per MatMul
+// (PairedQ8KView: every load one full register). Both give the same values.
+struct JoinedQ8K {
+  const BlockQ8_K* const* a;  // 2 * NP rows
+  __attribute__((target(TANDEM_AVX512_TARGET))) __m512i Qs(int h, int64_t i, int k) const {
+    return JoinHalves(a[2 * h][i].qs + 32 * k, a[2 * h + 1][i].qs + 32 * k);
+  }
+  __attribute__((target(TANDEM_AVX512_TARGET))) __m512i Bsums(int h, int64_t i) const {
+    return JoinHalves(a[2 * h][i].bsums, a[2 * h + 1][i].bsums);
+  }
+  __attribute__((target(TANDEM_AVX512_TARGET))) __m512 D(int h, int64_t i) const {
+    return ScalarHalves(a[2 * h][i].d, a[2 * h + 1][i].d);
+  }
+};
+
+struct PairedQ8KView {
+  const uint8_t* base;  // token pair h0's first record
+  int64_t n_blocks;
+  const uint8_t* Record(int h, int64_t i) const { return base + (h * n_blocks + i) * kPairedQ8KRecordBytes; }
+  __attribute__((target(TANDEM_AVX512_TARGET))) __m512i Qs(int h, int64_t i, int k) const {
+    return _mm512_loadu_si512(Record(h, i) + 64 * k);
+  }
+  __attribute__((target(TANDEM_AVX512_TARGET))) __m512i Bsums(int h, int64_t i) const {
+    return _mm512_loadu_si512(Record(h, i) + 512);
+  }
+  __attribute__((target(TANDEM_AVX512_TARGET))) __m512 D(int h, int64_t i) const {
+    float d[2];
+    std::memcpy(d, Record(h, i) + 576, sizeof(d));
+    return ScalarHalves(d[0], d[1]);
+  }
+};
+
+// D(h, i) x the weight's scale per half: [d0 * wd | d1 * wd], the products the AVX2 path
+// forms in scalar floats (the same roundings).
+template <int NP, typename Block, typename Src>
+__attribute__((target(TANDEM_AVX512_TARGET))) void DotQ45_KAvx512(const void* w_row, const Src& a,
                                                                   int64_t n_blocks, float* out) {
   const Block* w = static_cast<const Block*>(w_row);
-  const BlockQ8_K* a[2 * NP];
-  for (int t = 0; t < 2 * NP; ++t) a[t] = static_cast<const BlockQ8_K*>(a_rows[t]);
   __m512 acc[NP];
   for (int h = 0; h < NP; ++h) acc[h] = _mm512_setzero_ps();
   for (int64_t i = 0; i < n_blocks; ++i) {
@@ -339,33 +371,28 @@ __attribute__((target(TANDEM_AVX512_TARGET))) void DotQ45_KAvx512(const void* w_
       sc_hi2[c] = _mm512_broadcast_i64x4(sc_hi[c]);
     }
     const __m512i mins2 = _mm512_broadcast_i64x4(mins16);
-    const float wd = HalfToFloat(w[i].d), wdmin = HalfToFloat(w[i].dmin);
+    const __m512 wd = _mm512_set1_ps(HalfToFloat(w[i].d));
+    const __m512 wdmin = _mm512_set1_ps(HalfToFloat(w[i].dmin));
+#pragma GCC unroll 4
     for (int h = 0; h < NP; ++h) {
-      const BlockQ8_K& a0 = a[2 * h][i];
-      const BlockQ8_K& a1 = a[2 * h + 1][i];
-      const __m512i summ = _mm512_madd_epi16(JoinHalves(a0.bsums, a1.bsums), mins2);
+      const __m512i summ = _mm512_madd_epi16(a.Bsums(h, i), mins2);
       __m512i sumi = _mm512_setzero_si512();
       for (int c = 0; c < 4; ++c) {
-        const __m512i a_lo = JoinHalves(a0.qs + 64 * c, a1.qs + 64 * c);
-        const __m512i a_hi = JoinHalves(a0.qs + 64 * c + 32, a1.qs + 64 * c + 32);
-        sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(lo2[c], a_lo), sc_lo2[c]);
-        sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(hi2[c], a_hi), sc_hi2[c]);
+        sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(lo2[c], a.Qs(h, i, 2 * c)), sc_lo2[c]);
+        sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(hi2[c], a.Qs(h, i, 2 * c + 1)), sc_hi2[c]);
       }
-      acc[h] = _mm512_fmadd_ps(ScalarHalves(a0.d * wd, a1.d * wd), _mm512_cvtepi32_ps(sumi), acc[h]);
-      acc[h] = _mm512_fnmadd_ps(ScalarHalves(a0.d * wdmin, a1.d * wdmin), _mm512_cvtepi32_ps(summ),
-                                acc[h]);
+      const __m512 d = a.D(h, i);
+      acc[h] = _mm512_fmadd_ps(_mm512_mul_ps(d, wd), _mm512_cvtepi32_ps(sumi), acc[h]);
+      acc[h] = _mm512_fnmadd_ps(_mm512_mul_ps(d, wdmin), _mm512_cvtepi32_ps(summ), acc[h]);
     }
   }
   for (int h = 0; h < NP; ++h) HalfSums(acc[h], &out[2 * h], &out[2 * h + 1]);
 }
 
-template <int NP>
-__attribute__((target(TANDEM_AVX512_TARGET))) void DotQ6_KAvx512(const void* w_row,
-                                                                 const void* const* a_rows,
+template <int NP, typename Src>
+__attribute__((target(TANDEM_AVX512_TARGET))) void DotQ6_KAvx512(const void* w_row, const Src& a,
                                                                  int64_t n_blocks, float* out) {
   const BlockQ6_K* w = static_cast<const BlockQ6_K*>(w_row);
-  const BlockQ8_K* a[2 * NP];
-  for (int t = 0; t < 2 * NP; ++t) a[t] = static_cast<const BlockQ8_K*>(a_rows[t]);
   __m512 acc[NP];
   for (int h = 0; h < NP; ++h) acc[h] = _mm512_setzero_ps();
   for (int64_t i = 0; i < n_blocks; ++i) {
@@ -377,21 +404,28 @@ __attribute__((target(TANDEM_AVX512_TARGET))) void DotQ6_KAvx512(const void* w_r
       scales2[k] = _mm512_broadcast_i64x4(scales[k]);
     }
     const __m512i scales16_2 = _mm512_broadcast_i64x4(scales16);
-    const float wd = HalfToFloat(w[i].d);
+    const __m512 wd = _mm512_set1_ps(HalfToFloat(w[i].d));
+#pragma GCC unroll 4
     for (int h = 0; h < NP; ++h) {
-      const BlockQ8_K& a0 = a[2 * h][i];
-      const BlockQ8_K& a1 = a[2 * h + 1][i];
       __m512i sumi = _mm512_sub_epi32(
-          _mm512_setzero_si512(),
-          _mm512_slli_epi32(_mm512_madd_epi16(JoinHalves(a0.bsums, a1.bsums), scales16_2), 5));
+          _mm512_setzero_si512(), _mm512_slli_epi32(_mm512_madd_epi16(a.Bsums(h, i), scales16_2), 5));
       for (int k = 0; k < 8; ++k) {
-        const __m512i av = JoinHalves(a0.qs + 32 * k, a1.qs + 32 * k);
-        sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(v2[k], av), scales2[k]);
+        sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(v2[k], a.Qs(h, i, k)), scales2[k]);
       }
-      acc[h] = _mm512_fmadd_ps(ScalarHalves(a0.d * wd, a1.d * wd), _mm512_cvtepi32_ps(sumi), acc[h]);
+      acc[h] = _mm512_fmadd_ps(_mm512_mul_ps(a.D(h, i), wd), _mm512_cvtepi32_ps(sumi), acc[h]);
     }
   }
   for (int h = 0; h < NP; ++h) HalfSums(acc[h], &out[2 * h], &out[2 * h + 1]);
+}
+
+// The avx512 K-quant dots on 2 * NP rows given as pointers.
+template <int NP>
+void KQuantDotAvx512(TensorType type, const void* w_row, const void* const* a_rows, int64_t n_blocks,
+                     float* out) {
+  const JoinedQ8K a{reinterpret_cast<const BlockQ8_K* const*>(a_rows)};
+  if (type == TensorType::kQ4_K) return DotQ45_KAvx512<NP, BlockQ4_K>(w_row, a, n_blocks, out);
+  if (type == TensorType::kQ5_K) return DotQ45_KAvx512<NP, BlockQ5_K>(w_row, a, n_blocks, out);
+  return DotQ6_KAvx512<NP>(w_row, a, n_blocks, out);
 }
 
 float DotQ4_KAvx2(const void* w_row, const void* a_row, int64_t n_blocks) {
@@ -476,11 +510,7 @@ void VecDotQ8x4(TensorType type, const void* w_row, const void* const a_rows[4],
     for (int t = 0; t < 4; ++t) out[t] = VecDotQ8(type, w_row, a_rows[t], cols);
     return;
   }
-  if (kUseAvx512) {
-    if (type == TensorType::kQ4_K) return DotQ45_KAvx512<2, BlockQ4_K>(w_row, a_rows, cols / 256, out);
-    if (type == TensorType::kQ5_K) return DotQ45_KAvx512<2, BlockQ5_K>(w_row, a_rows, cols / 256, out);
-    if (type == TensorType::kQ6_K) return DotQ6_KAvx512<2>(w_row, a_rows, cols / 256, out);
-  }
+  if (kUseAvx512) return KQuantDotAvx512<2>(type, w_row, a_rows, cols / 256, out);
   if (type == TensorType::kQ4_K) return DotQ45_KAvx2N<4, BlockQ4_K>(w_row, a_rows, cols / 256, out);
   if (type == TensorType::kQ5_K) return DotQ45_KAvx2N<4, BlockQ5_K>(w_row, a_rows, cols / 256, out);
   if (type == TensorType::kQ6_K) return DotQ6_KAvx2N<4>(w_row, a_rows, cols / 256, out);
@@ -488,13 +518,40 @@ void VecDotQ8x4(TensorType type, const void* w_row, const void* const a_rows[4],
 }
 
 void VecDotQ8x8(TensorType type, const void* w_row, const void* const a_rows[8], int64_t cols, float out[8]) {
-  if (kUseAvx512 && HasMultiTokenDot(type)) {
-    if (type == TensorType::kQ4_K) return DotQ45_KAvx512<4, BlockQ4_K>(w_row, a_rows, cols / 256, out);
-    if (type == TensorType::kQ5_K) return DotQ45_KAvx512<4, BlockQ5_K>(w_row, a_rows, cols / 256, out);
-    if (type == TensorType::kQ6_K) return DotQ6_KAvx512<4>(w_row, a_rows, cols / 256, out);
-  }
+  if (kUseAvx512 && HasMultiTokenDot(type)) return KQuantDotAvx512<4>(type, w_row, a_rows, cols / 256, out);
   VecDotQ8x4(type, w_row, a_rows, cols, out);
   VecDotQ8x4(type, w_row, a_rows + 4, cols, out + 4);
+}
+
+bool HasPairedQ8KDot(TensorType type) { return kUseAvx512 && HasMultiTokenDot(type); }
+
+void PairQ8KRows(const uint8_t* rows, int64_t row_bytes, int n_tokens, int64_t n_blocks,
+                 PairedQ8K* out) {
+  const int n_tp = (n_tokens + 1) / 2;
+  out->n_blocks = n_blocks;
+  out->n_token_pairs = n_tp;
+  out->data.resize(static_cast<size_t>(n_tp * n_blocks * kPairedQ8KRecordBytes));
+  for (int h = 0; h < n_tp; ++h) {
+    const BlockQ8_K* t[2] = {reinterpret_cast<const BlockQ8_K*>(rows + 2 * h * row_bytes),
+                             reinterpret_cast<const BlockQ8_K*>(
+                                 rows + std::min(2 * h + 1, n_tokens - 1) * row_bytes)};
+    for (int64_t i = 0; i < n_blocks; ++i) {
+      uint8_t* rec = out->data.data() + (h * n_blocks + i) * kPairedQ8KRecordBytes;
+      for (int k = 0; k < 2; ++k) {
+        for (int c = 0; c < 8; ++c) std::memcpy(rec + 64 * c + 32 * k, t[k][i].qs + 32 * c, 32);
+        std::memcpy(rec + 512 + 32 * k, t[k][i].bsums, 32);
+        std::memcpy(rec + 576 + 4 * k, &t[k][i].d, 4);
+      }
+    }
+  }
+}
+
+void VecDotQ8KPaired8(TensorType type, const void* w_row, const PairedQ8K& a, int h0, float out[8]) {
+  TANDEM_CHECK(HasPairedQ8KDot(type) && h0 + 4 <= a.n_token_pairs);
+  const PairedQ8KView v{a.data.data() + h0 * a.n_blocks * kPairedQ8KRecordBytes, a.n_blocks};
+  if (type == TensorType::kQ4_K) return DotQ45_KAvx512<4, BlockQ4_K>(w_row, v, a.n_blocks, out);
+  if (type == TensorType::kQ5_K) return DotQ45_KAvx512<4, BlockQ5_K>(w_row, v, a.n_blocks, out);
+  DotQ6_KAvx512<4>(w_row, v, a.n_blocks, out);
 }
 
 ActivationFormat ActivationFormatFor(TensorType type) {

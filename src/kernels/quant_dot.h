@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "common/tensor_type.h"
 
@@ -63,6 +64,24 @@ void VecDotQ8x4(TensorType type, const void* w_row, const void* const a_rows[4],
 // Eight activation rows, the same bits (at the avx512 level one pass over the weight row
 // for all eight, two tokens per register; elsewhere two VecDotQ8x4).
 void VecDotQ8x8(TensorType type, const void* w_row, const void* const a_rows[8], int64_t cols, float out[8]);
+
+// Q8_K activation rows paired for the avx512 K-quant dots, once per MatMul: per token
+// pair h (tokens 2h, 2h + 1; an odd count repeats the last) and super-block i, a record at
+// (h * n_blocks + i) * kPairedQ8KRecordBytes: the 8 32-byte chunks of qs as [t0 | t1]
+// (64 bytes each), the bsums [t0 | t1] at 512, the two scales d at 576.
+constexpr int64_t kPairedQ8KRecordBytes = 640;
+struct PairedQ8K {
+  std::vector<uint8_t> data;
+  int64_t n_blocks = 0;
+  int n_token_pairs = 0;
+};
+// Whether VecDotQ8KPaired8 runs for `type` here (the avx512 level and a K-quant).
+bool HasPairedQ8KDot(TensorType type);
+// rows: n_tokens Q8_K activation rows of row_bytes bytes each (n_blocks super-blocks).
+void PairQ8KRows(const uint8_t* rows, int64_t row_bytes, int n_tokens, int64_t n_blocks, PairedQ8K* out);
+// out[k] = VecDotQ8(type, w_row, token 2 * h0 + k), k < 8, the same bits.
+// Preconditions: HasPairedQ8KDot(type); h0 + 4 <= a.n_token_pairs.
+void VecDotQ8KPaired8(TensorType type, const void* w_row, const PairedQ8K& a, int h0, float out[8]);
 
 // The scalar references (exposed for tests).
 float VecDotQ8Reference(TensorType type, const void* w_row, const void* a_row, int64_t cols);

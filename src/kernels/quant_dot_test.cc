@@ -125,6 +125,26 @@ TEST(QuantDotTest, FourRowDotEqualsSingleRowDotBitForBit) {
     VecDotQ8x8(type, w.data(), eight, n, out8);
     for (int t = 0; t < 8; ++t)
       EXPECT_EQ(out8[t], VecDotQ8(type, w.data(), eight[t], n)) << TraitsOf(type).name << " of 8";
+    // MatMul's avx512 form: 9 rows paired once (the fifth pair repeats row 8).
+    if (HasPairedQ8KDot(type)) {
+      const int64_t row_bytes = ActivationRowBytes(format, n);
+      std::vector<uint8_t> nine(9 * row_bytes);
+      for (int t = 0; t < 9; ++t) {
+        std::vector<float> x = RandomFloats(n, rng);
+        QuantizeActivations(format, x.data(), n, nine.data() + t * row_bytes);
+      }
+      PairedQ8K paired;
+      PairQ8KRows(nine.data(), row_bytes, 9, n / 256, &paired);
+      ASSERT_EQ(paired.n_token_pairs, 5);
+      for (int h0 : {0, 1}) {
+        VecDotQ8KPaired8(type, w.data(), paired, h0, out8);
+        for (int k = 0; k < 8; ++k) {
+          const int t = std::min(2 * h0 + k, 8);
+          EXPECT_EQ(out8[k], VecDotQ8(type, w.data(), nine.data() + t * row_bytes, n))
+              << TraitsOf(type).name << " paired, token " << 2 * h0 + k;
+        }
+      }
+    }
   }
 }
 
