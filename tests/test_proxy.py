@@ -371,7 +371,7 @@ def test_decoder_out_of_blocks_hands_back_and_the_proxy_recomputes(tandem_bin, f
         procs.append(d)
         proxy = Proxy(tandem_bin, [addr(p)], [addr(d)], tmp_path, name="proxy_rc")
         procs.append(proxy)
-        blocks = re.search(r"KV cache: (\d+) blocks of 16 tokens", d.log())
+        blocks = re.search(r"KV cache: f16, (\d+) blocks of 16 tokens", d.log())
         assert blocks and int(blocks.group(1)) <= 24, d.log()
         assert "--additional-config keys (Ascend-only) enable_mlapo" in d.log()
         import concurrent.futures
