@@ -59,8 +59,10 @@ struct TiledAttentionProblem {
 // (heads kvh * group .. (kvh + 1) * group - 1), with the kernels of KernelIsaLevel().
 // Preconditions: 0 <= q_begin < q_end <= p.n_q, 0 <= kvh < p.n_kv_heads.
 void TiledAttention(const TiledAttentionProblem& p, int64_t q_begin, int64_t q_end, int kvh);
-// The same at a given level (tests run both paths in one process). Where head_dim % 8
-// != 0 the AVX2 level runs scalar code, as the per-token kernels do.
+// The same at a given level (tests run every level the CPU has in one process). The
+// avx512 level (two keys per register, a 32-wide weighted sum) gives the AVX2 level's
+// bits. Where head_dim % 8 != 0 the vector levels run scalar code, as the per-token
+// kernels do.
 void TiledAttentionAt(IsaLevel isa, const TiledAttentionProblem& p, int64_t q_begin, int64_t q_end,
                       int kvh);
 
