@@ -25,11 +25,12 @@ inline uint16_t WidenE4M3(uint8_t c) {
 }
 inline uint16_t WidenE5M2(uint8_t c) { return static_cast<uint16_t>(c << 8); }
 
-// Code of |x| (finite, >= 0) for a format with `mant` mantissa bits, exponent bias
+// Code of |x| (>= 0, not NaN) for a format with `mant` mantissa bits, exponent bias
 // `bias`: codes are consecutive integers in the order of their values (a subnormal
 // step, then each binade's 2^mant steps), so rounding a magnitude to the nearest
 // multiple of its binade's step and adding the binade's first code is the encoding.
 uint8_t MagnitudeCode(float a, int mant, int bias, uint8_t max_code) {
+  if (a > FLT_MAX) return max_code;  // infinity saturates (ilogb would give INT_MAX)
   const int min_exp = 1 - bias;  // exponent of the smallest normal
   float r;
   int base;
