@@ -99,10 +99,12 @@ __attribute__((target("avx2,fma"))) void ScoresAvx2(const float* const* q, const
 // 8-wide one for the rest: each output value is one fma chain over j, continued from
 // the previous KV tile through `o`, as attention_rows.cc's WeightedSumRows*Avx2 run it over all
 // rows. Preconditions: hd % 8 == 0, G <= 4.
+// Output values from d_begin on (the avx512 kernel passes its remainder).
 template <int G>
 __attribute__((target("avx2,fma"))) void AccumulateAvx2(const float* const* p, const float* v,
-                                                        int64_t n, int hd, float* const* o) {
-  int d0 = 0;
+                                                        int64_t n, int hd, float* const* o,
+                                                        int d_begin = 0) {
+  int d0 = d_begin;
   for (; d0 + 16 <= hd; d0 += 16) {
     __m256 acc[G][2];
     for (int h = 0; h < G; ++h) {
@@ -263,15 +265,9 @@ __attribute__((target(TANDEM_AVX512_TARGET))) void AccumulateAvx512(const float*
       _mm512_storeu_ps(o[h] + d0 + 16, acc[h][1]);
     }
   }
-  for (; d0 < hd; d0 += 8) {  // the last 8..24 values: AccumulateAvx2's 8-wide loop
-    __m256 acc[G];
-    for (int h = 0; h < G; ++h) acc[h] = _mm256_loadu_ps(o[h] + d0);
-    for (int64_t j = 0; j < n; ++j) {
-      const __m256 v0 = _mm256_loadu_ps(v + j * hd + d0);
-      for (int h = 0; h < G; ++h) acc[h] = _mm256_fmadd_ps(_mm256_set1_ps(p[h][j]), v0, acc[h]);
-    }
-    for (int h = 0; h < G; ++h) _mm256_storeu_ps(o[h] + d0, acc[h]);
-  }
+  // The last 8..24 values: each is its own chain, so AccumulateAvx2's slices give the
+  // same bits.
+  if (d0 < hd) AccumulateAvx2<G>(p, v, n, hd, o, d0);
 }
 
 void ScoresBlockAvx512(const float* const* q, int m, const float* kp, int64_t ja, int64_t jb,

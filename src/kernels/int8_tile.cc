@@ -633,6 +633,28 @@ __attribute__((target("avx2,fma,f16c"))) void DotTileRowsAvx2(const uint8_t* w, 
 // register or the kernel it went through.
 namespace {
 
+// Pair p of a prepared tile weight row broadcast to both halves of the registers: the
+// values (Q8_0: magnitudes), the scale lanes and, for Q8_0, the masks of the negative
+// values (stored after the magnitudes).
+template <bool kSigned>
+struct TilePairZmm {
+  __m512i w0, w1;
+  __m512 dw;
+  __mmask64 neg0 = 0, neg1 = 0;
+  __attribute__((target(TANDEM_AVX512_TARGET))) TilePairZmm(const TileOperand& w, int64_t p) {
+    const uint8_t* pair = static_cast<const uint8_t*>(w.q) + (kSigned ? 128 : 64) * p;
+    w0 = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair)));
+    w1 = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair + 32)));
+    dw = BothHalves(_mm256_loadu_ps(w.d_lanes + 8 * p));
+    if constexpr (kSigned) {
+      neg0 = _mm512_movepi8_mask(
+          _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair + 64))));
+      neg1 = _mm512_movepi8_mask(
+          _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair + 96))));
+    }
+  }
+};
+
 // DotInt8Tile4x2Avx2's arithmetic for 4 rows x 4 tokens: tokens (0, 1) and (2, 3) share
 // registers; each weight pair is broadcast to both halves.
 template <bool kSigned>
@@ -640,7 +662,6 @@ __attribute__((target(TANDEM_AVX512_TARGET))) void DotInt8Tile4x4Avx512(const Ti
                                                                         const TileOperand a[4],
                                                                         int64_t n_pairs,
                                                                         float out[4][4]) {
-  constexpr int64_t kStride = kSigned ? 128 : 64;
   __m512 acc[4][2];
   for (int r = 0; r < 4; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   const int8_t* aq[4];
@@ -659,18 +680,10 @@ __attribute__((target(TANDEM_AVX512_TARGET))) void DotInt8Tile4x4Avx512(const Ti
     }
 #pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) {
-      const uint8_t* pair = static_cast<const uint8_t*>(w[r].q) + kStride * p;
-      const __m512i w0 = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair)));
-      const __m512i w1 =
-          _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair + 32)));
-      const __m512 dw = BothHalves(_mm256_loadu_ps(w[r].d_lanes + 8 * p));
-      __mmask64 neg0 = 0, neg1 = 0;
-      if constexpr (kSigned) {  // the values after the magnitudes, for their signs
-        neg0 = _mm512_movepi8_mask(
-            _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair + 64))));
-        neg1 = _mm512_movepi8_mask(
-            _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair + 96))));
-      }
+      const TilePairZmm<kSigned> wp(w[r], p);
+      const __m512i w0 = wp.w0, w1 = wp.w1;
+      const __m512 dw = wp.dw;
+      const __mmask64 neg0 = wp.neg0, neg1 = wp.neg1;
       for (int h = 0; h < 2; ++h) {
         __m512i s;
         if constexpr (kSigned) {
@@ -815,7 +828,6 @@ namespace {
 template <bool kSigned, int kTP>
 __attribute__((target(TANDEM_AVX512_TARGET))) void DotInt8TilePairedAvx512(
     const TileOperand w[4], const PairedTileTokens& t, int h0, float* out) {
-  constexpr int64_t kStride = kSigned ? 128 : 64;
   const int64_t n_pairs = t.n_pairs;
   __m512 acc[4][kTP];
   for (int r = 0; r < 4; ++r)
@@ -824,18 +836,10 @@ __attribute__((target(TANDEM_AVX512_TARGET))) void DotInt8TilePairedAvx512(
   for (int64_t p = 0; p < n_pairs; ++p) {
 #pragma GCC unroll 4
     for (int r = 0; r < 4; ++r) {
-      const uint8_t* pair = static_cast<const uint8_t*>(w[r].q) + kStride * p;
-      const __m512i w0 = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair)));
-      const __m512i w1 =
-          _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair + 32)));
-      const __m512 dw = BothHalves(_mm256_loadu_ps(w[r].d_lanes + 8 * p));
-      __mmask64 neg0 = 0, neg1 = 0;
-      if constexpr (kSigned) {
-        neg0 = _mm512_movepi8_mask(
-            _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair + 64))));
-        neg1 = _mm512_movepi8_mask(
-            _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair + 96))));
-      }
+      const TilePairZmm<kSigned> wp(w[r], p);
+      const __m512i w0 = wp.w0, w1 = wp.w1;
+      const __m512 dw = wp.dw;
+      const __mmask64 neg0 = wp.neg0, neg1 = wp.neg1;
 #pragma GCC unroll 4
       for (int h = 0; h < kTP; ++h) {
         const int64_t slot = (h0 + h) * n_pairs + p;
