@@ -307,7 +307,8 @@ def test_api_key_is_enforced_and_forwarded(tandem_bin, fixture_dir, tmp_path):
         with pytest.raises(openai.AuthenticationError):
             proxy.client(api_key="wrong").completions.create(model=MODEL_NAME, prompt="x", max_tokens=2)
         assert proxy.post("/v1/completions", {"prompt": "x"}).status_code == 401
-        r = proxy.client(api_key="k3y").completions.create(model=MODEL_NAME, prompt="x", max_tokens=2)
+        r = proxy.client(api_key="k3y").completions.create(model=MODEL_NAME, prompt="x", max_tokens=2,
+                                                           extra_body={"ignore_eos": True})
         assert r.usage.completion_tokens == 2
         assert [m.id for m in proxy.client(api_key="k3y").models.list().data] == [MODEL_NAME]
         assert requests.get(proxy.url + "/health", timeout=10).status_code == 401
