@@ -107,11 +107,14 @@ def test_bench_model_json(tandem_bin, fixture_dir):
     # The roofline is the measured bandwidth over the bytes a token reads.
     assert abs(out["roofline_decode_tokens_per_s"] * out["weight_bytes_per_token"]
                - out["memory_bandwidth_gb_s"] * 1e9) < 0.01 * out["memory_bandwidth_gb_s"] * 1e9
-    # The smallest lengths the flags accept run too (the warm-up request fits).
+    assert out["threads"] == 1
+    # The smallest lengths the flags accept run too (the warm-up request fits). Without
+    # --threads the engine runs one compute thread per core available (as `nproc`).
     tiny = run([tandem_bin, "bench", "model", "--model", str(fixture_dir / "llama.gguf"), "--json", "--repeat", "1",
-                "--prompt-tokens", "1", "--gen-tokens", "2", "--batch", "1", "--threads", "1"])
+                "--prompt-tokens", "1", "--gen-tokens", "2", "--batch", "1"])
     assert tiny.returncode == 0, tiny.stderr
     assert json.loads(tiny.stdout)["prompt_tokens"] == 1
+    assert json.loads(tiny.stdout)["threads"] == len(os.sched_getaffinity(0))
     # The kernels' ISA level: the machine's best with kernels, or what TANDEM_ISA caps it to
     # (a level the CPU lacks: a warning and the best available).
     assert out["isa"] in ("avx512-vnni", "avx2-vnni", "avx2", "scalar")

@@ -35,7 +35,6 @@
 #include <mutex>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "cli/commands.h"
@@ -198,10 +197,7 @@ int RunBenchModel(const BenchModelFlags& f) {
   SetMinLogLevel(LogLevel::kWarning);  // not a line per benchmark request
   auto engine = Engine::Create(**model, o, nullptr);
   if (!engine.ok()) return ReportError(engine.status());
-  const int threads =
-      f.model.threads > 0
-          ? f.model.threads
-          : static_cast<int>(cpus->empty() ? std::thread::hardware_concurrency() : cpus->size());
+  const int threads = (*engine)->Snapshot().compute_threads;
   int tag = 0;
   // Warm-up: touches the weights and the code paths once.
   if (auto w = RunBatch(**engine, {SyntheticPrompt(**model, kWarmupPromptTokens, 999)}, 4, tag++);

@@ -1,12 +1,10 @@
 #include "cli/common_flags.h"
 
-#include <sched.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
-#include <thread>
 
 #include "common/logging.h"
 #include "kernels/isa.h"
@@ -114,11 +112,7 @@ StatusOr<int> ThreadCount(const ModelFlags& flags) {
     TANDEM_ASSIGN_OR_RETURN(std::vector<int> cpus, ParseCpuList(flags.cpu_affinity));
     return static_cast<int>(cpus.size());
   }
-  cpu_set_t set;
-  const int threads = sched_getaffinity(0, sizeof(set), &set) == 0
-                          ? CPU_COUNT(&set)
-                          : static_cast<int>(std::thread::hardware_concurrency());
-  return std::max(1, threads);
+  return CoresAvailable();
 }
 
 StatusOr<std::unique_ptr<ThreadPool>> MakeThreadPool(const ModelFlags& flags) {

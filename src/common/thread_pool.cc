@@ -14,8 +14,19 @@ bool PinCurrentThread(int cpu_id) {
   return pthread_setaffinity_np(pthread_self(), sizeof(set), &set) == 0;
 }
 
+int CoresAvailable() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+    return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  }
+  return std::max(1, CPU_COUNT(&set));
+}
+
 ThreadPool::ThreadPool(int num_threads, std::vector<int> cpu_ids)
-    : num_threads_(std::max(1, num_threads)) {
+    : num_threads_(num_threads > 0        ? num_threads
+                   : !cpu_ids.empty()     ? static_cast<int>(cpu_ids.size())
+                                          : CoresAvailable()) {
   if (!cpu_ids.empty()) PinCurrentThread(cpu_ids[0]);
   for (int i = 1; i < num_threads_; ++i) {
     int cpu = cpu_ids.empty() ? -1 : cpu_ids[i % cpu_ids.size()];

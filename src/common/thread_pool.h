@@ -19,8 +19,9 @@ namespace tandem {
 
 class ThreadPool {
  public:
-  // `num_threads` >= 1. `cpu_ids`, if non-empty, pins thread i (the caller is thread 0)
-  // to cpu_ids[i % cpu_ids.size()].
+  // `num_threads` threads; 0 (or less) means one per core: cpu_ids.size() when cpu_ids is
+  // given, else CoresAvailable(). `cpu_ids`, if non-empty, pins thread i (the caller is
+  // thread 0) to cpu_ids[i % cpu_ids.size()].
   explicit ThreadPool(int num_threads, std::vector<int> cpu_ids = {});
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -48,6 +49,9 @@ class ThreadPool {
   int64_t n_ = 0;
   int64_t grain_ = 1;
 };
+
+// The cores this process may run on (its affinity set, as `nproc` counts them); at least 1.
+int CoresAvailable();
 
 // Pins the calling thread to `cpu_id`; returns false if the OS refused.
 bool PinCurrentThread(int cpu_id);

@@ -214,6 +214,7 @@ class EngineImpl final : public Engine {
     s.kv_cache_usage = kv_usage_.load();
     s.num_kv_blocks = arena_.num_blocks();
     s.max_tokens_in_cache = arena_.num_blocks() * options_.block_size;
+    s.compute_threads = pool_->num_threads();
     return s;
   }
 
@@ -772,6 +773,8 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Engin
                           KvArena::Create(num_blocks, kv_layers, options.block_size, key_row_bytes,
                                           value_row_bytes, options.kv_cache_dtype, shared));
   auto engine = std::make_unique<EngineImpl>(model, options, metrics, std::move(arena));
+  TANDEM_LOG(INFO) << "compute threads: " << engine->Snapshot().compute_threads
+                   << (options.threads > 0 ? " (--threads)" : " (one per core available)");
   TANDEM_RETURN_IF_ERROR(engine->Start());
   return std::unique_ptr<Engine>(std::move(engine));
 }

@@ -101,7 +101,7 @@ struct EngineOptions {
   int max_model_len = 0;               // --max-model-len (0 = the model's context)
   int max_waiting = 1024;              // queue bound; AddRequest fails beyond it (-> HTTP 503)
   bool enable_prefix_caching = true;
-  int threads = 0;                     // compute threads (0 = cores in the affinity set)
+  int threads = 0;                     // compute threads (0: one per cpu_ids core, else per core available)
   std::vector<int> cpu_ids;            // --cpu-affinity
   std::string model_name = "tandem";   // label `model_name` on metrics
   KvTransferOptions kv_transfer;
@@ -225,6 +225,7 @@ struct EngineSnapshot {
   int64_t num_kv_blocks = 0;
   int64_t max_tokens_in_cache = 0;
   int num_parked = 0;                  // producer: requests whose blocks wait for a pull
+  int compute_threads = 0;             // the forward's thread pool (EngineOptions::threads resolved)
 };
 
 class Engine {
