@@ -104,8 +104,10 @@ std::vector<int32_t> NgramProposer::Propose(std::span<const int32_t> tokens, int
   const int n_tokens = static_cast<int>(tokens.size());
   for (int n = std::min(max_n_, n_tokens - 1); n >= min_n_; --n) {
     const int32_t* suffix = tokens.data() + n_tokens - n;
-    // Latest earlier occurrence with at least one token after it.
-    for (int start = n_tokens - n - 1; start >= 0; --start) {
+    // The earliest occurrence with at least one token after it (vLLM's choice): in a
+    // repetition loop the latest one is the suffix shifted by a token or two, which would
+    // leave room for only that many proposals.
+    for (int start = 0; start < n_tokens - n; ++start) {
       if (!std::equal(suffix, suffix + n, tokens.data() + start)) continue;
       const int from = start + n;
       const int count = std::min(k, n_tokens - from);

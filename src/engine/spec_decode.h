@@ -41,7 +41,8 @@ struct StepLogits;
 StatusOr<SpeculativeOptions> ParseSpeculativeConfig(const std::string& json, std::string* unsupported);
 
 // Prompt lookup: the longest suffix of `tokens` (between min and max tokens) that also
-// occurs earlier; proposes up to `k` tokens that followed its latest earlier occurrence.
+// occurs earlier; proposes up to `k` tokens that followed its earliest occurrence (as vLLM's
+// NgramProposer).
 class NgramProposer {
  public:
   NgramProposer(int min_n, int max_n) : min_n_(min_n), max_n_(max_n) {}

@@ -72,17 +72,22 @@ TEST(SpecConfigTest, BadInputNamesTheKey) {
   }
 }
 
-TEST(NgramProposerTest, ProposesWhatFollowedTheLatestMatch) {
+TEST(NgramProposerTest, ProposesWhatFollowedTheEarliestLongestMatch) {
   NgramProposer p(2, 3);
-  // ... 7 8 9 [1] ... 7 8 9 [2] ... 7 8 9 -> the latest earlier "7 8 9" is followed by 2.
+  // ... 7 8 9 [1] ... 7 8 9 [2] ... 7 8 9 -> the earliest "7 8 9" is followed by 1 5.
   std::vector<int32_t> t = {7, 8, 9, 1, 5, 7, 8, 9, 2, 3, 4, 7, 8, 9};
-  EXPECT_EQ(p.Propose(t, 3), (std::vector<int32_t>{2, 3, 4}));
-  EXPECT_EQ(p.Propose(t, 1), (std::vector<int32_t>{2}));
+  EXPECT_EQ(p.Propose(t, 3), (std::vector<int32_t>{1, 5, 7}));
+  EXPECT_EQ(p.Propose(t, 1), (std::vector<int32_t>{1}));
+  // The longest suffix wins over an earlier shorter one: "5 6" occurs first before 0, but
+  // "4 5 6" only before 9.
+  EXPECT_EQ(p.Propose(std::vector<int32_t>{5, 6, 0, 4, 5, 6, 9, 9, 4, 5, 6}, 2), (std::vector<int32_t>{9, 9}));
   // No suffix of 2..3 tokens occurs earlier.
   EXPECT_TRUE(p.Propose(std::vector<int32_t>{1, 2, 3, 4, 5}, 3).empty());
   // A match near the end proposes only what exists.
   EXPECT_EQ(p.Propose(std::vector<int32_t>{4, 4, 4}, 5), (std::vector<int32_t>{4}));
   EXPECT_TRUE(p.Propose(std::vector<int32_t>{4}, 5).empty());
+  // A repetition loop: the earliest "4 4 4" leaves k tokens after it (the latest, one).
+  EXPECT_EQ(p.Propose(std::vector<int32_t>{4, 4, 4, 4, 4, 4, 4, 4}, 4), (std::vector<int32_t>{4, 4, 4, 4}));
 }
 
 TEST(SpecAdaptivityTest, CoolsOffWhenDraftsAreRejected) {
