@@ -4,12 +4,15 @@ decoding). Starts two `tandem serve` on the same model (identical flags, one wit
 --speculative-config), both on all cores but only one benchmarked at a time, and runs
 `tandem bench serve` against them interleaved (A B A B) for each workload and
 concurrency: `quote` (answers repeat their prompt) at concurrency 1 and 8, `random` at
-1 and 16. Greedy (temperature 0). Prints a Markdown table: output tok/s of each run, the
+1 and 16. Greedy (temperature 0). `--endpoint /v1/chat/completions` sends the prompts through
+the chat template (an instruction-tuned model follows the quote workload's instruction
+there; on /v1/completions the default model mostly does not copy a long passage). Prints a Markdown table: output tok/s of each run, the
 ratio ngram / none per pair, and the mean acceptance length of the ngram runs (1 +
 accepted / drafts, from the server's vllm:spec_decode_* counters).
 
 Usage: bench/spec_decode_bench.py [--model models/default.gguf] [--bin build/src/cli/tandem]
            [--reps 2] [--num-prompts 16] [--output-len 128] [--input-len 200] [--k 4]
+           [--endpoint /v1/completions|/v1/chat/completions] [--cases quote:1,quote:8,random:1,random:16]
 Timings only, no assertions.
 """
 import argparse
@@ -71,7 +74,7 @@ def run_bench(binary, server, workload, concurrency, args, tmp):
     cmd = [binary, "bench", "serve", "--base-url", server.url, "--model", "m", "--workload", workload,
            "--num-prompts", str(max(args.num_prompts, concurrency * 2)), "--max-concurrency", str(concurrency),
            "--input-len", str(args.input_len), "--output-len", str(args.output_len), "--temperature", "0",
-           "--seed", "1", "--result-file", out]
+           "--seed", "1", "--endpoint", args.endpoint, "--result-file", out]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with open(out) as f:
         tput = json.load(f)["output_throughput"]
@@ -90,6 +93,7 @@ def main():
     ap.add_argument("--input-len", type=int, default=200)
     ap.add_argument("--k", type=int, default=4)
     ap.add_argument("--cases", default="quote:1,quote:8,random:1,random:16")
+    ap.add_argument("--endpoint", default="/v1/completions", choices=["/v1/completions", "/v1/chat/completions"])
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="spec-bench-")
     spec = json.dumps({"method": "ngram", "num_speculative_tokens": args.k, "prompt_lookup_min": 2,
@@ -99,7 +103,7 @@ def main():
     cpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     model_name = re.search(r"Model name:\s*(.*)", cpu)
     print(f"CPU: {model_name.group(1) if model_name else '?'}; spec: {spec}; output_len {args.output_len}, "
-          f"input_len {args.input_len}")
+          f"input_len {args.input_len}, endpoint {args.endpoint}")
     print("| workload | concurrency | rep | none tok/s | ngram tok/s | ngram / none | mean acceptance length |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     try:
