@@ -5,6 +5,7 @@
 #include "common/logging.h"
 #include "engine/kv_arena.h"
 #include "engine/request.h"
+#include "kernels/sampling_ops.h"
 #include "kv/kv_cache_manager.h"
 
 namespace tandem {
@@ -95,7 +96,7 @@ bool DraftModelProposer::Prepare(const Slot& slot) {
 }
 
 int32_t DraftModelProposer::Argmax(const float* row) const {
-  return static_cast<int32_t>(std::max_element(row, row + draft_->config().n_vocab) - row);
+  return static_cast<int32_t>(ArgmaxIndex(row, draft_->config().n_vocab));  // std::max_element's pick
 }
 
 void DraftModelProposer::Propose(const std::vector<Slot>& slots) {

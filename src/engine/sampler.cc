@@ -8,11 +8,7 @@
 namespace tandem {
 
 int32_t Argmax(const float* logits, int32_t n_vocab) {
-  int32_t best = 0;
-  for (int32_t i = 1; i < n_vocab; ++i) {
-    if (logits[i] > logits[best]) best = i;
-  }
-  return best;
+  return static_cast<int32_t>(ArgmaxIndex(logits, n_vocab));
 }
 
 Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}

@@ -41,6 +41,35 @@ __attribute__((target("avx2,fma"))) float MaxFiniteAvx2(const float* x, int64_t 
   return best;
 }
 
+// Argmax from `best` over x[begin, end) by the scalar rule.
+inline int64_t ArgmaxScalar(const float* x, int64_t begin, int64_t end, int64_t best) {
+  for (int64_t i = begin; i < end; ++i) {
+    if (x[i] > x[best]) best = i;
+  }
+  return best;
+}
+
+// Argmax over the whole groups of 32 from the start: a group where no value beats the best
+// so far (an ordered compare, false for NaN, as the scalar rule's) is skipped whole; the
+// others run the scalar rule. *done = how many values that covered.
+__attribute__((target("avx2,fma"))) int64_t ArgmaxAvx2(const float* x, int64_t n, int64_t* done) {
+  int64_t best = 0;
+  __m256 b = _mm256_set1_ps(x[0]);
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256 gt = _mm256_or_ps(
+        _mm256_or_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), b, _CMP_GT_OQ),
+                     _mm256_cmp_ps(_mm256_loadu_ps(x + i + 8), b, _CMP_GT_OQ)),
+        _mm256_or_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i + 16), b, _CMP_GT_OQ),
+                     _mm256_cmp_ps(_mm256_loadu_ps(x + i + 24), b, _CMP_GT_OQ)));
+    if (_mm256_movemask_ps(gt) == 0) continue;
+    best = ArgmaxScalar(x, i, i + 32, best);
+    b = _mm256_set1_ps(x[best]);
+  }
+  *done = i;
+  return best;
+}
+
 // The scalar weight of one logit (SamplingWeights' definition).
 inline float Weight(float v, float max, float inv_t, float floor) {
   if (!std::isfinite(v)) return 0.0f;
@@ -101,6 +130,12 @@ float MaxFinite(const float* x, int64_t n) {
     if (std::isfinite(x[i])) best = std::max(best, x[i]);
   }
   return best;
+}
+
+int64_t ArgmaxIndex(const float* x, int64_t n) {
+  int64_t i = 1;
+  const int64_t best = kUseAvx2 ? ArgmaxAvx2(x, n, &i) : 0;
+  return ArgmaxScalar(x, std::max<int64_t>(i, 1), n, best);
 }
 
 double SamplingWeights(float* x, int64_t n, float max, float inv_t, float floor, int64_t* last) {

@@ -18,6 +18,11 @@ float ExpNonPositive(float x);
 // The largest finite value of x[0, n), or -infinity if there is none.
 float MaxFinite(const float* x, int64_t n);
 
+// The index greedy decoding picks: the first i with x[i] greater than every x[j], j < i,
+// that nothing after it exceeds, i.e. what `best = 0; for i in 1..n-1: if x[i] > x[best]:
+// best = i` returns (NaNs are never picked, except x[0] when it is NaN). n >= 1.
+int64_t ArgmaxIndex(const float* x, int64_t n);
+
 // Sampling weights, written over x: x[i] = w = ExpNonPositive((x[i] - max) * inv_t) where
 // x[i] is finite and w >= floor and w > 0; else 0. Returns their sum in double, added as
 // 8 partial sums (partial j takes i with i % 8 == j, in index order) then summed

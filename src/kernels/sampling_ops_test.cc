@@ -40,6 +40,36 @@ TEST(SamplingOpsTest, MaxFiniteSkipsInfAndNan) {
   EXPECT_EQ(MaxFinite(none.data(), 3), -INFINITY);
 }
 
+// ArgmaxIndex (the vector path at avx2 and above, the scalar one at TANDEM_ISA=scalar) picks
+// what the scalar rule picks: ties to the first, NaN never (but at 0), infinities.
+TEST(SamplingOpsTest, ArgmaxIndexIsTheScalarRule) {
+  auto rule = [](const std::vector<float>& x) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < static_cast<int64_t>(x.size()); ++i) {
+      if (x[i] > x[best]) best = i;
+    }
+    return best;
+  };
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> coarse(-4, 4);  // few distinct values: many ties
+  for (int n : {1, 2, 7, 31, 32, 33, 64, 95, 100, 1000, 262144}) {
+    for (int trial = 0; trial < 20; ++trial) {
+      std::vector<float> x(n);
+      for (float& v : x) v = static_cast<float>(coarse(rng));
+      if (trial % 4 == 1) x[rng() % n] = NAN;
+      if (trial % 4 == 2) x[rng() % n] = INFINITY;
+      if (trial % 4 == 3) x[0] = NAN;
+      if (trial % 5 == 4) x[n - 1] = 9.0f;  // the winner in the scalar tail
+      ASSERT_EQ(ArgmaxIndex(x.data(), n), rule(x)) << "n " << n << " trial " << trial;
+    }
+  }
+  std::vector<float> nan_first = {NAN, 1.0f, 2.0f, INFINITY};
+  EXPECT_EQ(ArgmaxIndex(nan_first.data(), 4), 0);
+  std::vector<float> ramp(100);
+  for (int i = 0; i < 100; ++i) ramp[i] = static_cast<float>(i % 50);  // 49 at 49 and 99
+  EXPECT_EQ(ArgmaxIndex(ramp.data(), 100), 49);
+}
+
 // SamplingWeights (the vector path here) gives its definition's bits: each weight, the
 // total from 8 partial sums and the last non-zero index.
 TEST(SamplingOpsTest, SamplingWeightsMatchDefinition) {
