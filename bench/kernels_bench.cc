@@ -143,8 +143,9 @@ void RegisterMatMulBenchmarks() {
     }
   }
   // The LM head (tied Q8_0 token embedding): ~72% of the bytes one decode step reads, and
-  // ~60% of the multiply-adds of a batched decode step (16 sequences).
-  for (int64_t n_tokens : {1, 2, 4, 5, 8, 16}) {
+  // ~60% of the multiply-adds of a batched decode step (16 sequences). 17-40: speculative
+  // verification steps (8 sequences x 5 tokens = 40).
+  for (int64_t n_tokens : {1, 2, 4, 5, 8, 16, 17, 24, 32, 40, 48, 64}) {
     for (int threads : {1, 2}) {
       const std::string name = "MatMul/Q8_0/" + ShapeName(kLmHead) +
                                "/tokens:" + std::to_string(n_tokens) +

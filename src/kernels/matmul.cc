@@ -184,8 +184,12 @@ constexpr int64_t kMinTokensForTiling = 4;
 // ... except on a matrix that streams from DRAM (the LM head): there the tile's per-call
 // weight preparation is a second pass over every byte, and the row path (each weight
 // pair decoded once per four tokens) wins up to 16 tokens (kernels_bench lm_head:
-// 1.5x at 4-5 tokens, 1.2x at 8-16, one thread, AMD EPYC AVX2).
-constexpr int64_t kMaxTokensForRowsOnLargeMatrices = 16;
+// 1.5x at 4-5 tokens, 1.2x at 8-16, one thread, AMD EPYC AVX2). The avx512 row path (16
+// tokens per decoded pair) wins up to 48 (kernels_bench lm_head on the AVX-512 Xeon: 1.1-1.3x
+// at 17-48 tokens, 0.9x at 64; 40 = 8 sequences verifying 4 speculative tokens each).
+int64_t MaxTokensForRowsOnLargeMatrices() {
+  return ChosenInt8Kernel() == Int8Kernel::kAvx512Vnni ? 48 : 16;
+}
 constexpr int64_t kLargeMatrixBytes = int64_t{8} << 20;
 
 }  // namespace
@@ -244,7 +248,7 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
     });
     const TileActivations a{q_out, d_out, c_out, w.cols};
     const bool large = w.rows * w.row_bytes >= kLargeMatrixBytes;
-    if (n_tokens >= (large ? kMaxTokensForRowsOnLargeMatrices + 1 : kMinTokensForTiling)) {
+    if (n_tokens >= (large ? MaxTokensForRowsOnLargeMatrices() + 1 : kMinTokensForTiling)) {
       // The avx512 tile takes the tokens in register pairs, laid out once here.
       thread_local PairedTileTokens paired_tokens;
       const PairedTileTokens* paired = nullptr;
