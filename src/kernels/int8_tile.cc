@@ -710,53 +710,100 @@ __attribute__((target(TANDEM_AVX512_TARGET))) void DotInt8Tile4x4Avx512(const Ti
 // (x ^ 0x80, unsigned) and the weights are the signed operand of vpdpbusd: the sum then
 // carries 128 * (sum of the lane's weights), taken back out per weight pair (shared by
 // all tokens), instead of flipping signs per token. Same integers.
-// DotTileRowGroupAvx2's arithmetic for kPairs token pairs (tokens 2h, 2h + 1 of `paired`
-// in register h): each weight pair is decoded once, as PrepareTileWeightRow would, for
-// all of them.
-template <TensorType kType, int kPairs>
+// DotTileRowGroupAvx2's arithmetic for kRows weight rows (1 or 2, `row_bytes` apart) and
+// kPairs token pairs (tokens 2h, 2h + 1 of `paired` in register h): each weight pair is
+// decoded once, as PrepareTileWeightRow would, for all of them, and each token pair's
+// activations are loaded once for the rows (with many tokens the activations come from L2,
+// so two rows halve that traffic). out[r][k]: row r, token 2 * h0 + k.
+template <TensorType kType, int kRows, int kPairs>
 __attribute__((target(TANDEM_AVX512_TARGET))) inline void DotTileRowPairsAvx512(
-    const void* w_row, const PairedTileTokens& paired, int h0, int64_t n_pairs, float* out) {
+    const uint8_t* w_row, int64_t row_bytes, const PairedTileTokens& paired, int h0, int64_t n_pairs,
+    float out[][16]) {
   constexpr bool kSigned = kType == TensorType::kQ8_0;
-  __m512 acc[kPairs];
-  for (int h = 0; h < kPairs; ++h) acc[h] = _mm512_setzero_ps();
+  __m512 acc[kRows][kPairs];
+  for (int r = 0; r < kRows; ++r)
+    for (int h = 0; h < kPairs; ++h) acc[r][h] = _mm512_setzero_ps();
   constexpr int64_t kPairBytes = kStoredPairBytes<kType>;
   constexpr int64_t kPrefetchBytes = 1536;  // as in DotTileRowGroupAvx2
-  const char* ahead = static_cast<const char*>(w_row) + kPrefetchBytes;
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t p = 0; p < n_pairs; ++p) {
-    _mm_prefetch(ahead + p * kPairBytes, _MM_HINT_T0);
-    __m256i v0, v1;
-    uint16_t d0, d1;
-    DecodeWeightPair<kType>(w_row, p, &v0, &v1, &d0, &d1);
-    if constexpr (!kStoredInTileOrder<kType>) ToTileOrder(&v0, &v1);
-    const __m512 dw = BothHalves(PairScaleLanes(d0, d1));
-    const __m512i w0 = _mm512_broadcast_i64x4(v0), w1 = _mm512_broadcast_i64x4(v1);
-    __m512i start = _mm512_setzero_si512();
-    if constexpr (kSigned) {  // -128 * (sum of each lane's 8 weights)
-      start = _mm512_sub_epi32(
-          start, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, flip, w0), flip, w1));
+    __m512i w0[kRows], w1[kRows], start[kRows];
+    __m512 dw[kRows];
+    for (int r = 0; r < kRows; ++r) {
+      const uint8_t* row = w_row + r * row_bytes;
+      _mm_prefetch(reinterpret_cast<const char*>(row) + kPrefetchBytes + p * kPairBytes, _MM_HINT_T0);
+      __m256i v0, v1;
+      uint16_t d0, d1;
+      DecodeWeightPair<kType>(row, p, &v0, &v1, &d0, &d1);
+      if constexpr (!kStoredInTileOrder<kType>) ToTileOrder(&v0, &v1);
+      dw[r] = BothHalves(PairScaleLanes(d0, d1));
+      w0[r] = _mm512_broadcast_i64x4(v0);
+      w1[r] = _mm512_broadcast_i64x4(v1);
+      start[r] = _mm512_setzero_si512();
+      if constexpr (kSigned) {  // -128 * (sum of each lane's 8 weights)
+        start[r] = _mm512_sub_epi32(
+            start[r], _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start[r], flip, w0[r]), flip, w1[r]));
+      }
     }
 #pragma GCC unroll 8
     for (int h = 0; h < kPairs; ++h) {
       const int64_t slot = (h0 + h) * n_pairs + p;
       const uint8_t* x = paired.x.data() + slot * 128;
       const __m512i x0 = _mm512_loadu_si512(x), x1 = _mm512_loadu_si512(x + 64);
-      __m512i s;
-      if constexpr (kSigned) {
-        s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, x0, w0), x1, w1);
-      } else {
-        const __m512i c = _mm512_loadu_si512(paired.neg_corr.data() + slot * 16);
-        s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(c, w0, x0), w1, x1);
-      }
       const __m512 da = _mm512_loadu_ps(paired.d.data() + slot * 16);
-      acc[h] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(s), acc[h]);
+      __m512i c = _mm512_setzero_si512();
+      if constexpr (!kSigned) c = _mm512_loadu_si512(paired.neg_corr.data() + slot * 16);
+      for (int r = 0; r < kRows; ++r) {
+        __m512i sum;
+        if constexpr (kSigned) {
+          sum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start[r], x0, w0[r]), x1, w1[r]);
+        } else {
+          sum = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(c, w0[r], x0), w1[r], x1);
+        }
+        acc[r][h] = _mm512_fmadd_ps(_mm512_mul_ps(dw[r], da), _mm512_cvtepi32_ps(sum), acc[r][h]);
+      }
     }
   }
-  for (int h = 0; h < kPairs; ++h) HalfSums(acc[h], &out[2 * h], &out[2 * h + 1]);
+  for (int r = 0; r < kRows; ++r)
+    for (int h = 0; h < kPairs; ++h) HalfSums(acc[r][h], &out[r][2 * h], &out[r][2 * h + 1]);
 }
 
-// Rows outer, tokens inner, up to 16 tokens per decoded weight pair; one token alone takes
-// the 256-bit path with EVEX vpdpbusd (half a register would idle).
+// kRows rows (1 or 2) from `row` against every token, up to 16 tokens per decoded weight pair.
+template <TensorType kType, int kRows>
+__attribute__((target(TANDEM_AVX512_TARGET))) void DotTileRowBlockAvx512(
+    const uint8_t* row, int64_t row_bytes, const PairedTileTokens& paired, int n_tokens, int64_t n_pairs,
+    float* y, int64_t y_stride) {
+  const int n_tp = (n_tokens + 1) / 2;
+  constexpr int kMaxPairs = 8;
+  float out[kRows][16];
+  for (int h0 = 0; h0 < n_tp; h0 += kMaxPairs) {
+    const int np = std::min(kMaxPairs, n_tp - h0);
+    switch (np) {
+#define TANDEM_ROW_PAIRS_CASE(N)                                                        \
+  case N:                                                                              \
+    DotTileRowPairsAvx512<kType, kRows, N>(row, row_bytes, paired, h0, n_pairs, out);  \
+    break;
+      TANDEM_ROW_PAIRS_CASE(1)
+      TANDEM_ROW_PAIRS_CASE(2)
+      TANDEM_ROW_PAIRS_CASE(3)
+      TANDEM_ROW_PAIRS_CASE(4)
+      TANDEM_ROW_PAIRS_CASE(5)
+      TANDEM_ROW_PAIRS_CASE(6)
+      TANDEM_ROW_PAIRS_CASE(7)
+      TANDEM_ROW_PAIRS_CASE(8)
+#undef TANDEM_ROW_PAIRS_CASE
+      default:
+        break;
+    }
+    const int t0 = 2 * h0;
+    for (int r = 0; r < kRows; ++r) {
+      for (int k = 0; k < 2 * np && t0 + k < n_tokens; ++k) y[(t0 + k) * y_stride + r] = out[r][k];
+    }
+  }
+}
+
+// Rows outer (two at a time), tokens inner, up to 16 tokens per decoded weight pair; one
+// token alone takes the 256-bit path with EVEX vpdpbusd (half a register would idle).
 template <TensorType kType>
 __attribute__((target(TANDEM_AVX512_TARGET))) void DotTileRowsAvx512(
     const uint8_t* w, int64_t row_bytes, int64_t rows, const TileOperand* a, int n_tokens,
@@ -769,34 +816,11 @@ __attribute__((target(TANDEM_AVX512_TARGET))) void DotTileRowsAvx512(
   }
   thread_local PairedTileTokens paired;
   PairTileTokens(a, n_tokens, n_pairs, kType == TensorType::kQ8_0, &paired);
-  const int n_tp = (n_tokens + 1) / 2;
-  constexpr int kMaxPairs = 8;
-  for (int64_t r = 0; r < rows; ++r) {
-    const uint8_t* row = w + r * row_bytes;
-    float out[2 * kMaxPairs];
-    for (int h0 = 0; h0 < n_tp; h0 += kMaxPairs) {
-      const int np = std::min(kMaxPairs, n_tp - h0);
-      switch (np) {
-#define TANDEM_ROW_PAIRS_CASE(N)                                                     \
-  case N:                                                                           \
-    DotTileRowPairsAvx512<kType, N>(row, paired, h0, n_pairs, out);                 \
-    break;
-        TANDEM_ROW_PAIRS_CASE(1)
-        TANDEM_ROW_PAIRS_CASE(2)
-        TANDEM_ROW_PAIRS_CASE(3)
-        TANDEM_ROW_PAIRS_CASE(4)
-        TANDEM_ROW_PAIRS_CASE(5)
-        TANDEM_ROW_PAIRS_CASE(6)
-        TANDEM_ROW_PAIRS_CASE(7)
-        TANDEM_ROW_PAIRS_CASE(8)
-#undef TANDEM_ROW_PAIRS_CASE
-        default:
-          break;
-      }
-      const int t0 = 2 * h0;
-      for (int k = 0; k < 2 * np && t0 + k < n_tokens; ++k) y[(t0 + k) * y_stride + r] = out[k];
-    }
+  int64_t r = 0;
+  for (; r + 2 <= rows; r += 2) {
+    DotTileRowBlockAvx512<kType, 2>(w + r * row_bytes, row_bytes, paired, n_tokens, n_pairs, y + r, y_stride);
   }
+  if (r < rows) DotTileRowBlockAvx512<kType, 1>(w + r * row_bytes, row_bytes, paired, n_tokens, n_pairs, y + r, y_stride);
 }
 
 // Calls f with the tile type as a compile-time constant.
