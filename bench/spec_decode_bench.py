@@ -4,7 +4,8 @@ decoding). Starts two `tandem serve` on the same model (identical flags, one wit
 --speculative-config), both on all cores but only one benchmarked at a time, and runs
 `tandem bench serve` against them interleaved (A B A B) for each workload and
 concurrency: `quote` (answers repeat their prompt) at concurrency 1 and 8, `random` at
-1 and 16. Greedy (temperature 0). `--endpoint /v1/chat/completions` sends the prompts through
+1 and 16. Greedy (temperature 0); each rep draws new prompts (seed per rep and case, the
+same for both servers), so no rep finds its prompts in a prefix cache. `--endpoint /v1/chat/completions` sends the prompts through
 the chat template (an instruction-tuned model follows the quote workload's instruction
 there; on /v1/completions the default model mostly does not copy a long passage). Prints a Markdown table: output tok/s of each run, the
 ratio ngram / none per pair, and the mean acceptance length of the ngram runs (1 +
@@ -67,14 +68,14 @@ class Server:
         self.p.wait(timeout=60)
 
 
-def run_bench(binary, server, workload, concurrency, args, tmp):
+def run_bench(binary, server, workload, concurrency, args, tmp, seed):
     out = os.path.join(tmp, f"r{time.time_ns()}.json")
     drafts0 = metric(server.url, "vllm:spec_decode_num_drafts_total")
     acc0 = metric(server.url, "vllm:spec_decode_num_accepted_tokens_total")
     cmd = [binary, "bench", "serve", "--base-url", server.url, "--model", "m", "--workload", workload,
            "--num-prompts", str(max(args.num_prompts, concurrency * 2)), "--max-concurrency", str(concurrency),
            "--input-len", str(args.input_len), "--output-len", str(args.output_len), "--temperature", "0",
-           "--seed", "1", "--endpoint", args.endpoint, "--result-file", out]
+           "--seed", str(seed), "--endpoint", args.endpoint, "--result-file", out]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with open(out) as f:
         tput = json.load(f)["output_throughput"]
@@ -110,8 +111,11 @@ def main():
         for case in args.cases.split(","):
             workload, conc = case.split(":")
             for rep in range(args.reps):
-                a, _ = run_bench(args.bin, none, workload, int(conc), args, tmp)
-                b, mal = run_bench(args.bin, ngram, workload, int(conc), args, tmp)
+                # New prompts each rep (the same for both servers of the pair): with one seed
+                # for every rep, later reps would find their prompts in the prefix cache.
+                seed = 1000 * (rep + 1) + int(conc)
+                a, _ = run_bench(args.bin, none, workload, int(conc), args, tmp, seed)
+                b, mal = run_bench(args.bin, ngram, workload, int(conc), args, tmp, seed)
                 mal_text = f"{mal:.2f}" if mal else "no drafts"
                 print(f"| {workload} | {conc} | {rep + 1} | {a:.1f} | {b:.1f} | {b / a:.2f}x | {mal_text} |", flush=True)
     finally:
