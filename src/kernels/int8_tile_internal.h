@@ -1,0 +1,123 @@
+// Pieces the int8 tile files share (int8_tile.cc: scalar and 256-bit kernels;
+// int8_tile_avx512.cc: the AVX-512 VNNI ones); not part of the kernels' public API.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "common/logging.h"
+#include "common/tensor_type.h"
+#include "kernels/dequant.h"
+#include "kernels/int8_tile.h"
+#include "kernels/quant_dot_internal.h"
+
+namespace tandem {
+
+// Pair p of 32-blocks of a stored Q8_0/Q5_0/Q4_0 row as the tile takes it: the values
+// (Q8_0 as int8, Q5_0/Q4_0 as unsigned bytes) and the two fp16 scales.
+template <TensorType kType>
+__attribute__((target("avx2,fma,f16c"))) inline void DecodeWeightPair(const void* w_row, int64_t p,
+                                                                      __m256i* w0, __m256i* w1,
+                                                                      uint16_t* d0, uint16_t* d1) {
+  if constexpr (kType == TensorType::kQ8_0) {
+    const BlockQ8_0* b = static_cast<const BlockQ8_0*>(w_row) + 2 * p;
+    *w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[0].qs));
+    *w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[1].qs));
+    *d0 = b[0].d;
+    *d1 = b[1].d;
+  } else if constexpr (kType == TensorType::kQ5_0) {
+    const BlockQ5_0* b = static_cast<const BlockQ5_0*>(w_row) + 2 * p;
+    const __m256i bit4 = _mm256_set1_epi8(0x10);
+    *w0 =
+        _mm256_or_si256(NibblesToBytes(b[0].qs), _mm256_and_si256(BytesFromBits32(b[0].qh), bit4));
+    *w1 =
+        _mm256_or_si256(NibblesToBytes(b[1].qs), _mm256_and_si256(BytesFromBits32(b[1].qh), bit4));
+    *d0 = b[0].d;
+    *d1 = b[1].d;
+  } else if constexpr (kType == TensorType::kQ4_0) {
+    const BlockQ4_0* b = static_cast<const BlockQ4_0*>(w_row) + 2 * p;
+    *w0 = NibblesToBytes(b[0].qs);
+    *w1 = NibblesToBytes(b[1].qs);
+    *d0 = b[0].d;
+    *d1 = b[1].d;
+  } else {  // Q5_0x2 / Q4_0x2: already in tile order (see BlockQ5_0x2)
+    using Pair = std::conditional_t<kType == TensorType::kQ5_0x2, BlockQ5_0x2, BlockQ4_0x2>;
+    const Pair* b = static_cast<const Pair*>(w_row) + p;
+    const __m256i low = _mm256_set1_epi8(0x0F);
+    const __m256i qs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qs));
+    *w0 = _mm256_and_si256(qs, low);
+    *w1 = _mm256_and_si256(_mm256_srli_epi16(qs, 4), low);
+    if constexpr (kType == TensorType::kQ5_0x2) {
+      int64_t bits;
+      std::memcpy(&bits, b->qh, sizeof(bits));
+      const __m256i qh = _mm256_set1_epi64x(bits);
+      const __m256i bit4 = _mm256_set1_epi8(0x10);
+      *w0 = _mm256_or_si256(
+          *w0, _mm256_and_si256(_mm256_srlv_epi64(qh, _mm256_setr_epi64x(0, 1, 2, 3)), bit4));
+      *w1 = _mm256_or_si256(
+          *w1, _mm256_and_si256(_mm256_sllv_epi64(qh, _mm256_setr_epi64x(4, 3, 2, 1)), bit4));
+    }
+    *d0 = b->d[0];
+    *d1 = b->d[1];
+  }
+}
+
+// Q5_0x2 and Q4_0x2 pairs are stored in tile order; the file types are reordered.
+template <TensorType kType>
+constexpr bool kStoredInTileOrder = kType == TensorType::kQ5_0x2 || kType == TensorType::kQ4_0x2;
+
+// Bytes of one pair of 32-blocks as stored.
+template <TensorType kType>
+constexpr int64_t kStoredPairBytes = kType == TensorType::kQ8_0     ? 2 * sizeof(BlockQ8_0)
+                                     : kType == TensorType::kQ5_0   ? 2 * sizeof(BlockQ5_0)
+                                     : kType == TensorType::kQ4_0   ? 2 * sizeof(BlockQ4_0)
+                                     : kType == TensorType::kQ5_0x2 ? sizeof(BlockQ5_0x2)
+                                                                    : sizeof(BlockQ4_0x2);
+
+// [d0 d1 d0 d1 d0 d1 d0 d1] from two fp16 scales: one conversion, one permute.
+__attribute__((target("avx2,fma,f16c"))) inline __m256 PairScaleLanes(uint16_t d0, uint16_t d1) {
+  const __m128 both =
+      _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(d0 | (static_cast<uint32_t>(d1) << 16))));
+  return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(both),
+                                  _mm256_setr_epi32(0, 1, 0, 1, 0, 1, 0, 1));
+}
+
+// Two blocks in natural order -> the pair's two 32-byte halves in tile order.
+__attribute__((target("avx2"))) inline void ToTileOrder(__m256i* w0, __m256i* w1) {
+  const __m256i lo = _mm256_unpacklo_epi32(*w0, *w1), hi = _mm256_unpackhi_epi32(*w0, *w1);
+  *w0 = lo;
+  *w1 = hi;
+}
+
+// Calls f with the tile type as a compile-time constant.
+template <typename F>
+decltype(auto) WithTileType(TensorType type, F&& f) {
+  switch (type) {
+    case TensorType::kQ8_0:
+      return f(std::integral_constant<TensorType, TensorType::kQ8_0>{});
+    case TensorType::kQ5_0:
+      return f(std::integral_constant<TensorType, TensorType::kQ5_0>{});
+    case TensorType::kQ4_0:
+      return f(std::integral_constant<TensorType, TensorType::kQ4_0>{});
+    case TensorType::kQ5_0x2:
+      return f(std::integral_constant<TensorType, TensorType::kQ5_0x2>{});
+    case TensorType::kQ4_0x2:
+      return f(std::integral_constant<TensorType, TensorType::kQ4_0x2>{});
+    default:
+      TANDEM_CHECK(false) << "no int8 tile for type " << static_cast<int>(type);
+      return f(std::integral_constant<TensorType, TensorType::kQ8_0>{});
+  }
+}
+
+// The AVX-512 VNNI kernels (int8_tile_avx512.cc), for a CPU at the avx512 level.
+// DotTileRows for n_tokens >= 2.
+void DotTileRowsAvx512(TensorType type, const uint8_t* w, int64_t row_bytes, int64_t rows,
+                       const TileOperand* a, int n_tokens, int64_t n_pairs, float* y, int64_t y_stride);
+// DotInt8Tile4x4 (offset 0: signed Q8_0 weights).
+void DotInt8Tile4x4Avx512(int offset, const TileOperand w[4], const TileOperand a[4], int64_t n_pairs,
+                          float out[4][4]);
+
+}  // namespace tandem
