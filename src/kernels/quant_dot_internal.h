@@ -1,10 +1,12 @@
-// Pieces shared by the quant_dot*.cc files (not part of the kernels' public API).
+// Pieces shared by the quant_dot*.cc and int8_tile*.cc files (not part of the kernels'
+// public API).
 #pragma once
 
 #include <immintrin.h>
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "common/tensor_type.h"
 #include "kernels/dequant.h"
@@ -116,5 +118,87 @@ __attribute__((target(TANDEM_AVX512_TARGET))) inline __m512i NegateWhere(__mmask
                                                                         __m512i x) {
   return _mm512_mask_sub_epi8(x, negative, _mm512_setzero_si512(), x);
 }
+
+// One Q4_K / Q5_K super-block unpacked for the dots: lo[c] / hi[c] the values of
+// sub-blocks 2c / 2c + 1 (0..15, or 0..31 with Q5_K's fifth bit), sc_lo[c] / sc_hi[c]
+// their scales as int16 in every lane, mins16 each sub-block's min twice (one per bsum).
+template <typename Block>
+__attribute__((target("avx2,fma,f16c"))) inline void UnpackQ45_KAvx2(const Block& b, __m256i lo[4],
+                                                                     __m256i hi[4], __m256i sc_lo[4],
+                                                                     __m256i sc_hi[4],
+                                                                     __m256i* mins16) {
+  constexpr bool kFifthBit = std::is_same_v<Block, BlockQ5_K>;
+  const __m256i kLowMask = _mm256_set1_epi8(0x0F);
+  // The 8 six-bit scales and mins (ScaleMinK4's values) unpacked with 32-bit ops:
+  // u[0..1] = scales 0..7, u[2..3] = mins 0..7, one byte each.
+  uint32_t u[4];
+  std::memcpy(u, b.scales, 12);
+  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kTop2 = 0x03030303;
+  u[3] = ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kTop2) << 4);
+  const uint32_t mins_lo = u[1] & kLow6;
+  u[1] = (u[2] & kLow4) | (((u[0] >> 6) & kTop2) << 4);
+  u[2] = mins_lo;
+  u[0] &= kLow6;
+  // Scales as int16 in both 128-bit lanes; sc_lo/sc_hi[c] broadcast scale 2c / 2c + 1.
+  const __m256i scales16 = _mm256_broadcastsi128_si256(
+      _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(u[1]), static_cast<int>(u[0]))));
+  for (int c = 0; c < 4; ++c) {
+    const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c));
+    lo[c] = _mm256_and_si256(packed, kLowMask);
+    hi[c] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), kLowMask);
+    if constexpr (kFifthBit) {
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
+      const __m256i one = _mm256_set1_epi8(1);
+      // Per byte: bit s of qh[l], moved to bit 4 (16-bit shifts stay inside bytes here).
+      lo[c] = _mm256_or_si256(
+          lo[c], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
+      hi[c] = _mm256_or_si256(
+          hi[c], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
+    }
+    sc_lo[c] = _mm256_shuffle_epi8(scales16, _mm256_set1_epi16(static_cast<int16_t>(0x0100 * (4 * c + 1) + 4 * c)));
+    sc_hi[c] = _mm256_shuffle_epi8(scales16, _mm256_set1_epi16(static_cast<int16_t>(0x0100 * (4 * c + 3) + 4 * c + 2)));
+  }
+  // The mins, each twice (one per bsum of 16 values): sum_j m[j] * (bsums[2j] +
+  // bsums[2j+1]) becomes one madd against the 16 bsums.
+  const __m128i m8 = _mm_set_epi32(0, 0, static_cast<int>(u[3]), static_cast<int>(u[2]));
+  *mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+}
+
+// One Q6_K super-block unpacked for the dots: v[4h + k] the 32 values l + 32k of half h
+// (0..63, before the -32), scales[4h + k] their two sub-blocks' scales as int16 (one per
+// 128-bit lane), scales16 the 16 scales.
+__attribute__((target("avx2,fma,f16c"))) inline void UnpackQ6_KAvx2(const BlockQ6_K& b, __m256i v[8],
+                                                                    __m256i scales[8],
+                                                                    __m256i* scales16) {
+  const __m256i low_mask = _mm256_set1_epi8(0x0F);
+  const __m256i two_bits = _mm256_set1_epi8(0x03);
+  // The 256 values (0..63, before the -32) as 8 vectors: half h, values l + 32k.
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t* ql = b.ql + 64 * h;
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
+    const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+    const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+    v[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(ql0, low_mask), _mm256_slli_epi16(_mm256_and_si256(qh, two_bits), 4));
+    v[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(ql1, low_mask),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), two_bits), 4));
+    v[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low_mask),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), two_bits), 4));
+    v[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low_mask),
+                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), two_bits), 4));
+    for (int k = 0; k < 4; ++k) {
+      const int base = 128 * h + 32 * k;  // two sub-blocks of 16: base/16 and base/16 + 1
+      scales[4 * h + k] = _mm256_set_m128i(_mm_set1_epi16(b.scales[base / 16 + 1]),
+                                           _mm_set1_epi16(b.scales[base / 16]));
+    }
+  }
+  *scales16 =
+      _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+}
+
+// The avx512 K-quant dots (quant_dot_avx512.cc), for a CPU at the avx512 level: Q4_K,
+// Q5_K, Q6_K weights x Q8_K rows. 2 * pairs (2 or 4) rows given as pointers, and one row.
+void KQuantDotAvx512(int pairs, TensorType type, const void* w_row, const void* const* a_rows, int64_t n_blocks,
+                     float* out);
+float KQuantDotAvx512One(TensorType type, const void* w_row, const void* a_row, int64_t n_blocks);
 
 }  // namespace tandem
