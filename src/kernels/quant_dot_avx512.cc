@@ -154,15 +154,8 @@ __attribute__((target(TANDEM_AVX512_TARGET))) float DotQ45_KAvx512One(const void
     _mm_prefetch(ahead + 64, _MM_HINT_T0);
     _mm_prefetch(ahead + 128, _MM_HINT_T0);
     const Block& b = w[i];
-    // UnpackQ45_KAvx2's scales and mins.
     uint32_t u[4];
-    std::memcpy(u, b.scales, 12);
-    constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kTop2 = 0x03030303;
-    u[3] = ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kTop2) << 4);
-    const uint32_t mins_lo = u[1] & kLow6;
-    u[1] = (u[2] & kLow4) | (((u[0] >> 6) & kTop2) << 4);
-    u[2] = mins_lo;
-    u[0] &= kLow6;
+    UnpackScalesMinsK4(b.scales, u);
     const __m512i scales16 = _mm512_broadcast_i32x4(
         _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(u[1]), static_cast<int>(u[0]))));
     const __m128i m8 = _mm_set_epi32(0, 0, static_cast<int>(u[3]), static_cast<int>(u[2]));

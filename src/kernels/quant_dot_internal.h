@@ -119,6 +119,18 @@ __attribute__((target(TANDEM_AVX512_TARGET))) inline __m512i NegateWhere(__mmask
   return _mm512_mask_sub_epi8(x, negative, _mm512_setzero_si512(), x);
 }
 
+// The 8 six-bit scales and mins of a Q4_K / Q5_K super-block (ScaleMinK4's values)
+// unpacked with 32-bit ops: u[0..1] = scales 0..7, u[2..3] = mins 0..7, one byte each.
+inline void UnpackScalesMinsK4(const uint8_t scales[12], uint32_t u[4]) {
+  std::memcpy(u, scales, 12);
+  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kTop2 = 0x03030303;
+  u[3] = ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kTop2) << 4);
+  const uint32_t mins_lo = u[1] & kLow6;
+  u[1] = (u[2] & kLow4) | (((u[0] >> 6) & kTop2) << 4);
+  u[2] = mins_lo;
+  u[0] &= kLow6;
+}
+
 // One Q4_K / Q5_K super-block unpacked for the dots: lo[c] / hi[c] the values of
 // sub-blocks 2c / 2c + 1 (0..15, or 0..31 with Q5_K's fifth bit), sc_lo[c] / sc_hi[c]
 // their scales as int16 in every lane, mins16 each sub-block's min twice (one per bsum).
@@ -129,16 +141,8 @@ __attribute__((target("avx2,fma,f16c"))) inline void UnpackQ45_KAvx2(const Block
                                                                      __m256i* mins16) {
   constexpr bool kFifthBit = std::is_same_v<Block, BlockQ5_K>;
   const __m256i kLowMask = _mm256_set1_epi8(0x0F);
-  // The 8 six-bit scales and mins (ScaleMinK4's values) unpacked with 32-bit ops:
-  // u[0..1] = scales 0..7, u[2..3] = mins 0..7, one byte each.
   uint32_t u[4];
-  std::memcpy(u, b.scales, 12);
-  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kTop2 = 0x03030303;
-  u[3] = ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kTop2) << 4);
-  const uint32_t mins_lo = u[1] & kLow6;
-  u[1] = (u[2] & kLow4) | (((u[0] >> 6) & kTop2) << 4);
-  u[2] = mins_lo;
-  u[0] &= kLow6;
+  UnpackScalesMinsK4(b.scales, u);
   // Scales as int16 in both 128-bit lanes; sc_lo/sc_hi[c] broadcast scale 2c / 2c + 1.
   const __m256i scales16 = _mm256_broadcastsi128_si256(
       _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(u[1]), static_cast<int>(u[0]))));
