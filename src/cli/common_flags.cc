@@ -1,6 +1,5 @@
 #include "cli/common_flags.h"
 
-
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <iostream>

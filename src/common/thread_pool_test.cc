@@ -6,6 +6,7 @@
 #include <atomic>
 #include <mutex>
 #include <set>
+#include <thread>
 
 namespace tandem {
 namespace {
@@ -18,8 +19,12 @@ TEST(ThreadPool, ZeroThreadsMeansOnePerCoreAvailable) {
   EXPECT_EQ(ThreadPool(0).num_threads(), CoresAvailable());
   EXPECT_EQ(ThreadPool(-1).num_threads(), CoresAvailable());
   EXPECT_EQ(ThreadPool(3).num_threads(), 3);
-  // With an affinity list and no count: one thread per listed core.
-  EXPECT_EQ(ThreadPool(0, {0, 0}).num_threads(), 2);
+  // With an affinity list and no count: one thread per listed core. (On a thread of its
+  // own: the pool pins the thread that makes it.)
+  int pinned = 0;
+  std::thread([&] { pinned = ThreadPool(0, {0, 0}).num_threads(); }).join();
+  EXPECT_EQ(pinned, 2);
+  EXPECT_EQ(CoresAvailable(), CPU_COUNT(&set));
 }
 
 TEST(ThreadPool, ParallelForCoversTheRangeOnEveryThread) {
