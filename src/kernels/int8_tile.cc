@@ -602,12 +602,13 @@ void DotTileRows(TensorType type, const void* w, int64_t row_bytes, int64_t rows
     constexpr TensorType kType = decltype(t)::value;
     switch (kernel) {
       case Int8Kernel::kAvx512Vnni:
-        if (n_tokens > 1) return DotTileRowsAvx512(type, base, row_bytes, rows, a, n_tokens, n_pairs, y, y_stride);
-        // One token: the 256-bit path with EVEX vpdpbusd (half a zmm register would idle).
-        for (int64_t r = 0; r < rows; ++r) {
-          y[r] = DotTileRowAvx2<kType, VnniForm::kEvex>(base + r * row_bytes, a[0], n_pairs);
+        if (n_tokens == 1) {  // the 256-bit path with EVEX vpdpbusd (half a zmm would idle)
+          for (int64_t r = 0; r < rows; ++r) {
+            y[r] = DotTileRowAvx2<kType, VnniForm::kEvex>(base + r * row_bytes, a[0], n_pairs);
+          }
+          return;
         }
-        return;
+        return DotTileRowsAvx512(type, base, row_bytes, rows, a, n_tokens, n_pairs, y, y_stride);
       case Int8Kernel::kAvxVnni:
         return DotTileRowsAvx2<kType, VnniForm::kVex>(base, row_bytes, rows, a, n_tokens, n_pairs,
                                                        y, y_stride);

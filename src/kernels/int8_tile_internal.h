@@ -113,7 +113,7 @@ decltype(auto) WithTileType(TensorType type, F&& f) {
 }
 
 // The AVX-512 VNNI kernels (int8_tile_avx512.cc), for a CPU at the avx512 level.
-// DotTileRows for n_tokens >= 2.
+// DotTileRows for n_tokens != 1 (0: nothing).
 void DotTileRowsAvx512(TensorType type, const uint8_t* w, int64_t row_bytes, int64_t rows,
                        const TileOperand* a, int n_tokens, int64_t n_pairs, float* y, int64_t y_stride);
 // DotInt8Tile4x4 (offset 0: signed Q8_0 weights).

@@ -500,6 +500,23 @@ TEST(MatMulTest, Int8TypesWithOddBlockCountsMatchReference) {
   }
 }
 
+// No tokens (a step whose sequences need no logits): nothing is read or written, on
+// every path (the LM head's row path at avx512 once read a token that was not there).
+TEST(MatMulTest, NoTokensIsANoOp) {
+  std::mt19937 rng(9);
+  for (TensorType type : {TensorType::kQ8_0, TensorType::kQ5_0, TensorType::kQ4_0, TensorType::kQ4_K,
+                          TensorType::kQ6_K, TensorType::kF16}) {
+    for (int64_t rows : {int64_t{9}, int64_t{8192}}) {  // 8192 x 1024 Q8_0: a "large" matrix
+      const int64_t cols = 1024;
+      std::vector<uint8_t> data = RandomRow(type, rows * cols, rng);
+      WeightMatrix w{type, data.data(), rows, cols, *RowBytes(type, cols)};
+      float sentinel = 7.0f;
+      MatMul(w, nullptr, 0, &sentinel, nullptr);
+      EXPECT_EQ(sentinel, 7.0f) << TraitsOf(type).name;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tandem
 
