@@ -1,10 +1,16 @@
 // `tandem`: one binary, many subcommands. Parses flags and dispatches; no logic here.
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <iostream>
 
 #include "cli/commands.h"
 
 int main(int argc, char** argv) {
+  // A write to a socket whose peer is gone fails with EPIPE instead of killing the process:
+  // Gloo writes with plain writev, so an expert-parallel rank that lost a peer died of
+  // SIGPIPE before it could fail its requests (Asio's sockets already send MSG_NOSIGNAL).
+  // Children started by the process supervisor get the default action back.
+  std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"Tandem: LLM serving with prefill/decode disaggregation and a KV-cache pool"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "tandem 0.1.0");

@@ -122,6 +122,7 @@ StatusOr<pid_t> ProcessSupervisor::Spawn(const std::string& name,
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
+    signal(SIGPIPE, SIG_DFL);  // tandem ignores it (cli/main.cc); an ignored signal survives exec
     if (options.stop_with_supervisor) {
       prctl(PR_SET_PDEATHSIG, SIGTERM);
       if (getppid() != parent) _exit(127);  // the supervisor died before prctl
