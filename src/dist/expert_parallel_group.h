@@ -10,13 +10,20 @@
 // `address`, publishes it, and connects to every other rank (a full mesh). A rank that
 // starts first waits, logging, up to `join_timeout`.
 //
-// Failure: Gloo reports a lost peer or a collective past `timeout` by an exception; it
-// is caught here, becomes status() (Unavailable) and every later call fails at once.
-// The rank then closes its connections, so the ranks waiting on it fail too, and starts
-// re-forming the group in the background: every rank takes a new ticket at the store
-// (the restarted rank too; a restarted rank 0 serves a new store), and the ranks of the
-// next generation connect a new mesh. TryResume, called by the engine loop between
-// steps, installs it, so every rank starts the new generation at the same collective.
+// Failure: a lost peer is seen by the group's PeerWatch (dist/peer_watch.h: a plain
+// connection to every rank, which closes when the rank's process ends), which aborts
+// the collective in progress; Gloo reports other failures (and a collective past
+// `timeout`) by an exception. Either becomes status() (Unavailable) and every later call
+// fails at once. The rank then closes its connections, so the ranks waiting on it fail
+// too, and starts re-forming the group in the background: every rank takes a new ticket
+// at the store (the restarted rank too; a restarted rank 0 serves a new store), and the
+// ranks of the next generation connect a new mesh. TryResume, called by the engine loop
+// between steps, installs it, so every rank starts the new generation at the same
+// collective.
+//
+// The all-to-alls are this file's own, over Gloo's unbound buffers (point-to-point
+// sends and receives), so that the watch can abort their waits; the step all-reduce is
+// an all-to-all of one value.
 //
 // Thread safety: one thread at a time (the engine loop).
 #pragma once
@@ -26,10 +33,12 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 
 #include "common/status.h"
+#include "dist/peer_watch.h"
 #include "model/expert_exchange.h"
 
 namespace gloo {
@@ -66,23 +75,35 @@ class ExpertParallelGroup final : public ExpertExchange {
   bool TryResume() override;
 
  private:
+  // One formed group: Gloo's mesh and the watch on the same ranks.
+  struct Generation {
+    std::shared_ptr<gloo::Context> context;
+    std::unique_ptr<PeerWatch> watch;
+  };
+
   explicit ExpertParallelGroup(const ExpertParallelOptions& options);
   // Connects to the store, takes a ticket and joins its generation's full mesh.
-  StatusOr<std::shared_ptr<gloo::Context>> Form() const;
+  StatusOr<Generation> Form() const;
   template <typename Fn>
   Status Collective(const char* what, Fn&& fn);
+  // Rank r sends send_bytes[d] bytes (from send + the sum of the ones before) to each
+  // rank d and receives recv_bytes[s] from each rank s, in rank order; throws when a
+  // peer is lost or Gloo fails.
+  void AllToAll(const char* send, std::span<const size_t> send_bytes, char* recv, std::span<const size_t> recv_bytes,
+                uint32_t tag);
 
   const ExpertParallelOptions options_;
   const int rank_, size_;
   std::unique_ptr<RendezvousStoreServer> store_;  // rank 0
   std::shared_ptr<gloo::Context> context_;
+  std::unique_ptr<PeerWatch> watch_;
   uint32_t tag_ = 0;
   Status status_;
   // Re-forming after a failure: the background join and its result.
   std::thread rejoin_;
   std::mutex rejoin_mu_;
   bool rejoin_done_ = false;  // guarded by rejoin_mu_
-  StatusOr<std::shared_ptr<gloo::Context>> rejoined_ = UnavailableError("not re-formed");  // guarded by rejoin_mu_
+  StatusOr<Generation> rejoined_ = UnavailableError("not re-formed");  // guarded by rejoin_mu_
   bool rejoin_given_up_ = false;
   std::atomic<bool> stopping_{false};  // set by the destructor
 };

@@ -1,6 +1,9 @@
 #include "dist/expert_parallel_group.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <functional>
@@ -108,6 +111,58 @@ TEST(ExpertParallelGroupTest, ALostPeerFailsTheNextCollectiveAndEveryLaterOne) {
   EXPECT_FALSE((*g)->status().ok());
   std::vector<int64_t> c(2, 0), rc(2, 0);
   EXPECT_FALSE((*g)->ExchangeCounts(c, rc).ok());  // at once, without the peer
+}
+
+TEST(ExpertParallelGroupTest, APeerKilledInTheMiddleOfATransferFailsTheCollectiveAtOnce) {
+  // Rank 1 (a child process) posts its receive of 64 MiB of rows from rank 0 and is
+  // stopped; rank 0's send then fills the socket and waits to write the rest; rank 1 is
+  // killed. Gloo closes the connection but does not wake a send it had started writing
+  // (its pair fails only the operations it has not started), so without the group's own
+  // peer watch rank 0 would wait out the collective timeout.
+  const uint16_t port = FreePort();
+  constexpr int64_t kRows = 16384, kWidth = 1024;
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(ready[0]);
+    ExpertParallelOptions o{.rank = 1, .size = 2, .store_port = port, .join_timeout = milliseconds(20000),
+                            .timeout = milliseconds(60000)};
+    auto g = ExpertParallelGroup::Join(o);
+    if (!g.ok()) ::_exit(3);
+    std::vector<float> recv(static_cast<size_t>(kRows * kWidth));
+    const int64_t send_rows[2] = {0, 0}, recv_rows[2] = {kRows, 0};
+    if (::write(ready[1], "r", 1) != 1) ::_exit(4);
+    (void)(*g)->ExchangeRows(nullptr, send_rows, recv.data(), recv_rows, kWidth);
+    ::_exit(0);  // not reached: the test kills this process first
+  }
+  ::close(ready[1]);
+  ExpertParallelOptions o{.rank = 0, .size = 2, .store_port = port, .join_timeout = milliseconds(20000),
+                          .timeout = milliseconds(30000)};
+  auto g = ExpertParallelGroup::Join(o);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  char byte = 0;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+  ::close(ready[0]);
+  std::this_thread::sleep_for(milliseconds(300));  // its receive is posted and announced
+  ASSERT_EQ(::kill(child, SIGSTOP), 0);
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(child, &wstatus, WUNTRACED), child);
+  std::thread killer([&] {
+    std::this_thread::sleep_for(milliseconds(500));  // rank 0 is blocked writing by then
+    ::kill(child, SIGKILL);
+  });
+  std::vector<float> send(static_cast<size_t>(kRows * kWidth), 1.0f);
+  const int64_t send_rows[2] = {0, kRows}, recv_rows[2] = {0, 0};
+  Status s = (*g)->ExchangeRows(send.data(), send_rows, nullptr, recv_rows, kWidth);
+  killer.join();
+  ::waitpid(child, &wstatus, 0);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  // Noticed through the lost peer, not by waiting out the 30 s timeout.
+  EXPECT_NE(s.message().find("rank 1 left"), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find("Timed out"), std::string::npos) << s.message();
 }
 
 TEST(ExpertParallelGroupTest, TheGroupReFormsWithARestartedRank) {
