@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <vector>
 
 #include "common/logging.h"
@@ -194,114 +195,206 @@ constexpr int64_t kLargeMatrixBytes = int64_t{8} << 20;
 
 }  // namespace
 
-void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {
-  TANDEM_CHECK(w.valid());
-  // Activation rows are quantized on the pool too when there are many (a prompt chunk):
-  // each token's row is independent, and one thread doing all of them idles the others.
-  auto for_tokens = [&](const auto& one) {
-    if (pool == nullptr || pool->num_threads() == 1 || n_tokens < kMinTokensForParallelQuantize) {
-      for (int64_t t = 0; t < n_tokens; ++t) one(t);
-    } else {
-      pool->ParallelFor(n_tokens, 1, [&](int, int64_t begin, int64_t end) {
-        for (int64_t t = begin; t < end; ++t) one(t);
-      });
+namespace {
+
+// Rows in chunks of whole tiles taken from a shared counter, kChunksPerThread per thread
+// on average: a thread that a busy neighbour on the same core slows down takes fewer
+// chunks instead of holding the others at the end of every MatMul.
+template <typename Rows>
+void ForRows(const WeightMatrix& w, ThreadPool* pool, const Rows& rows) {
+  if (pool == nullptr || pool->num_threads() == 1) {
+    rows(0, w.rows);
+    return;
+  }
+  const int64_t tiles = (w.rows + kTileRows - 1) / kTileRows;
+  const int64_t n_chunks = std::min<int64_t>(tiles, kChunksPerThread * pool->num_threads());
+  const int64_t chunk_rows = (tiles + n_chunks - 1) / n_chunks * kTileRows;
+  std::atomic<int64_t> next{0};
+  pool->ParallelFor(pool->num_threads(), 1, [&](int, int64_t, int64_t) {
+    for (int64_t begin = next.fetch_add(chunk_rows, std::memory_order_relaxed); begin < w.rows;
+         begin = next.fetch_add(chunk_rows, std::memory_order_relaxed)) {
+      rows(begin, std::min(w.rows, begin + chunk_rows));
     }
-  };
-  // Rows in chunks of whole tiles taken from a shared counter, kChunksPerThread per thread
-  // on average: a thread that a busy neighbour on the same core slows down takes fewer
-  // chunks instead of holding the others at the end of every MatMul.
-  auto for_rows = [&](const auto& rows) {
-    if (pool == nullptr || pool->num_threads() == 1) {
-      rows(0, w.rows);
-      return;
-    }
-    const int64_t tiles = (w.rows + kTileRows - 1) / kTileRows;
-    const int64_t n_chunks = std::min<int64_t>(tiles, kChunksPerThread * pool->num_threads());
-    const int64_t chunk_rows = (tiles + n_chunks - 1) / n_chunks * kTileRows;
-    std::atomic<int64_t> next{0};
-    pool->ParallelFor(pool->num_threads(), 1, [&](int, int64_t, int64_t) {
-      for (int64_t begin = next.fetch_add(chunk_rows, std::memory_order_relaxed); begin < w.rows;
-           begin = next.fetch_add(chunk_rows, std::memory_order_relaxed)) {
-        rows(begin, std::min(w.rows, begin + chunk_rows));
-      }
+  });
+}
+
+// Activation rows are prepared on the pool too when there are many (a prompt chunk):
+// each token's row is independent, and one thread doing all of them idles the others.
+template <typename One>
+void ForTokens(int64_t n_tokens, ThreadPool* pool, const One& one) {
+  if (pool == nullptr || pool->num_threads() == 1 || n_tokens < kMinTokensForParallelQuantize) {
+    for (int64_t t = 0; t < n_tokens; ++t) one(t);
+  } else {
+    pool->ParallelFor(n_tokens, 1, [&](int, int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) one(t);
     });
-  };
-  if (HasInt8Tile(w.type) && w.cols % 64 == 0) {
-    // Activations quantized once, by the calling thread, in the tile's layout; the
-    // tile for many tokens, one row at a time (same bits) for a few.
-    thread_local std::vector<int8_t> a_q;
-    thread_local std::vector<float> a_d;
-    thread_local std::vector<int32_t> a_c;
-    const int64_t n_lanes = w.cols / 8;
-    a_q.resize(static_cast<size_t>(n_tokens * w.cols));
-    a_d.resize(static_cast<size_t>(n_tokens * n_lanes));
-    a_c.resize(static_cast<size_t>(n_tokens * n_lanes));
-    const int offset = Int8TileOffset(w.type);
-    // Plain pointers: inside the lambdas, a_q etc. would name the running thread's own
-    // thread_local vectors.
-    int8_t* q_out = a_q.data();
-    float* d_out = a_d.data();
-    int32_t* c_out = a_c.data();
-    for_tokens([&](int64_t t) {
-      PrepareTileActivationRow(x + t * w.cols, w.cols, offset, q_out + t * w.cols,
-                               d_out + t * n_lanes, c_out + t * n_lanes);
-    });
-    const TileActivations a{q_out, d_out, c_out, w.cols};
-    const bool large = w.rows * w.row_bytes >= kLargeMatrixBytes;
-    if (n_tokens >= (large ? MaxTokensForRowsOnLargeMatrices() + 1 : kMinTokensForTiling)) {
-      // The avx512 tile takes the tokens in register pairs, laid out once here.
-      thread_local PairedTileTokens paired_tokens;
-      const PairedTileTokens* paired = nullptr;
-      if (ChosenInt8Kernel() == Int8Kernel::kAvx512Vnni) {
-        std::vector<TileOperand> at(static_cast<size_t>(n_tokens));
-        for (int64_t t = 0; t < n_tokens; ++t) {
-          at[t] = TileOperand{a.q + t * w.cols, a.d_lanes + t * n_lanes, a.corr + t * n_lanes};
-        }
-        PairTileTokens(at.data(), static_cast<int>(n_tokens), w.cols / 64, false, &paired_tokens);
-        paired = &paired_tokens;
-      }
-      for_rows([&](int64_t begin, int64_t end) {
-        MatMulRowsInt8Tiled(w, a, paired, n_tokens, y, begin, end);
-      });
-    } else {
+  }
+}
+
+// The int8 tile kinds (Q8_0, Q5_0, Q4_0): the tile for many tokens, one row at a time
+// (same bits) for a few.
+void MatMulTile(const WeightMatrix& w, const TileActivations& a, int64_t n_tokens, float* y, ThreadPool* pool) {
+  const int64_t n_lanes = w.cols / 8;
+  const bool large = w.rows * w.row_bytes >= kLargeMatrixBytes;
+  if (n_tokens >= (large ? MaxTokensForRowsOnLargeMatrices() + 1 : kMinTokensForTiling)) {
+    // The avx512 tile takes the tokens in register pairs, laid out once here.
+    thread_local PairedTileTokens paired_tokens;
+    const PairedTileTokens* paired = nullptr;
+    if (ChosenInt8Kernel() == Int8Kernel::kAvx512Vnni) {
       std::vector<TileOperand> at(static_cast<size_t>(n_tokens));
       for (int64_t t = 0; t < n_tokens; ++t) {
         at[t] = TileOperand{a.q + t * w.cols, a.d_lanes + t * n_lanes, a.corr + t * n_lanes};
       }
-      for_rows([&](int64_t begin, int64_t end) {
-        DotTileRows(w.type, w.data + begin * w.row_bytes, w.row_bytes, end - begin, at.data(),
-                    static_cast<int>(n_tokens), w.cols / 64, y + begin, w.rows);
-      });
+      PairTileTokens(at.data(), static_cast<int>(n_tokens), w.cols / 64, false, &paired_tokens);
+      paired = &paired_tokens;
+    }
+    ForRows(w, pool, [&](int64_t begin, int64_t end) { MatMulRowsInt8Tiled(w, a, paired, n_tokens, y, begin, end); });
+    return;
+  }
+  std::vector<TileOperand> at(static_cast<size_t>(n_tokens));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    at[t] = TileOperand{a.q + t * w.cols, a.d_lanes + t * n_lanes, a.corr + t * n_lanes};
+  }
+  ForRows(w, pool, [&](int64_t begin, int64_t end) {
+    DotTileRows(w.type, w.data + begin * w.row_bytes, w.row_bytes, end - begin, at.data(), static_cast<int>(n_tokens),
+                w.cols / 64, y + begin, w.rows);
+  });
+}
+
+// Weights with an integer dot against quantized activation rows (quant_dot.h).
+void MatMulQuantized(const WeightMatrix& w, const uint8_t* xq, int64_t a_row_bytes, int64_t n_tokens, float* y,
+                     ThreadPool* pool) {
+  thread_local PairedQ8K paired_q8k;
+  const PairedQ8K* paired = nullptr;
+  if (n_tokens >= 8 && HasPairedQ8KDot(w.type)) {
+    PairQ8KRows(xq, a_row_bytes, static_cast<int>(n_tokens), w.cols / 256, &paired_q8k);
+    paired = &paired_q8k;
+  }
+  ForRows(w, pool, [&](int64_t begin, int64_t end) { MatMulRowsQ8(w, xq, a_row_bytes, paired, n_tokens, y, begin, end); });
+}
+
+}  // namespace
+
+MatMulInput::Kind MatMulInput::KindOf(TensorType type, int64_t cols, int* key) {
+  if (HasInt8Tile(type) && cols % 64 == 0) {
+    *key = Int8TileOffset(type);
+    return Kind::kTile;
+  }
+  const ActivationFormat format = ActivationFormatFor(type);
+  *key = static_cast<int>(format);
+  return format != ActivationFormat::kF32 && HasQ8Dot(type) ? Kind::kQuantized : Kind::kFloat;
+}
+
+bool MatMulInput::Fits(TensorType type, int64_t cols) const {
+  int key = 0;
+  const Kind kind = KindOf(type, cols, &key);
+  return kind == kind_ && key == key_ && cols == cols_;
+}
+
+void MatMulInput::Prepare(TensorType type, int64_t cols, const float* x, int64_t n_tokens, ThreadPool* pool) {
+  kind_ = KindOf(type, cols, &key_);
+  cols_ = cols;
+  n_ = n_tokens;
+  if (kind_ == Kind::kTile) {
+    // The tile's layout: int8 values, scale lanes and corrections per token.
+    const int64_t n_lanes = cols / 8;
+    q_.resize(static_cast<size_t>(n_tokens * cols));
+    d_.resize(static_cast<size_t>(n_tokens * n_lanes));
+    c_.resize(static_cast<size_t>(n_tokens * n_lanes));
+    row_bytes_ = cols;
+    const int offset = key_;
+    // Plain pointers: inside the lambda on a pool thread nothing thread_local is named.
+    int8_t* q = q_.data();
+    float* d = d_.data();
+    int32_t* c = c_.data();
+    ForTokens(n_tokens, pool, [&](int64_t t) {
+      PrepareTileActivationRow(x + t * cols, cols, offset, q + t * cols, d + t * n_lanes, c + t * n_lanes);
+    });
+    return;
+  }
+  // The weight type's partner format (quant_dot.h); kFloat: floats, rounded when the
+  // format rounds (F16 / BF16 weights), else copied.
+  const auto format = static_cast<ActivationFormat>(key_);
+  row_bytes_ = format == ActivationFormat::kF32 ? cols * 4 : ActivationRowBytes(format, cols);
+  bytes_.resize(static_cast<size_t>(n_tokens * row_bytes_));
+  uint8_t* out = bytes_.data();
+  const int64_t rb = row_bytes_;
+  ForTokens(n_tokens, pool, [&](int64_t t) {
+    if (format == ActivationFormat::kF32) {
+      std::memcpy(out + t * rb, x + t * cols, static_cast<size_t>(rb));
+    } else {
+      QuantizeActivations(format, x + t * cols, cols, out + t * rb);
+    }
+  });
+}
+
+void MatMulInput::Gather(const MatMulInput& from, const int64_t* rows, int64_t n) {
+  TANDEM_CHECK(this != &from);
+  kind_ = from.kind_;
+  key_ = from.key_;
+  cols_ = from.cols_;
+  row_bytes_ = from.row_bytes_;
+  n_ = n;
+  if (kind_ == Kind::kTile) {
+    const int64_t n_lanes = cols_ / 8;
+    q_.resize(static_cast<size_t>(n * cols_));
+    d_.resize(static_cast<size_t>(n * n_lanes));
+    c_.resize(static_cast<size_t>(n * n_lanes));
+    for (int64_t i = 0; i < n; ++i) {
+      TANDEM_CHECK(rows[i] >= 0 && rows[i] < from.n_);
+      std::copy_n(&from.q_[rows[i] * cols_], cols_, &q_[i * cols_]);
+      std::copy_n(&from.d_[rows[i] * n_lanes], n_lanes, &d_[i * n_lanes]);
+      std::copy_n(&from.c_[rows[i] * n_lanes], n_lanes, &c_[i * n_lanes]);
     }
     return;
   }
-  // Activations in the weight type's partner format (see quant_dot.h), once per call.
-  const ActivationFormat format = ActivationFormatFor(w.type);
-  thread_local std::vector<uint8_t> xq;
-  if (format != ActivationFormat::kF32) {
-    const int64_t a_row_bytes = ActivationRowBytes(format, w.cols);
-    xq.resize(static_cast<size_t>(n_tokens * a_row_bytes));
-    uint8_t* xq_out = xq.data();  // not xq inside the lambda: it is thread_local
-    for_tokens([&](int64_t t) {
-      QuantizeActivations(format, x + t * w.cols, w.cols, xq_out + t * a_row_bytes);
-    });
-    if (!HasQ8Dot(w.type)) x = reinterpret_cast<const float*>(xq.data());  // rounded floats
+  bytes_.resize(static_cast<size_t>(n * row_bytes_));
+  for (int64_t i = 0; i < n; ++i) {
+    TANDEM_CHECK(rows[i] >= 0 && rows[i] < from.n_);
+    std::copy_n(&from.bytes_[rows[i] * row_bytes_], row_bytes_, &bytes_[i * row_bytes_]);
   }
-  if (HasQ8Dot(w.type)) {
-    const int64_t a_row_bytes = ActivationRowBytes(format, w.cols);
-    const uint8_t* xq_data = xq.data();
-    thread_local PairedQ8K paired_q8k;
-    const PairedQ8K* paired = nullptr;
-    if (n_tokens >= 8 && HasPairedQ8KDot(w.type)) {
-      PairQ8KRows(xq_data, a_row_bytes, static_cast<int>(n_tokens), w.cols / 256, &paired_q8k);
-      paired = &paired_q8k;
+}
+
+void MatMul(const WeightMatrix& w, const MatMulInput& x, int64_t first, int64_t n, float* y, ThreadPool* pool) {
+  TANDEM_CHECK(w.valid());
+  TANDEM_CHECK(x.Fits(w.type, w.cols)) << "a MatMul input prepared for other weights";
+  TANDEM_CHECK(first >= 0 && n >= 0 && first + n <= x.n_);
+  if (n == 0) return;
+  switch (x.kind_) {
+    case MatMulInput::Kind::kTile: {
+      const int64_t n_lanes = w.cols / 8;
+      const TileActivations a{x.q_.data() + first * w.cols, x.d_.data() + first * n_lanes,
+                              x.c_.data() + first * n_lanes, w.cols};
+      MatMulTile(w, a, n, y, pool);
+      return;
     }
-    for_rows([&](int64_t begin, int64_t end) {
-      MatMulRowsQ8(w, xq_data, a_row_bytes, paired, n_tokens, y, begin, end);
-    });
+    case MatMulInput::Kind::kQuantized:
+      MatMulQuantized(w, x.bytes_.data() + first * x.row_bytes_, x.row_bytes_, n, y, pool);
+      return;
+    case MatMulInput::Kind::kFloat: {
+      const auto* xf = reinterpret_cast<const float*>(x.bytes_.data() + first * x.row_bytes_);
+      ForRows(w, pool, [&](int64_t begin, int64_t end) { MatMulRows(w, xf, n, y, begin, end); });
+      return;
+    }
+    case MatMulInput::Kind::kNone:
+      break;
+  }
+  TANDEM_CHECK(false) << "an unprepared MatMul input";
+}
+
+void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {
+  TANDEM_CHECK(w.valid());
+  if (n_tokens == 0) return;
+  int key = 0;
+  if (MatMulInput::KindOf(w.type, w.cols, &key) == MatMulInput::Kind::kFloat &&
+      static_cast<ActivationFormat>(key) == ActivationFormat::kF32) {
+    ForRows(w, pool, [&](int64_t begin, int64_t end) { MatMulRows(w, x, n_tokens, y, begin, end); });
     return;
   }
-  for_rows([&](int64_t begin, int64_t end) { MatMulRows(w, x, n_tokens, y, begin, end); });
+  // Prepared once per call, by the calling thread (on the pool for many tokens).
+  thread_local MatMulInput input;
+  input.Prepare(w.type, w.cols, x, n_tokens, pool);
+  MatMul(w, input, 0, n_tokens, y, pool);
 }
 
 void GetRow(const WeightMatrix& w, int64_t row, float* out) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "common/tensor_type.h"
 
@@ -27,6 +28,41 @@ struct WeightMatrix {
 
 // y[n_tokens, w.rows] = x[n_tokens, w.cols] · Wᵀ. `pool` may be null (single thread).
 void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool);
+
+// Activation rows prepared (quantized) for one kind of weight matrix, so that several
+// MatMuls share one preparation: an MoE layer prepares each token once for the gate and
+// up projections of all its experts, and gathers each expert's rows. MatMul on a
+// prepared input gives the bits MatMul gives on the float rows.
+class MatMulInput {
+ public:
+  // x[n_tokens, cols] prepared for weights of `type`, as MatMul prepares it.
+  void Prepare(TensorType type, int64_t cols, const float* x, int64_t n_tokens, ThreadPool* pool);
+  // Row i = row rows[i] of `from` (another prepared input), for i < n.
+  void Gather(const MatMulInput& from, const int64_t* rows, int64_t n);
+  // Whether MatMul can take this input with weights of `type` and `cols` columns (the
+  // same preparation).
+  bool Fits(TensorType type, int64_t cols) const;
+  int64_t n_tokens() const { return n_; }
+
+ private:
+  friend void MatMul(const WeightMatrix&, const MatMulInput&, int64_t, int64_t, float*, ThreadPool*);
+  friend void MatMul(const WeightMatrix&, const float*, int64_t, float*, ThreadPool*);
+  enum class Kind { kNone, kTile, kQuantized, kFloat };
+  // The preparation weights of `type` take; *key: the tile offset or the activation format.
+  static Kind KindOf(TensorType type, int64_t cols, int* key);
+
+  Kind kind_ = Kind::kNone;
+  int key_ = 0;
+  int64_t cols_ = 0, n_ = 0, row_bytes_ = 0;
+  std::vector<int8_t> q_;       // kTile: cols values per row
+  std::vector<float> d_;        // kTile: cols / 8 scale lanes per row
+  std::vector<int32_t> c_;      // kTile: cols / 8 corrections per row
+  std::vector<uint8_t> bytes_;  // kQuantized: format rows; kFloat: float rows
+};
+
+// y[n, w.rows] = rows [first, first + n) of x · Wᵀ.
+// Preconditions: x.Fits(w.type, w.cols); first + n <= x.n_tokens().
+void MatMul(const WeightMatrix& w, const MatMulInput& x, int64_t first, int64_t n, float* y, ThreadPool* pool);
 
 // Copies row `row` of `w` into out[w.cols] as floats (embedding lookup).
 void GetRow(const WeightMatrix& w, int64_t row, float* out);

@@ -517,6 +517,64 @@ TEST(MatMulTest, NoTokensIsANoOp) {
   }
 }
 
+// A prepared input (MatMulInput: one preparation shared by several MatMuls, rows
+// gathered, a range of rows taken) gives every token the bits MatMul gives its float row;
+// an input prepared for one kind of weights refuses another.
+TEST(MatMulTest, PreparedInputsGiveMatMulsBits) {
+  std::mt19937 rng(17);
+  ThreadPool pool(2);
+  for (TensorType type : {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ8_0,
+                          TensorType::kQ5_0, TensorType::kQ4_0, TensorType::kQ4_K, TensorType::kQ5_K,
+                          TensorType::kQ6_K}) {
+    const int64_t rows = 40, cols = 512, n_tokens = 23;
+    std::vector<uint8_t> data;
+    if (type == TensorType::kF32) {
+      std::vector<float> f = RandomFloats(rows * cols, rng);
+      data.assign(reinterpret_cast<uint8_t*>(f.data()), reinterpret_cast<uint8_t*>(f.data() + f.size()));
+    } else if (type == TensorType::kF16 || type == TensorType::kBF16) {
+      data.resize(rows * cols * 2);
+      std::vector<float> f = RandomFloats(rows * cols, rng);
+      for (int64_t i = 0; i < rows * cols; ++i) {
+        const uint16_t h = type == TensorType::kF16 ? Fp32ToFp16(f[i]) : Fp32ToBf16(f[i]);
+        std::memcpy(&data[i * 2], &h, 2);
+      }
+    } else {
+      data = RandomRow(type, rows * cols, rng);
+    }
+    const WeightMatrix w{type, data.data(), rows, cols, *RowBytes(type, cols)};
+    const std::vector<float> x = RandomFloats(n_tokens * cols, rng);
+    // Rows gathered in another order, some twice: 17 rows (the paired 8-token paths
+    // and a remainder).
+    const std::vector<int64_t> pick = {5, 0, 22, 7, 7, 13, 1, 2, 3, 19, 20, 4, 6, 8, 9, 10, 11};
+    const int64_t n = static_cast<int64_t>(pick.size());
+    std::vector<float> gathered;
+    for (int64_t r : pick) gathered.insert(gathered.end(), x.begin() + r * cols, x.begin() + (r + 1) * cols);
+    MatMulInput all, some;
+    all.Prepare(type, cols, x.data(), n_tokens, &pool);
+    some.Gather(all, pick.data(), n);
+    ASSERT_TRUE(some.Fits(type, cols));
+    ASSERT_EQ(some.n_tokens(), n);
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      std::vector<float> want(n * rows), got(n * rows, -1.0f);
+      MatMul(w, gathered.data(), n, want.data(), p);
+      MatMul(w, some, 0, n, got.data(), p);
+      EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * 4), 0) << TraitsOf(type).name;
+      // A range of rows: rows [9, 17) of the gathered input.
+      std::vector<float> want8(8 * rows), got8(8 * rows, -1.0f);
+      MatMul(w, gathered.data() + 9 * cols, 8, want8.data(), p);
+      MatMul(w, some, 9, 8, got8.data(), p);
+      EXPECT_EQ(std::memcmp(want8.data(), got8.data(), want8.size() * 4), 0) << TraitsOf(type).name;
+    }
+  }
+  MatMulInput q8;
+  std::vector<float> x = RandomFloats(2 * 512, rng);
+  q8.Prepare(TensorType::kQ8_0, 512, x.data(), 2, nullptr);
+  EXPECT_TRUE(q8.Fits(TensorType::kQ8_0, 512));
+  EXPECT_FALSE(q8.Fits(TensorType::kQ4_0, 512));  // another tile offset
+  EXPECT_FALSE(q8.Fits(TensorType::kQ4_K, 512));
+  EXPECT_FALSE(q8.Fits(TensorType::kQ8_0, 256));
+}
+
 }  // namespace
 }  // namespace tandem
 

@@ -115,10 +115,24 @@ void MoeFfn::GroupByExpert(int64_t rows, ExpertOf expert_of, int64_t extra_rows)
   for (int e = 0; e < m.n_expert; ++e) {
     if (expert_begin_[e + 1] > expert_begin_[e]) active_.push_back(e);
   }
-  Grow(xg_, static_cast<size_t>(rows * E));
   Grow(yg_, static_cast<size_t>(rows * E));
   Grow(gate_, static_cast<size_t>(std::max(rows * F, extra_rows * m.n_ff_shexp)));
   Grow(up_, static_cast<size_t>(std::max(rows * F, extra_rows * m.n_ff_shexp)));
+}
+
+void MoeFfn::PrepareGroupInputs(const MoeWeights& w, const float* x, int64_t n, int64_t rows, bool gather) {
+  const int64_t E = c_.n_embd;
+  auto prepare = [&](TensorType type, MatMulInput* in) {
+    if (gather) {
+      tokens_in_.Prepare(type, E, x, n, pool_);
+      in->Gather(tokens_in_, token_of_row_.data(), rows);
+    } else {
+      in->Prepare(type, E, x, rows, pool_);
+    }
+  };
+  prepare(w.gate.all.type, &gate_in_);
+  up_takes_gate_in_ = gate_in_.Fits(w.up.all.type, E);
+  if (!up_takes_gate_in_) prepare(w.up.all.type, &up_in_);
 }
 
 void MoeFfn::RunExperts(const MoeWeights& w) {
@@ -127,12 +141,12 @@ void MoeFfn::RunExperts(const MoeWeights& w) {
   // with more rows do not hold the others up): one pool loop per layer instead of three
   // per expert. With fewer, each expert's rows are split over the pool. A MatMul's bits
   // do not depend on its pool, so both give the same result.
-  const int64_t E = c_.n_embd, F = c_.moe.n_ff_exp;
+  const int64_t F = c_.moe.n_ff_exp, E = c_.n_embd;
   auto run_expert = [&](int e, ThreadPool* pool) {
     TANDEM_CHECK(w.gate.Holds(e)) << "expert " << e << " is not held by this rank";
     const int64_t b = expert_begin_[e], cnt = expert_begin_[e + 1] - b;
-    MatMul(w.gate.At(e), &xg_[b * E], cnt, &gate_[b * F], pool);
-    MatMul(w.up.At(e), &xg_[b * E], cnt, &up_[b * F], pool);
+    MatMul(w.gate.At(e), gate_in_, b, cnt, &gate_[b * F], pool);
+    MatMul(w.up.At(e), up_takes_gate_in_ ? gate_in_ : up_in_, b, cnt, &up_[b * F], pool);
     for (int64_t r = b; r < b + cnt; ++r) SiluMul(&gate_[r * F], &up_[r * F], F);
     MatMul(w.down.At(e), &gate_[b * F], cnt, &yg_[b * E], pool);
   };
@@ -183,8 +197,13 @@ void MoeFfn::AddSharedExpert(const MoeWeights& w, const float* x, int64_t n, flo
   if (!w.shared_gate.valid() || n == 0) return;
   const int64_t E = c_.n_embd, Fs = c_.moe.n_ff_shexp;
   Grow(shared_, static_cast<size_t>(n * E));
-  MatMul(w.shared_gate, x, n, gate_.data(), pool_);
-  MatMul(w.shared_up, x, n, up_.data(), pool_);
+  shared_in_.Prepare(w.shared_gate.type, E, x, n, pool_);
+  MatMul(w.shared_gate, shared_in_, 0, n, gate_.data(), pool_);
+  if (shared_in_.Fits(w.shared_up.type, w.shared_up.cols)) {
+    MatMul(w.shared_up, shared_in_, 0, n, up_.data(), pool_);
+  } else {
+    MatMul(w.shared_up, x, n, up_.data(), pool_);
+  }
   for (int64_t t = 0; t < n; ++t) SiluMul(&gate_[t * Fs], &up_[t * Fs], Fs);
   MatMul(w.shared_down, gate_.data(), n, shared_.data(), pool_);
   for (int64_t t = 0; t < n; ++t) AddInPlace(out + t * E, &shared_[t * E], E);
@@ -196,11 +215,13 @@ void MoeFfn::Run(const MoeWeights& w, const float* x, int64_t n, float* out, Exp
     RunSharded(w, x, n, out, exchange);
     return;
   }
-  const int64_t E = c_.n_embd, k = c_.moe.n_expert_used, pairs = n * k;
+  const int64_t k = c_.moe.n_expert_used, pairs = n * k;
   RouteAll(w, x, n);
   // Group the (token, slot) pairs by expert and gather their inputs.
   GroupByExpert(pairs, [&](int64_t p) { return experts_[p]; }, n);
-  for (int64_t row = 0; row < pairs; ++row) std::copy_n(x + order_[row] / k * E, E, &xg_[row * E]);
+  token_of_row_.resize(static_cast<size_t>(pairs));
+  for (int64_t row = 0; row < pairs; ++row) token_of_row_[row] = order_[row] / k;
+  PrepareGroupInputs(w, x, n, pairs, /*gather=*/true);
   RunExperts(w);
   Combine(yg_.data(), row_of_.data(), n, out);
   AddSharedExpert(w, x, n, out);
@@ -241,7 +262,9 @@ void MoeFfn::RunSharded(const MoeWeights& w, const float* x, int64_t n, float* o
 
   // This rank's experts over every row it received, grouped by expert.
   GroupByExpert(received, [&](int64_t r) { return static_cast<int>(recv_[r * W]); }, n);
+  Grow(xg_, static_cast<size_t>(received * E));
   for (int64_t row = 0; row < received; ++row) std::copy_n(&recv_[order_[row] * W + 1], E, &xg_[row * E]);
+  PrepareGroupInputs(w, xg_.data(), received, received, /*gather=*/false);
   RunExperts(w);
   Grow(back_, static_cast<size_t>(received * E));
   for (int64_t r = 0; r < received; ++r) std::copy_n(&yg_[row_of_[r] * E], E, &back_[r * E]);

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/matmul.h"
 #include "model/expert_exchange.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
@@ -62,10 +63,15 @@ class MoeFfn {
  private:
   void RouteAll(const MoeWeights& w, const float* x, int64_t n);
   // Groups `rows` input rows by expert (expert_of(r)): expert_begin_, order_ (group row
-  // -> input row), row_of_ (input row -> group row), active_; grows xg_ / yg_ / gate_ / up_.
+  // -> input row), row_of_ (input row -> group row), active_; grows yg_ / gate_ / up_.
   template <typename ExpertOf>
   void GroupByExpert(int64_t rows, ExpertOf expert_of, int64_t extra_rows);
-  // yg_ (group order) = every active expert's FFN of its rows of xg_.
+  // gate_in_ (and up_in_ when the up projections take another preparation) = the
+  // group's `rows` input rows prepared for the experts' MatMuls. `gather`: x holds n
+  // tokens, each prepared once and gathered to the rows of token_of_row_; else x holds
+  // the rows themselves (n == rows).
+  void PrepareGroupInputs(const MoeWeights& w, const float* x, int64_t n, int64_t rows, bool gather);
+  // yg_ (group order) = every active expert's FFN of its rows of gate_in_ / up_in_.
   void RunExperts(const MoeWeights& w);
   // out[t] = sum over slots i of weights_[t, i] * y[row[t * k + i]] (rows of n_embd).
   void Combine(const float* y, const int64_t* row, int64_t n, float* out);
@@ -81,7 +87,12 @@ class MoeFfn {
   std::vector<int64_t> expert_begin_;  // [n_expert + 1] start of each expert's group
   std::vector<int> active_;            // experts with at least one token
   std::vector<int64_t> order_;         // [n_tokens * k] (token * k + slot), grouped by expert
-  std::vector<float> xg_;              // [n_tokens * k, n_embd] inputs in group order
+  std::vector<float> xg_;              // [rows, n_embd] received inputs in group order (expert parallel)
+  std::vector<int64_t> token_of_row_;  // [n_tokens * k] the token of each group row
+  MatMulInput tokens_in_;              // [n_tokens] each token prepared once
+  MatMulInput gate_in_, up_in_;        // [rows] the group's inputs prepared for gate / up
+  bool up_takes_gate_in_ = true;       // the up projections take gate_in_
+  MatMulInput shared_in_;              // [n_tokens] prepared for the shared expert's gate / up
   std::vector<float> gate_, up_;       // [n_tokens * k, n_ff_exp] (and the shared expert's)
   std::vector<float> yg_;              // [n_tokens * k, n_embd] expert outputs in group order
   std::vector<int64_t> row_of_;        // [n_tokens * k] group row of (token * k + slot)
