@@ -70,12 +70,15 @@ void MatMulRowsQ8(const WeightMatrix& w, const uint8_t* xq, int64_t a_row_bytes,
     for (int64_t rb = r0; rb < r1; rb += kTileRows) {
       const int64_t nr = std::min(kTileRows, r1 - rb);
       int64_t t = t0;
-      for (; paired != nullptr && t + 8 <= t1; t += 8) {  // avx512, tokens paired once
+      // avx512, tokens paired once: 8 per call, then the rest (1-7; t is even) in one
+      // call of fewer pairs.
+      for (; paired != nullptr && t < t1; t += 8) {
+        const int n = static_cast<int>(std::min<int64_t>(8, t1 - t));
         for (int64_t r = 0; r < nr; ++r) {
           float out[8];
-          VecDotQ8KPaired8(w.type, w.data + (rb + r) * w.row_bytes, *paired, static_cast<int>(t / 2),
-                           out);
-          for (int k = 0; k < 8; ++k) y[(t + k) * w.rows + rb + r] = out[k];
+          VecDotQ8KPaired(w.type, w.data + (rb + r) * w.row_bytes, *paired, static_cast<int>(t / 2), (n + 1) / 2,
+                          out);
+          for (int k = 0; k < n; ++k) y[(t + k) * w.rows + rb + r] = out[k];
         }
       }
       for (; multi && t + 8 <= t1; t += 8) {
@@ -266,7 +269,7 @@ void MatMulQuantized(const WeightMatrix& w, const uint8_t* xq, int64_t a_row_byt
                      ThreadPool* pool) {
   thread_local PairedQ8K paired_q8k;
   const PairedQ8K* paired = nullptr;
-  if (n_tokens >= 8 && HasPairedQ8KDot(w.type)) {
+  if (n_tokens >= 2 && HasPairedQ8KDot(w.type)) {
     PairQ8KRows(xq, a_row_bytes, static_cast<int>(n_tokens), w.cols / 256, &paired_q8k);
     paired = &paired_q8k;
   }

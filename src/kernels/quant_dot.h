@@ -82,6 +82,9 @@ void PairQ8KRows(const uint8_t* rows, int64_t row_bytes, int n_tokens, int64_t n
 // out[k] = VecDotQ8(type, w_row, token 2 * h0 + k), k < 8, the same bits.
 // Preconditions: HasPairedQ8KDot(type); h0 + 4 <= a.n_token_pairs.
 void VecDotQ8KPaired8(TensorType type, const void* w_row, const PairedQ8K& a, int h0, float out[8]);
+// The same for n_pairs (1..4) token pairs: out[k], k < 2 * n_pairs (a last odd token's
+// pair repeats it). Preconditions: HasPairedQ8KDot(type); h0 + n_pairs <= a.n_token_pairs.
+void VecDotQ8KPaired(TensorType type, const void* w_row, const PairedQ8K& a, int h0, int n_pairs, float* out);
 
 // The scalar references (exposed for tests).
 float VecDotQ8Reference(TensorType type, const void* w_row, const void* a_row, int64_t cols);

@@ -287,12 +287,34 @@ void PairQ8KRows(const uint8_t* rows, int64_t row_bytes, int n_tokens, int64_t n
   }
 }
 
+namespace {
+
+template <int NP>
+void DotPairedQ8K(TensorType type, const void* w_row, const PairedQ8KView& v, int64_t n_blocks, float* out) {
+  if (type == TensorType::kQ4_K) return DotQ45_KAvx512<NP, BlockQ4_K>(w_row, v, n_blocks, out);
+  if (type == TensorType::kQ5_K) return DotQ45_KAvx512<NP, BlockQ5_K>(w_row, v, n_blocks, out);
+  DotQ6_KAvx512<NP>(w_row, v, n_blocks, out);
+}
+
+}  // namespace
+
 void VecDotQ8KPaired8(TensorType type, const void* w_row, const PairedQ8K& a, int h0, float out[8]) {
-  TANDEM_CHECK(HasPairedQ8KDot(type) && h0 + 4 <= a.n_token_pairs);
+  VecDotQ8KPaired(type, w_row, a, h0, 4, out);
+}
+
+void VecDotQ8KPaired(TensorType type, const void* w_row, const PairedQ8K& a, int h0, int n_pairs, float* out) {
+  TANDEM_CHECK(HasPairedQ8KDot(type) && n_pairs >= 1 && n_pairs <= 4 && h0 + n_pairs <= a.n_token_pairs);
   const PairedQ8KView v{a.data.data() + h0 * a.n_blocks * kPairedQ8KRecordBytes, a.n_blocks};
-  if (type == TensorType::kQ4_K) return DotQ45_KAvx512<4, BlockQ4_K>(w_row, v, a.n_blocks, out);
-  if (type == TensorType::kQ5_K) return DotQ45_KAvx512<4, BlockQ5_K>(w_row, v, a.n_blocks, out);
-  DotQ6_KAvx512<4>(w_row, v, a.n_blocks, out);
+  switch (n_pairs) {
+    case 1:
+      return DotPairedQ8K<1>(type, w_row, v, a.n_blocks, out);
+    case 2:
+      return DotPairedQ8K<2>(type, w_row, v, a.n_blocks, out);
+    case 3:
+      return DotPairedQ8K<3>(type, w_row, v, a.n_blocks, out);
+    default:
+      return DotPairedQ8K<4>(type, w_row, v, a.n_blocks, out);
+  }
 }
 
 }  // namespace tandem

@@ -144,6 +144,18 @@ TEST(QuantDotTest, FourRowDotEqualsSingleRowDotBitForBit) {
               << TraitsOf(type).name << " paired, token " << 2 * h0 + k;
         }
       }
+      // Fewer pairs per call (a MatMul's last 1-7 tokens), the last pair of the nine
+      // holding token 8 twice.
+      for (int np = 1; np <= 4; ++np) {
+        for (int h0 = 0; h0 + np <= 5; ++h0) {
+          VecDotQ8KPaired(type, w.data(), paired, h0, np, out8);
+          for (int k = 0; k < 2 * np; ++k) {
+            const int t = std::min(2 * h0 + k, 8);
+            EXPECT_EQ(out8[k], VecDotQ8(type, w.data(), nine.data() + t * row_bytes, n))
+                << TraitsOf(type).name << " " << np << " pairs from " << h0 << ", token " << 2 * h0 + k;
+          }
+        }
+      }
     }
   }
 }
