@@ -288,6 +288,11 @@ MatMulInput::Kind MatMulInput::KindOf(TensorType type, int64_t cols, int* key) {
   return format != ActivationFormat::kF32 && HasQ8Dot(type) ? Kind::kQuantized : Kind::kFloat;
 }
 
+bool MatMulInput::NeedsPreparation(TensorType type, int64_t cols) {
+  int key = 0;
+  return KindOf(type, cols, &key) != Kind::kFloat || static_cast<ActivationFormat>(key) != ActivationFormat::kF32;
+}
+
 bool MatMulInput::Fits(TensorType type, int64_t cols) const {
   int key = 0;
   const Kind kind = KindOf(type, cols, &key);
@@ -388,9 +393,7 @@ void MatMul(const WeightMatrix& w, const MatMulInput& x, int64_t first, int64_t 
 void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {
   TANDEM_CHECK(w.valid());
   if (n_tokens == 0) return;
-  int key = 0;
-  if (MatMulInput::KindOf(w.type, w.cols, &key) == MatMulInput::Kind::kFloat &&
-      static_cast<ActivationFormat>(key) == ActivationFormat::kF32) {
+  if (!MatMulInput::NeedsPreparation(w.type, w.cols)) {
     ForRows(w, pool, [&](int64_t begin, int64_t end) { MatMulRows(w, x, n_tokens, y, begin, end); });
     return;
   }
@@ -398,6 +401,25 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
   thread_local MatMulInput input;
   input.Prepare(w.type, w.cols, x, n_tokens, pool);
   MatMul(w, input, 0, n_tokens, y, pool);
+}
+
+void MatMulSameInput(std::initializer_list<std::pair<const WeightMatrix*, float*>> products, const float* x,
+                     int64_t n_tokens, ThreadPool* pool) {
+  constexpr size_t kMaxInputs = 4;
+  thread_local MatMulInput inputs[kMaxInputs];
+  size_t prepared = 0;
+  for (const auto& [w, y] : products) {
+    TANDEM_CHECK(w->valid());
+    const bool plain = !MatMulInput::NeedsPreparation(w->type, w->cols);
+    size_t j = 0;
+    while (j < prepared && !inputs[j].Fits(w->type, w->cols)) ++j;
+    if (plain || (j == prepared && prepared == kMaxInputs)) {
+      MatMul(*w, x, n_tokens, y, pool);
+      continue;
+    }
+    if (j == prepared) inputs[prepared++].Prepare(w->type, w->cols, x, n_tokens, pool);
+    MatMul(*w, inputs[j], 0, n_tokens, y, pool);
+  }
 }
 
 void GetRow(const WeightMatrix& w, int64_t row, float* out) {

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <utility>
 #include <vector>
 
 #include "common/tensor_type.h"
@@ -43,10 +45,11 @@ class MatMulInput {
   // same preparation).
   bool Fits(TensorType type, int64_t cols) const;
   int64_t n_tokens() const { return n_; }
+  // False when MatMul reads the float rows as they are (F32 weights): nothing to share.
+  static bool NeedsPreparation(TensorType type, int64_t cols);
 
  private:
   friend void MatMul(const WeightMatrix&, const MatMulInput&, int64_t, int64_t, float*, ThreadPool*);
-  friend void MatMul(const WeightMatrix&, const float*, int64_t, float*, ThreadPool*);
   enum class Kind { kNone, kTile, kQuantized, kFloat };
   // The preparation weights of `type` take; *key: the tile offset or the activation format.
   static Kind KindOf(TensorType type, int64_t cols, int* key);
@@ -59,6 +62,12 @@ class MatMulInput {
   std::vector<int32_t> c_;      // kTile: cols / 8 corrections per row
   std::vector<uint8_t> bytes_;  // kQuantized: format rows; kFloat: float rows
 };
+
+// Several matrices over the same input: for each (w, y), y = x · wᵀ, with x prepared once
+// per distinct preparation (the attention's q, k and v projections; the FFN's gate and
+// up). The same bits as one MatMul each.
+void MatMulSameInput(std::initializer_list<std::pair<const WeightMatrix*, float*>> products, const float* x,
+                     int64_t n_tokens, ThreadPool* pool);
 
 // y[n, w.rows] = rows [first, first + n) of x · Wᵀ.
 // Preconditions: x.Fits(w.type, w.cols); first + n <= x.n_tokens().

@@ -578,6 +578,38 @@ TEST(MatMulTest, PreparedInputsGiveMatMulsBits) {
       EXPECT_EQ(std::memcmp(want8.data(), got8.data(), want8.size() * 4), 0) << TraitsOf(type).name;
     }
   }
+  // Several matrices over one input (q, k, v; gate, up), some sharing a preparation,
+  // one in another kind, one read as floats: each output as its own MatMul's.
+  {
+    const int64_t cols = 512, n_tokens = 11;
+    const TensorType types[] = {TensorType::kQ5_0, TensorType::kQ4_K, TensorType::kQ5_0, TensorType::kF32,
+                                TensorType::kQ6_K};
+    std::vector<std::vector<uint8_t>> data;
+    std::vector<WeightMatrix> ws;
+    for (TensorType type : types) {
+      const int64_t rows = 24;
+      if (type == TensorType::kF32) {
+        std::vector<float> f = RandomFloats(rows * cols, rng);
+        data.emplace_back(reinterpret_cast<uint8_t*>(f.data()), reinterpret_cast<uint8_t*>(f.data() + f.size()));
+      } else {
+        data.push_back(RandomRow(type, rows * cols, rng));
+      }
+      ws.push_back(WeightMatrix{type, data.back().data(), rows, cols, *RowBytes(type, cols)});
+    }
+    const std::vector<float> x = RandomFloats(n_tokens * cols, rng);
+    std::vector<std::vector<float>> want(ws.size(), std::vector<float>(n_tokens * 24));
+    std::vector<std::vector<float>> got(ws.size(), std::vector<float>(n_tokens * 24, -1.0f));
+    for (size_t i = 0; i < ws.size(); ++i) MatMul(ws[i], x.data(), n_tokens, want[i].data(), &pool);
+    MatMulSameInput({{&ws[0], got[0].data()},
+                     {&ws[1], got[1].data()},
+                     {&ws[2], got[2].data()},
+                     {&ws[3], got[3].data()},
+                     {&ws[4], got[4].data()}},
+                    x.data(), n_tokens, &pool);
+    for (size_t i = 0; i < ws.size(); ++i) {
+      EXPECT_EQ(std::memcmp(want[i].data(), got[i].data(), want[i].size() * 4), 0) << TraitsOf(types[i]).name;
+    }
+  }
   MatMulInput q8;
   std::vector<float> x = RandomFloats(2 * 512, rng);
   q8.Prepare(TensorType::kQ8_0, 512, x.data(), 2, nullptr);

@@ -109,9 +109,7 @@ void Forward::Block(int il, const std::vector<ForwardSequence>& batch) {
   if (c_.mla) {
     MlaAttention(il, batch);  // xn_ -> proj_
   } else {
-    MatMul(l.wq, xn_.data(), n, q_.data(), pool_);
-    MatMul(l.wk, xn_.data(), n, k_.data(), pool_);
-    MatMul(l.wv, xn_.data(), n, v_.data(), pool_);
+    MatMulSameInput({{&l.wq, q_.data()}, {&l.wk, k_.data()}, {&l.wv, v_.data()}}, xn_.data(), n, pool_);
     Attention(il, batch);
     MatMul(l.wo, att_.data(), n, proj_.data(), pool_);
   }
@@ -126,8 +124,7 @@ void Forward::Block(int il, const std::vector<ForwardSequence>& batch) {
   if (c_.layer_is_moe(il)) {
     moe_.Run(l.moe, xn_.data(), n, proj_.data(), il < c_.n_layers ? exchange_ : nullptr);
   } else {
-    MatMul(l.ffn_gate, xn_.data(), n, gate_.data(), pool_);
-    MatMul(l.ffn_up, xn_.data(), n, up_.data(), pool_);
+    MatMulSameInput({{&l.ffn_gate, gate_.data()}, {&l.ffn_up, up_.data()}}, xn_.data(), n, pool_);
     const int64_t F = c_.n_ff;
     ForRows(pool_, n, 1, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {

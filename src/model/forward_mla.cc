@@ -74,19 +74,18 @@ void Forward::MlaAttention(int il, const std::vector<ForwardSequence>& batch) {
 
   // Queries and the latent.
   Grow(mla_q_, static_cast<size_t>(n * H * qh));
+  Grow(mla_kv_, static_cast<size_t>(n * kw));
   if (m.q_lora_rank > 0) {
     Grow(mla_qa_, static_cast<size_t>(n * m.q_lora_rank));
-    MatMul(w.q_a, xn_.data(), n, mla_qa_.data(), pool_);
+    MatMulSameInput({{&w.q_a, mla_qa_.data()}, {&w.kv_a, mla_kv_.data()}}, xn_.data(), n, pool_);
     for (int64_t i = 0; i < n; ++i) {
       float* qa = &mla_qa_[i * m.q_lora_rank];
       RmsNorm(qa, w.q_a_norm.data(), qa, m.q_lora_rank, c_.rms_eps);
     }
     MatMul(w.q_b, mla_qa_.data(), n, mla_q_.data(), pool_);
   } else {
-    MatMul(l.wq, xn_.data(), n, mla_q_.data(), pool_);
+    MatMulSameInput({{&l.wq, mla_q_.data()}, {&w.kv_a, mla_kv_.data()}}, xn_.data(), n, pool_);
   }
-  Grow(mla_kv_, static_cast<size_t>(n * kw));
-  MatMul(w.kv_a, xn_.data(), n, mla_kv_.data(), pool_);
 
   // RoPE on q_pe (into the absorbed queries' tails) and k_pe, the latent normed, and the
   // K row into each sequence's store.

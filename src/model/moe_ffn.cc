@@ -197,13 +197,7 @@ void MoeFfn::AddSharedExpert(const MoeWeights& w, const float* x, int64_t n, flo
   if (!w.shared_gate.valid() || n == 0) return;
   const int64_t E = c_.n_embd, Fs = c_.moe.n_ff_shexp;
   Grow(shared_, static_cast<size_t>(n * E));
-  shared_in_.Prepare(w.shared_gate.type, E, x, n, pool_);
-  MatMul(w.shared_gate, shared_in_, 0, n, gate_.data(), pool_);
-  if (shared_in_.Fits(w.shared_up.type, w.shared_up.cols)) {
-    MatMul(w.shared_up, shared_in_, 0, n, up_.data(), pool_);
-  } else {
-    MatMul(w.shared_up, x, n, up_.data(), pool_);
-  }
+  MatMulSameInput({{&w.shared_gate, gate_.data()}, {&w.shared_up, up_.data()}}, x, n, pool_);
   for (int64_t t = 0; t < n; ++t) SiluMul(&gate_[t * Fs], &up_[t * Fs], Fs);
   MatMul(w.shared_down, gate_.data(), n, shared_.data(), pool_);
   for (int64_t t = 0; t < n; ++t) AddInPlace(out + t * E, &shared_[t * E], E);

@@ -92,7 +92,6 @@ class MoeFfn {
   MatMulInput tokens_in_;              // [n_tokens] each token prepared once
   MatMulInput gate_in_, up_in_;        // [rows] the group's inputs prepared for gate / up
   bool up_takes_gate_in_ = true;       // the up projections take gate_in_
-  MatMulInput shared_in_;              // [n_tokens] prepared for the shared expert's gate / up
   std::vector<float> gate_, up_;       // [n_tokens * k, n_ff_exp] (and the shared expert's)
   std::vector<float> yg_;              // [n_tokens * k, n_embd] expert outputs in group order
   std::vector<int64_t> row_of_;        // [n_tokens * k] group row of (token * k + slot)
