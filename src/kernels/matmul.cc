@@ -299,19 +299,30 @@ bool MatMulInput::Fits(TensorType type, int64_t cols) const {
   return kind == kind_ && key == key_ && cols == cols_;
 }
 
+void MatMulInput::Resize(int64_t n) {
+  n_ = n;
+  if (kind_ == Kind::kTile) {  // int8 values, scale lanes and corrections per row
+    q_.resize(static_cast<size_t>(n * cols_));
+    d_.resize(static_cast<size_t>(n * cols_ / 8));
+    c_.resize(static_cast<size_t>(n * cols_ / 8));
+  } else {
+    bytes_.resize(static_cast<size_t>(n * row_bytes_));
+  }
+}
+
 void MatMulInput::Prepare(TensorType type, int64_t cols, const float* x, int64_t n_tokens, ThreadPool* pool) {
   kind_ = KindOf(type, cols, &key_);
   cols_ = cols;
-  n_ = n_tokens;
+  // kTile: the tile's layout; else the weight type's partner format (quant_dot.h), or
+  // floats, rounded when the format rounds (F16 / BF16 weights), else copied.
+  const auto format = static_cast<ActivationFormat>(key_);
+  row_bytes_ = kind_ == Kind::kTile                 ? cols
+               : format == ActivationFormat::kF32 ? cols * 4
+                                                  : ActivationRowBytes(format, cols);
+  Resize(n_tokens);
   if (kind_ == Kind::kTile) {
-    // The tile's layout: int8 values, scale lanes and corrections per token.
     const int64_t n_lanes = cols / 8;
-    q_.resize(static_cast<size_t>(n_tokens * cols));
-    d_.resize(static_cast<size_t>(n_tokens * n_lanes));
-    c_.resize(static_cast<size_t>(n_tokens * n_lanes));
-    row_bytes_ = cols;
     const int offset = key_;
-    // Plain pointers: inside the lambda on a pool thread nothing thread_local is named.
     int8_t* q = q_.data();
     float* d = d_.data();
     int32_t* c = c_.data();
@@ -320,11 +331,6 @@ void MatMulInput::Prepare(TensorType type, int64_t cols, const float* x, int64_t
     });
     return;
   }
-  // The weight type's partner format (quant_dot.h); kFloat: floats, rounded when the
-  // format rounds (F16 / BF16 weights), else copied.
-  const auto format = static_cast<ActivationFormat>(key_);
-  row_bytes_ = format == ActivationFormat::kF32 ? cols * 4 : ActivationRowBytes(format, cols);
-  bytes_.resize(static_cast<size_t>(n_tokens * row_bytes_));
   uint8_t* out = bytes_.data();
   const int64_t rb = row_bytes_;
   ForTokens(n_tokens, pool, [&](int64_t t) {
@@ -342,12 +348,9 @@ void MatMulInput::Gather(const MatMulInput& from, const int64_t* rows, int64_t n
   key_ = from.key_;
   cols_ = from.cols_;
   row_bytes_ = from.row_bytes_;
-  n_ = n;
+  Resize(n);
   if (kind_ == Kind::kTile) {
     const int64_t n_lanes = cols_ / 8;
-    q_.resize(static_cast<size_t>(n * cols_));
-    d_.resize(static_cast<size_t>(n * n_lanes));
-    c_.resize(static_cast<size_t>(n * n_lanes));
     for (int64_t i = 0; i < n; ++i) {
       TANDEM_CHECK(rows[i] >= 0 && rows[i] < from.n_);
       std::copy_n(&from.q_[rows[i] * cols_], cols_, &q_[i * cols_]);
@@ -356,7 +359,6 @@ void MatMulInput::Gather(const MatMulInput& from, const int64_t* rows, int64_t n
     }
     return;
   }
-  bytes_.resize(static_cast<size_t>(n * row_bytes_));
   for (int64_t i = 0; i < n; ++i) {
     TANDEM_CHECK(rows[i] >= 0 && rows[i] < from.n_);
     std::copy_n(&from.bytes_[rows[i] * row_bytes_], row_bytes_, &bytes_[i * row_bytes_]);

@@ -53,6 +53,8 @@ class MatMulInput {
   enum class Kind { kNone, kTile, kQuantized, kFloat };
   // The preparation weights of `type` take; *key: the tile offset or the activation format.
   static Kind KindOf(TensorType type, int64_t cols, int* key);
+  // Storage for n rows of this kind (n_ = n).
+  void Resize(int64_t n);
 
   Kind kind_ = Kind::kNone;
   int key_ = 0;
