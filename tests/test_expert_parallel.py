@@ -5,6 +5,7 @@ store (--data-parallel-address:--data-parallel-rpc-port + 1) and exchange tokens
 all-to-alls. Greedy output must equal one rank holding every expert, on 127.0.0.1 and
 with ranks in network namespaces the test makes (separate hosts)."""
 import concurrent.futures
+import os
 import re
 import signal
 import subprocess
@@ -39,24 +40,25 @@ class Rank(HttpProcess):
     """One data-parallel rank with expert parallelism, optionally inside a namespace."""
 
     def __init__(self, tandem_bin, model, rank, size, rpc_port, tmp, address="127.0.0.1", ns=None,
-                 extra=(), timeout=60):
+                 extra=(), timeout=60, env=None):
         self.ns = ns
         self._args = ["--kv-cache-memory", "128MiB", "--threads", "1", "--max-model-len", "256",
                       "--data-parallel-size", str(size), "--data-parallel-rank", str(rank),
                       "--data-parallel-address", address, "--data-parallel-rpc-port", str(rpc_port),
                       "--enable-expert-parallel", *extra]
         super().__init__([tandem_bin, "serve", str(model)], tmp, f"rank{rank}", timeout=timeout,
-                         host=ns.ip if ns else "127.0.0.1")
+                         host=ns.ip if ns else "127.0.0.1", env=env)
 
     def command(self, cmd):
         return [*(self.ns.prefix() if self.ns else []), *cmd, *self._args]
 
 
-def start_ranks(tandem_bin, model, size, tmp, address="127.0.0.1", ns_of=lambda r: None):
+def start_ranks(tandem_bin, model, size, tmp, address="127.0.0.1", ns_of=lambda r: None, env=None):
     """All ranks at once: each becomes healthy only after every rank has joined."""
     rpc = free_port(2)  # rpc and rpc + 1 (the rendezvous store)
     with concurrent.futures.ThreadPoolExecutor(size) as ex:
-        futures = [ex.submit(Rank, tandem_bin, model, r, size, rpc, tmp, address, ns_of(r)) for r in range(size)]
+        futures = [ex.submit(Rank, tandem_bin, model, r, size, rpc, tmp, address, ns_of(r), env=env)
+                   for r in range(size)]
         ranks, errors = [], []
         for f in futures:
             try:
@@ -231,6 +233,25 @@ def test_a_lost_rank_fails_in_flight_requests_and_health(tandem_bin, fixture_dir
     finally:
         for r in ranks:
             r.stop()
+
+
+def test_gloo_socket_ifname_names_the_interface(tandem_bin, fixture_dir, tmp_path, reference):
+    """The seeds set GLOO_SOCKET_IFNAME: Gloo and the ranks' peer watch bind that
+    interface's address. A name with no IPv4 address stops the rank (exit 2, naming it)."""
+    ranks = start_ranks(tandem_bin, fixture_dir / FIXTURE, 2, tmp_path, env={"GLOO_SOCKET_IFNAME": "lo"})
+    try:
+        assert "Gloo TCP on interface lo" in ranks[0].log()
+        check_ranks_equal_reference(ranks, reference[1])
+    finally:
+        for r in ranks:
+            r.stop()
+    r = subprocess.run([tandem_bin, "serve", str(fixture_dir / FIXTURE), "--port", str(free_port()),
+                        "--data-parallel-size", "2", "--data-parallel-rank", "0", "--data-parallel-rpc-port",
+                        str(free_port(2)), "--enable-expert-parallel", "--expert-parallel-timeout", "5"],
+                       env=dict(os.environ, GLOO_SOCKET_IFNAME="no-such-if0"), capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "GLOO_SOCKET_IFNAME=no-such-if0" in r.stdout + r.stderr
 
 
 @pytest.mark.parametrize("victim", [1, 0])
