@@ -14,6 +14,7 @@
 #include "kernels/isa.h"
 #include "kernels/half.h"
 #include "kernels/int8_tile_internal.h"
+#include "kernels/row_runs.h"
 #include "kernels/quant_dot_internal.h"
 
 namespace tandem {
@@ -522,7 +523,7 @@ __attribute__((target("avx2,fma,f16c"))) void DotTileRowsAvx2(const uint8_t* w, 
                                                               int64_t rows, const TileOperand* a,
                                                               int n_tokens, int64_t n_pairs,
                                                               float* y, int64_t y_stride) {
-  for (int64_t r = 0; r < rows; ++r) {
+  ForEachRowInRuns(n_tokens, 0, rows, [&](int64_t r) {  // interleaved runs (row_runs.h)
     const uint8_t* row = w + r * row_bytes;
     float out[4];
     int t = 0;
@@ -544,7 +545,7 @@ __attribute__((target("avx2,fma,f16c"))) void DotTileRowsAvx2(const uint8_t* w, 
         break;
     }
     for (int k = 0; t + k < n_tokens; ++k) y[(t + k) * y_stride + r] = out[k];
-  }
+  });
 }
 
 }  // namespace
@@ -600,14 +601,24 @@ void DotTileRows(TensorType type, const void* w, int64_t row_bytes, int64_t rows
   }
   WithTileType(type, [&](auto t) {
     constexpr TensorType kType = decltype(t)::value;
+    if (n_tokens == 1) {  // decode: the rows in interleaved runs (row_runs.h)
+      ForEachRowInRuns(1, 0, rows, [&](int64_t r) {
+        const uint8_t* row = base + r * row_bytes;
+        switch (kernel) {
+          case Int8Kernel::kAvx512Vnni:  // the 256-bit path with EVEX vpdpbusd (half a zmm would idle)
+            y[r] = DotTileRowAvx2<kType, VnniForm::kEvex>(row, a[0], n_pairs);
+            break;
+          case Int8Kernel::kAvxVnni:
+            y[r] = DotTileRowAvx2<kType, VnniForm::kVex>(row, a[0], n_pairs);
+            break;
+          default:
+            y[r] = DotTileRowAvx2<kType, VnniForm::kNone>(row, a[0], n_pairs);
+        }
+      });
+      return;
+    }
     switch (kernel) {
       case Int8Kernel::kAvx512Vnni:
-        if (n_tokens == 1) {  // the 256-bit path with EVEX vpdpbusd (half a zmm would idle)
-          for (int64_t r = 0; r < rows; ++r) {
-            y[r] = DotTileRowAvx2<kType, VnniForm::kEvex>(base + r * row_bytes, a[0], n_pairs);
-          }
-          return;
-        }
         return DotTileRowsAvx512(type, base, row_bytes, rows, a, n_tokens, n_pairs, y, y_stride);
       case Int8Kernel::kAvxVnni:
         return DotTileRowsAvx2<kType, VnniForm::kVex>(base, row_bytes, rows, a, n_tokens, n_pairs,

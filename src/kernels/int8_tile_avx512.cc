@@ -11,6 +11,7 @@
 #include "kernels/int8_tile.h"
 #include "kernels/int8_tile_internal.h"
 #include "kernels/quant_dot_internal.h"
+#include "kernels/row_runs.h"
 
 namespace tandem {
 
@@ -199,11 +200,14 @@ __attribute__((target(TANDEM_AVX512_TARGET))) void DotTileRowsAvx512(
     int64_t n_pairs, float* y, int64_t y_stride) {
   thread_local PairedTileTokens paired;
   PairTileTokens(a, n_tokens, n_pairs, kType == TensorType::kQ8_0, &paired);
-  int64_t r = 0;
-  for (; r + 2 <= rows; r += 2) {
+  ForEachRowInRuns(n_tokens, 0, rows / 2, [&](int64_t pair) {  // row pairs in interleaved runs (row_runs.h)
+    const int64_t r = 2 * pair;
     DotTileRowBlockAvx512<kType, 2>(w + r * row_bytes, row_bytes, paired, n_tokens, n_pairs, y + r, y_stride);
+  });
+  if (rows % 2 != 0) {
+    const int64_t r = rows - 1;
+    DotTileRowBlockAvx512<kType, 1>(w + r * row_bytes, row_bytes, paired, n_tokens, n_pairs, y + r, y_stride);
   }
-  if (r < rows) DotTileRowBlockAvx512<kType, 1>(w + r * row_bytes, row_bytes, paired, n_tokens, n_pairs, y + r, y_stride);
 }
 
 }  // namespace

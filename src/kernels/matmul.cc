@@ -11,6 +11,7 @@
 #include "kernels/int8_tile.h"
 #include "kernels/ops.h"
 #include "kernels/quant_dot.h"
+#include "kernels/row_runs.h"
 
 namespace tandem {
 namespace {
@@ -65,9 +66,15 @@ void MatMulRowsQ8(const WeightMatrix& w, const uint8_t* xq, int64_t a_row_bytes,
                   const PairedQ8K* paired, int64_t n_tokens, float* y, int64_t r0, int64_t r1) {
   const bool multi = HasMultiTokenDot(w.type);
   const int64_t block = TokenBlock(a_row_bytes);
+  if (n_tokens == 1) {  // decode: the rows in interleaved runs (row_runs.h)
+    ForEachRowInRuns(1, r0, r1, [&](int64_t r) { y[r] = VecDotQ8(w.type, w.data + r * w.row_bytes, xq, w.cols); });
+    return;
+  }
+  const int64_t n_tiles = (r1 - r0 + kTileRows - 1) / kTileRows;
   for (int64_t t0 = 0; t0 < n_tokens; t0 += block) {
     const int64_t t1 = std::min(n_tokens, t0 + block);
-    for (int64_t rb = r0; rb < r1; rb += kTileRows) {
+    ForEachRowInRuns(t1 - t0, 0, n_tiles, [&](int64_t tile) {  // tiles in interleaved runs (row_runs.h)
+      const int64_t rb = r0 + tile * kTileRows;
       const int64_t nr = std::min(kTileRows, r1 - rb);
       int64_t t = t0;
       // avx512, tokens paired once: 8 per call, then the rest (1-7; t is even) in one
@@ -106,7 +113,7 @@ void MatMulRowsQ8(const WeightMatrix& w, const uint8_t* xq, int64_t a_row_bytes,
           yt[r] = VecDotQ8(w.type, w.data + (rb + r) * w.row_bytes, at, w.cols);
         }
       }
-    }
+    });
   }
 }
 
@@ -134,9 +141,11 @@ void MatMulRowsInt8Tiled(const WeightMatrix& w, const TileActivations& a,
     return TileOperand{a.q + t * cols, a.d_lanes + t * n_lanes, a.corr + t * n_lanes};
   };
   const int64_t block = TokenBlock(cols + 2 * n_lanes * 4);  // q, d_lanes and corr per token
+  const int64_t n_tiles = (r1 - r0 + 3) / 4;
   for (int64_t t0 = 0; t0 < n_tokens; t0 += block) {
     const int64_t t_end = std::min(n_tokens, t0 + block);
-    for (int64_t rb = r0; rb < r1; rb += 4) {
+    ForEachRowInRuns(t_end - t0, 0, n_tiles, [&](int64_t tile) {  // tiles in interleaved runs (row_runs.h)
+      const int64_t rb = r0 + 4 * tile;
       const int64_t nr = std::min<int64_t>(4, r1 - rb);
       TileOperand wt[4];
       for (int r = 0; r < 4; ++r) {
@@ -158,7 +167,7 @@ void MatMulRowsInt8Tiled(const WeightMatrix& w, const TileActivations& a,
             for (int64_t k = 0; k < n; ++k) y[(t + k) * w.rows + rb + r] = out[r][k];
           }
         }
-        continue;
+        return;
       }
       for (int64_t t = t0; t < t_end; t += 4) {
         // A short last group repeats its last token (each output has the same bits
@@ -173,7 +182,7 @@ void MatMulRowsInt8Tiled(const WeightMatrix& w, const TileActivations& a,
           for (int64_t k = 0; k < n; ++k) y[(t + k) * w.rows + rb + r] = out[r][k];
         }
       }
-    }
+    });
   }
 }
 
