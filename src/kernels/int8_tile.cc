@@ -14,8 +14,8 @@
 #include "kernels/isa.h"
 #include "kernels/half.h"
 #include "kernels/int8_tile_internal.h"
-#include "kernels/row_runs.h"
 #include "kernels/quant_dot_internal.h"
+#include "kernels/row_runs.h"
 
 namespace tandem {
 

@@ -186,7 +186,7 @@ void MatMulRowsInt8Tiled(const WeightMatrix& w, const TileActivations& a,
   }
 }
 
-// Chunks of rows per pool thread (see MatMul's for_rows).
+// Chunks of rows per pool thread (see ForRows).
 constexpr int64_t kChunksPerThread = 8;
 
 // Tokens from which quantizing the activations is worth spreading over the pool.
@@ -204,10 +204,6 @@ int64_t MaxTokensForRowsOnLargeMatrices() {
   return ChosenInt8Kernel() == Int8Kernel::kAvx512Vnni ? 48 : 16;
 }
 constexpr int64_t kLargeMatrixBytes = int64_t{8} << 20;
-
-}  // namespace
-
-namespace {
 
 // Rows in chunks of whole tiles taken from a shared counter, kChunksPerThread per thread
 // on average: a thread that a busy neighbour on the same core slows down takes fewer
