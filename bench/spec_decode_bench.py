@@ -9,7 +9,8 @@ same for both servers), so no rep finds its prompts in a prefix cache. `--endpoi
 the chat template (an instruction-tuned model follows the quote workload's instruction
 there; on /v1/completions the default model mostly does not copy a long passage). Prints a Markdown table: output tok/s of each run, the
 ratio ngram / none per pair, and the mean acceptance length of the ngram runs (1 +
-accepted / drafts, from the server's vllm:spec_decode_* counters).
+accepted / drafts, from the server's vllm:spec_decode_* counters), and each run's duration
+and mean time to first token.
 
 Usage: bench/spec_decode_bench.py [--model models/default.gguf] [--bin build/src/cli/tandem]
            [--reps 2] [--num-prompts 16] [--output-len 128] [--input-len 200] [--k 4]
@@ -78,10 +79,10 @@ def run_bench(binary, server, workload, concurrency, args, tmp, seed):
            "--seed", str(seed), "--endpoint", args.endpoint, "--result-file", out]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with open(out) as f:
-        tput = json.load(f)["output_throughput"]
+        result = json.load(f)
     drafts = metric(server.url, "vllm:spec_decode_num_drafts_total") - drafts0
     acc = metric(server.url, "vllm:spec_decode_num_accepted_tokens_total") - acc0
-    return tput, (1 + acc / drafts) if drafts else None
+    return result, (1 + acc / drafts) if drafts else None
 
 
 def main():
@@ -105,8 +106,12 @@ def main():
     model_name = re.search(r"Model name:\s*(.*)", cpu)
     print(f"CPU: {model_name.group(1) if model_name else '?'}; spec: {spec}; output_len {args.output_len}, "
           f"input_len {args.input_len}, endpoint {args.endpoint}")
-    print("| workload | concurrency | rep | none tok/s | ngram tok/s | ngram / none | mean acceptance length |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    # Beside the throughputs: each run's duration and mean time to first token. Both servers
+    # prefill the same prompts at the same speed, so that time (about the TTFT times the
+    # requests in turn at concurrency 1) is a part of both durations that drafts cannot shorten.
+    print("| workload | concurrency | rep | none tok/s | ngram tok/s | ngram / none | mean acceptance length "
+          "| duration s (none / ngram) | mean TTFT ms (none / ngram) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     try:
         for case in args.cases.split(","):
             workload, conc = case.split(":")
@@ -114,10 +119,13 @@ def main():
                 # New prompts each rep (the same for both servers of the pair): with one seed
                 # for every rep, later reps would find their prompts in the prefix cache.
                 seed = 1000 * (rep + 1) + int(conc)
-                a, _ = run_bench(args.bin, none, workload, int(conc), args, tmp, seed)
-                b, mal = run_bench(args.bin, ngram, workload, int(conc), args, tmp, seed)
+                ra, _ = run_bench(args.bin, none, workload, int(conc), args, tmp, seed)
+                rb, mal = run_bench(args.bin, ngram, workload, int(conc), args, tmp, seed)
+                a, b = ra["output_throughput"], rb["output_throughput"]
                 mal_text = f"{mal:.2f}" if mal else "no drafts"
-                print(f"| {workload} | {conc} | {rep + 1} | {a:.1f} | {b:.1f} | {b / a:.2f}x | {mal_text} |", flush=True)
+                print(f"| {workload} | {conc} | {rep + 1} | {a:.1f} | {b:.1f} | {b / a:.2f}x | {mal_text} "
+                      f"| {ra['duration']:.2f} / {rb['duration']:.2f} "
+                      f"| {ra['mean_ttft_ms']:.0f} / {rb['mean_ttft_ms']:.0f} |", flush=True)
     finally:
         none.stop()
         ngram.stop()

@@ -525,16 +525,19 @@ class EngineImpl final : public Engine {
       if (d.token < 0) {
         Finish(r, "stop");
       } else {
-        EmitToken(r, d.token, r->params.logprobs >= 0 ? &d.lp : nullptr);
+        EmitToken(r, d.token, r->params.logprobs >= 0 ? &d.lp : nullptr, /*send=*/false);
       }
-      if (requests_.count(id) == 0) r = nullptr;  // finished
+      if (requests_.count(id) == 0) r = nullptr;  // finished (its output went with Finish)
       if (!match || r == nullptr) break;
     }
+    if (r != nullptr) SendOutput(r);  // the step's tokens in one output
     spec_->OnVerified(r, static_cast<int>(drafts.size()), accepted);
     if (r != nullptr) kv_.FreeTail(r->id, static_cast<int32_t>(r->tokens.size()));  // the rejected drafts' slots
   }
 
-  void EmitToken(Request* r, int32_t token, const TokenLogprob* lp) {
+  // `send` false: the token waits in the request's output for the next TakeOutput (a
+  // verification sends the tokens of its step as one output, as vLLM does).
+  void EmitToken(Request* r, int32_t token, const TokenLogprob* lp, bool send = true) {
     ++step_tokens_;
     metrics_.OnToken(r);
     const bool constrained = r->constraint != nullptr && r->params.scripted_tokens.empty();
@@ -546,6 +549,10 @@ class EngineImpl final : public Engine {
     }
     if (std::optional<std::string> finish = output_.AppendToken(*r, token, lp)) return Finish(r, *finish);
     if (constrained && r->constraint->Terminated()) return Finish(r, "stop");  // nothing may follow
+    if (send) SendOutput(r);
+  }
+
+  void SendOutput(Request* r) {
     RequestOutput out = output_.TakeOutput(*r, "");
     out.index = r->choice_index;
     if (!out.new_tokens.empty() || !out.new_text.empty()) r->on_output(out);

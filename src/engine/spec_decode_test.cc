@@ -186,8 +186,12 @@ TEST_P(SpecEngineTest, OutputsEqualDecodingWithoutDrafts) {
         batched.Submit("r" + std::to_string(i), prompts[i], Params(len(i), temperature, 7 + i));
       }
       auto got = batched.Wait();
+      int outputs = 0;
+      int tokens = 0;
       for (size_t i = 0; i < prompts.size(); ++i) {
         const std::string id = "r" + std::to_string(i);
+        outputs += got[id].callbacks;
+        tokens += static_cast<int>(got[id].tokens.size());
         EXPECT_EQ(got[id].tokens, want[id].tokens) << id << " k=" << k << " T=" << temperature;
         EXPECT_EQ(got[id].text, want[id].text) << id;
         EXPECT_EQ(got[id].last.finish_reason, "length");
@@ -200,6 +204,10 @@ TEST_P(SpecEngineTest, OutputsEqualDecodingWithoutDrafts) {
       if (std::string(GetParam()) == "gemma3.gguf") {
         EXPECT_GT(accepted, 0) << "no draft was accepted: the test would prove nothing (drafted " << drafted << ")";
       }
+      // A verification's tokens go out as one output (as vLLM's): at most one output per
+      // step and request, plus each request's last.
+      EXPECT_LE(outputs, tokens - static_cast<int>(accepted) + static_cast<int>(prompts.size()))
+          << "accepted " << accepted << " of " << tokens << " tokens";
       EXPECT_LE(accepted, drafted);
       EXPECT_EQ(batched.engine().Snapshot().kv_cache_usage, 0.0);
     }
