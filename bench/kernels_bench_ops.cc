@@ -1,17 +1,19 @@
 // kernels_bench, part 2: the building blocks under MatMul (VecDotQ8, VecDotQ8x4,
 // DotInt8Tile4x4, the activation quantizers, DequantizeRow), the element-wise ops of
-// kernels/ops.h, and the attention core. One row / vector per call, so these run from
+// kernels/ops.h, the attention core, and the tile's two float orders (Int8LaneOrder). One row / vector per call, so these run from
 // L1/L2: they measure compute, not memory. Counters: `bytes` = weight-row bytes per second
 // (dots), `FLOP` (tile, attention), items_per_second = values per second (the rest).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cstring>
+#include <immintrin.h>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "common/thread_pool.h"
+#include "kernels/cpu_features.h"
 #include "kernels/dequant.h"
 #include "kernels/half.h"
 #include "kernels/int8_tile.h"
@@ -92,6 +94,63 @@ void BM_DotInt8Tile4x4(benchmark::State& state, TensorType type, int64_t cols, I
     benchmark::DoNotOptimize(out);
   }
   SetFlopRate(state, 2.0 * 4 * 4 * static_cast<double>(cols));
+}
+
+// The cost of llama.cpp's float order in the int8 tile (PERFORMANCE "Where the last bits
+// part"): the avx512 tile's inner loop, 4 weight rows x 8 tokens (two per register) over
+// `cols` values of random int8 operands, with 8 products per float lane (Tandem's tile:
+// two vpdpbusd per multiply-add, one per pair of 32-blocks) against 4 (llama.cpp's
+// tinyBLAS / vec_dot order: one vpdpbusd and one multiply-add per 32-block). Only the
+// instruction mix is measured: the operands stay in cache and neither loop is a kernel of
+// the engine.
+template <int kProductsPerLane>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"))) void BM_Int8LaneOrder(
+    benchmark::State& state, int64_t cols) {
+  const int64_t n_pairs = cols / 64, n_blocks = cols / 32;
+  std::vector<uint8_t> w(static_cast<size_t>(4 * 2 * cols)), x(static_cast<size_t>(4 * 2 * cols));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<uint8_t>(i * 2654435761u >> 13);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<uint8_t>((i * 40503u >> 7) & 0x7f);
+  const std::vector<float> dw = RandomFloats(4 * n_blocks * 16, 31), dx = RandomFloats(4 * n_blocks * 16, 32);
+  float out[4][4][16];
+  for (auto _ : state) {
+    __m512 acc[4][4];
+    for (auto& row : acc)
+      for (__m512& a : row) a = _mm512_setzero_ps();
+    if constexpr (kProductsPerLane == 8) {
+      for (int64_t p = 0; p < n_pairs; ++p) {
+        for (int r = 0; r < 4; ++r) {
+          const __m512i w0 = _mm512_loadu_si512(&w[(r * n_pairs + p) * 128]);
+          const __m512i w1 = _mm512_loadu_si512(&w[(r * n_pairs + p) * 128 + 64]);
+          const __m512 d = _mm512_loadu_ps(&dw[(r * n_pairs + p) * 16]);
+          for (int h = 0; h < 4; ++h) {
+            const uint8_t* xh = &x[(h * n_pairs + p) * 128];
+            const __m512i sum = _mm512_dpbusd_epi32(
+                _mm512_dpbusd_epi32(_mm512_setzero_si512(), w0, _mm512_loadu_si512(xh)), w1,
+                _mm512_loadu_si512(xh + 64));
+            acc[r][h] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_loadu_ps(&dx[(h * n_pairs + p) * 16])),
+                                        _mm512_cvtepi32_ps(sum), acc[r][h]);
+          }
+        }
+      }
+    } else {
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        for (int r = 0; r < 4; ++r) {
+          const __m512i wb = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(&w[(r * n_blocks + b) * 32])));
+          const __m512 d = _mm512_set1_ps(dw[r * n_blocks + b]);
+          for (int h = 0; h < 4; ++h) {
+            const __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wb,
+                                                    _mm512_loadu_si512(&x[(h * n_blocks + b) * 64]));
+            acc[r][h] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_loadu_ps(&dx[(h * n_blocks + b) * 16])),
+                                        _mm512_cvtepi32_ps(sum), acc[r][h]);
+          }
+        }
+      }
+    }
+    for (int r = 0; r < 4; ++r)
+      for (int h = 0; h < 4; ++h) _mm512_storeu_ps(out[r][h], acc[r][h]);
+    benchmark::DoNotOptimize(out);
+  }
+  SetFlopRate(state, 2.0 * 4 * 8 * static_cast<double>(cols));
 }
 
 // One stored weight row against one prepared activation row (the decode path of the tile
@@ -297,6 +356,11 @@ void RegisterOpBenchmarks() {
       }
       Add("DotTileRow/" + suffix, BM_DotTileRow, type, cols);
     }
+  }
+  const CpuFeatures& cpu = GetCpuFeatures();
+  if (cpu.avx512f && cpu.avx512bw && cpu.avx512vnni) {
+    Add("Int8LaneOrder/products_per_lane:8/cols:2048", BM_Int8LaneOrder<8>, int64_t{2048});
+    Add("Int8LaneOrder/products_per_lane:4/cols:2048", BM_Int8LaneOrder<4>, int64_t{2048});
   }
   const std::pair<const char*, ActivationFormat> formats[] = {{"Q8_0", ActivationFormat::kQ8_0},
                                                               {"Q8_K", ActivationFormat::kQ8_K}};
