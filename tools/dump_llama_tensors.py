@@ -96,8 +96,10 @@ def agreement(args):
     return 0
 
 
-def run(model_path, tokens, prefixes, threads):
-    """Evaluates `tokens` in one batch; returns ({name: rows, name__stride: n}, every name seen)."""
+def run(model_path, tokens, prefixes, threads, all_logits=True):
+    """Evaluates `tokens` in one batch; returns ({name: rows, name__stride: n}, every name seen).
+    `all_logits`: every position's output (the last layer runs on every token), else the
+    last one's only (llama_batch_get_one)."""
     from llama_cpp import llama_cpp as C  # imported here: only this tool needs it
 
     lib_dir = os.environ.get("LLAMA_CPP_LIB_PATH") or os.path.join(os.path.dirname(C.__file__), "lib")
@@ -145,17 +147,22 @@ def run(model_path, tokens, prefixes, threads):
     cp.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_DISABLED
     cp.cb_eval = cb
     ctx = C.llama_init_from_model(model, cp)
-    batch = C.llama_batch_init(len(tokens), 0, 1)
-    batch.n_tokens = len(tokens)
-    for i, tok in enumerate(tokens):
-        batch.token[i] = tok
-        batch.pos[i] = i
-        batch.n_seq_id[i] = 1
-        batch.seq_id[i][0] = 0
-        batch.logits[i] = 1  # every position's output: the last layer runs on all tokens
-    if C.llama_decode(ctx, batch) != 0:
-        sys.exit("dump_llama_tensors.py: llama_decode failed")
-    C.llama_batch_free(batch)
+    if all_logits:
+        batch = C.llama_batch_init(len(tokens), 0, 1)
+        batch.n_tokens = len(tokens)
+        for i, tok in enumerate(tokens):
+            batch.token[i] = tok
+            batch.pos[i] = i
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = 0
+            batch.logits[i] = 1
+        failed = C.llama_decode(ctx, batch) != 0
+        C.llama_batch_free(batch)
+    else:
+        arr = (C.llama_token * len(tokens))(*tokens)
+        failed = C.llama_decode(ctx, C.llama_batch_get_one(arr, len(tokens))) != 0
+    if failed:
+        sys.exit("llama_decode failed")
     C.llama_free(ctx)
     C.llama_model_free(model)
     return got, names
