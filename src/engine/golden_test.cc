@@ -263,14 +263,13 @@ INSTANTIATE_TEST_SUITE_P(Archs, ForwardGoldenFixture,
 struct SparseFixture {
   const char* name;
   bool bit_level_first;  // see ExpectSparseAgreement
-  // Top-1 agreement where llama.cpp agrees with itself. 95% for every fixture but
-  // deepseek32-q8_0: 92.97% (476/512) measured there, against llama.cpp's own 99.42%
-  // batched vs token by token; its first positions are exact (9/9), layer 0's indexer
-  // keeps llama.cpp's positions at all 240 sparse positions (SparseSelection), positions
-  // below top_k (dense) agree at 140/142, and perplexity is within 0.6%: the gap is in
-  // the sparse positions of later layers, where one upstream flip changes a selection.
-  // One such flip is traced in docs/PERFORMANCE.md (an fp16 rounding tie in a cached
-  // latent); why this file has more of them is not known.
+  // Top-1 agreement where llama.cpp agrees with itself: the 99% where Tandem
+  // reaches it, else 95%. Q8_0 products take llama.cpp's x86 summation order (q0_gemm.h),
+  // so the Q8_0 files' layers match llama.cpp bit for bit as far as its other products do;
+  // measured (docs/PERFORMANCE.md, "Where the last bits part"): qwen3moe 99.21 / 99.61%,
+  // glm4moe 96.44 / 99.61%, deepseek2 98.00 / 99.80%, glm-dsa 99.18 / 99.80%, deepseek32
+  // 98.61 / 98.44% (Q4_K_M / Q8_0), deepseek2-kv_b 95.91%. Below 99% the files' K-quant,
+  // Q5_0, Q4_0 and BF16 products still sum in Tandem's orders, not llama.cpp's.
   double min_stable_agreement = 0.95;
 };
 
@@ -292,10 +291,10 @@ TEST_P(SparsePerplexity, WithinOnePercentOfLlamaCpp) {
 }
 
 constexpr SparseFixture kSparseFixtures[] = {
-    {"qwen3moe-q4_k_m", true},  {"qwen3moe-q8_0", true},    {"glm4moe-q4_k_m", true},
-    {"glm4moe-q8_0", true},     {"deepseek2-q4_k_m", true}, {"deepseek2-q8_0", true},
-    {"deepseek2-kv_b-q8_0", false}, {"glm-dsa-q4_k_m", true},    {"glm-dsa-q8_0", true},
-    {"deepseek32-q4_k_m", true},    {"deepseek32-q8_0", true, 0.92}};
+    {"qwen3moe-q4_k_m", true, 0.99},  {"qwen3moe-q8_0", true, 0.99},    {"glm4moe-q4_k_m", true},
+    {"glm4moe-q8_0", true, 0.99},     {"deepseek2-q4_k_m", true},       {"deepseek2-q8_0", true, 0.99},
+    {"deepseek2-kv_b-q8_0", false},   {"glm-dsa-q4_k_m", true, 0.99},   {"glm-dsa-q8_0", true, 0.99},
+    {"deepseek32-q4_k_m", true},      {"deepseek32-q8_0", true}};
 
 std::string FixtureTestName(const ::testing::TestParamInfo<SparseFixture>& info) {
   std::string s = info.param.name;

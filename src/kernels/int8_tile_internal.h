@@ -16,6 +16,26 @@
 
 namespace tandem {
 
+// How the 256-bit paths form int8 dot products: vpmaddubsw + vpmaddwd (plain AVX2), or
+// vpdpbusd in its VEX (AVX-VNNI) or EVEX (AVX-512 VNNI + VL) encoding. The VNNI forms are
+// written as inline assembly so that the functions keep their avx2 target: the compiler
+// may not place VNNI (or EVEX) instructions anywhere else in them.
+enum class VnniForm { kNone, kVex, kEvex };
+
+// acc + per int32 lane the sum of 4 products of unsigned bytes u and signed bytes s.
+template <VnniForm kForm>
+__attribute__((target("avx2"))) inline __m256i DpBusd(__m256i acc, __m256i u, __m256i s) {
+  if constexpr (kForm == VnniForm::kVex) {
+    __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(s));
+    return acc;
+  } else if constexpr (kForm == VnniForm::kEvex) {
+    __asm__("%{evex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "x"(s));
+    return acc;
+  } else {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+  }
+}
+
 // Pair p of 32-blocks of a stored Q8_0/Q5_0/Q4_0 row as the tile takes it: the values
 // (Q8_0 as int8, Q5_0/Q4_0 as unsigned bytes) and the two fp16 scales.
 template <TensorType kType>

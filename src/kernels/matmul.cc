@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "common/logging.h"
@@ -10,6 +12,7 @@
 #include "kernels/dequant.h"
 #include "kernels/int8_tile.h"
 #include "kernels/ops.h"
+#include "kernels/q0_gemm.h"
 #include "kernels/quant_dot.h"
 #include "kernels/row_runs.h"
 
@@ -186,6 +189,56 @@ void MatMulRowsInt8Tiled(const WeightMatrix& w, const TileActivations& a,
   }
 }
 
+// The weight types MatMul multiplies in llama.cpp's order (q0_gemm.h): Q8_0. Q5_0 stays on
+// the int8 tile, whose load-time repacked form (Q5_0x2) decodes in about half the
+// instructions; TANDEM_Q5_0_LLAMA_ORDER=1 sends plain Q5_0 matrices to q0_gemm.h too (with
+// TANDEM_NO_REPACK=1 every Q5_0 matrix: A/B measurements, docs/PERFORMANCE.md "Q8_0 in
+// llama.cpp's order").
+const bool kQ5_0InLlamaOrder = [] {
+  const char* v = std::getenv("TANDEM_Q5_0_LLAMA_ORDER");
+  return v != nullptr && std::string(v) == "1";
+}();
+bool TakesQ0Gemm(TensorType type) {
+  return type == TensorType::kQ8_0 || (type == TensorType::kQ5_0 && kQ5_0InLlamaOrder);
+}
+
+// Q8_0 weights and many tokens, in llama.cpp's order (q0_gemm.h): each tile of 4
+// weight rows is prepared once per token block and multiplied with every token pair of
+// the block, up to 4 pairs per call.
+void MatMulRowsQ0Tiled(const WeightMatrix& w, const Q0Tokens& a, float* y, int64_t r0, int64_t r1) {
+  const int64_t n_blocks = a.n_blocks, n_tokens = a.n_tokens;
+  thread_local std::vector<uint8_t> w_u;
+  thread_local std::vector<float> w_d;
+  w_u.resize(static_cast<size_t>(4 * 32 * n_blocks));
+  w_d.resize(static_cast<size_t>(4 * n_blocks));
+  const int64_t block = TokenBlock(n_blocks * kQ0RecordBytes / 2);
+  const int64_t n_tiles = (r1 - r0 + 3) / 4;
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += block) {
+    const int64_t t_end = std::min(n_tokens, t0 + block);
+    ForEachRowInRuns(t_end - t0, 0, n_tiles, [&](int64_t tile) {  // tiles in interleaved runs (row_runs.h)
+      const int64_t rb = r0 + 4 * tile;
+      const int64_t nr = std::min<int64_t>(4, r1 - rb);
+      Q0Row rows[4];
+      for (int r = 0; r < 4; ++r) {
+        const int64_t slot = std::min<int64_t>(r, nr - 1);  // a short tile repeats its last row
+        if (r < nr) {
+          PrepareQ0Row(w.type, w.data + (rb + r) * w.row_bytes, n_blocks, w_u.data() + r * 32 * n_blocks,
+                       w_d.data() + r * n_blocks);
+        }
+        rows[r] = Q0Row{w_u.data() + slot * 32 * n_blocks, w_d.data() + slot * n_blocks};
+      }
+      for (int64_t t = t0; t < t_end; t += 8) {  // t is even: blocks hold a multiple of 4 tokens
+        const int64_t n = std::min<int64_t>(8, t_end - t);
+        float out[4][8];
+        DotQ0Tile(w.type, rows, a, static_cast<int>(t / 2), static_cast<int>((n + 1) / 2), out);
+        for (int64_t r = 0; r < nr; ++r) {
+          for (int64_t k = 0; k < n; ++k) y[(t + k) * w.rows + rb + r] = out[r][k];
+        }
+      }
+    });
+  }
+}
+
 // Chunks of rows per pool thread (see ForRows).
 constexpr int64_t kChunksPerThread = 8;
 
@@ -272,6 +325,20 @@ void MatMulTile(const WeightMatrix& w, const TileActivations& a, int64_t n_token
 // Weights with an integer dot against quantized activation rows (quant_dot.h).
 void MatMulQuantized(const WeightMatrix& w, const uint8_t* xq, int64_t a_row_bytes, int64_t n_tokens, float* y,
                      ThreadPool* pool) {
+  if (TakesQ0Gemm(w.type)) {
+    thread_local Q0Tokens q0_tokens;
+    const Q0Tokens& tokens = q0_tokens;  // the pool's threads read this thread's copy
+    PairQ0Tokens(w.type, xq, a_row_bytes, static_cast<int>(n_tokens), w.cols / 32, &q0_tokens);
+    const bool large = w.rows * w.row_bytes >= kLargeMatrixBytes;
+    if (n_tokens >= (large ? MaxTokensForRowsOnLargeMatrices() + 1 : kMinTokensForTiling)) {
+      ForRows(w, pool, [&](int64_t begin, int64_t end) { MatMulRowsQ0Tiled(w, tokens, y, begin, end); });
+    } else {
+      ForRows(w, pool, [&](int64_t begin, int64_t end) {
+        DotQ0Rows(w.type, w.data + begin * w.row_bytes, w.row_bytes, end - begin, tokens, y + begin, w.rows);
+      });
+    }
+    return;
+  }
   thread_local PairedQ8K paired_q8k;
   const PairedQ8K* paired = nullptr;
   if (n_tokens >= 2 && HasPairedQ8KDot(w.type)) {
@@ -284,7 +351,7 @@ void MatMulQuantized(const WeightMatrix& w, const uint8_t* xq, int64_t a_row_byt
 }  // namespace
 
 MatMulInput::Kind MatMulInput::KindOf(TensorType type, int64_t cols, int* key) {
-  if (HasInt8Tile(type) && cols % 64 == 0) {
+  if (HasInt8Tile(type) && !TakesQ0Gemm(type) && cols % 64 == 0) {
     *key = Int8TileOffset(type);
     return Kind::kTile;
   }

@@ -21,15 +21,23 @@ template <typename Block, typename Unpack>
 float DotScalar(const void* w_row, const void* a_row, int64_t n_blocks, Unpack unpack) {
   const Block* w = static_cast<const Block*>(w_row);
   const BlockQ8_0* a = static_cast<const BlockQ8_0*>(a_row);
-  float sum = 0;
+  // The AVX2 paths' (and llama.cpp's) float steps lane by lane: 8 lanes of 4 products
+  // per block, acc_j = fma(d_w * d_x, lane_j, acc_j), then HorizontalSum's order; so
+  // every ISA level gives the same bits.
+  float acc[8] = {};
   int8_t q[32];
   for (int64_t i = 0; i < n_blocks; ++i) {
     unpack(w[i], q);
-    int32_t isum = 0;
-    for (int j = 0; j < 32; ++j) isum += q[j] * a[i].qs[j];
-    sum += Fp16ToFp32(w[i].d) * Fp16ToFp32(a[i].d) * static_cast<float>(isum);
+    const float d = Fp16ToFp32(w[i].d) * Fp16ToFp32(a[i].d);
+    for (int j = 0; j < 8; ++j) {
+      int32_t lane = 0;
+      for (int k = 4 * j; k < 4 * j + 4; ++k) lane += q[k] * a[i].qs[k];
+      acc[j] = std::fma(d, static_cast<float>(lane), acc[j]);
+    }
   }
-  return sum;
+  float s[4];
+  for (int j = 0; j < 4; ++j) s[j] = acc[j] + acc[j + 4];
+  return (s[0] + s[2]) + (s[1] + s[3]);
 }
 
 // ---- AVX2 ----
