@@ -137,7 +137,10 @@ def run(model_path, tokens, prefixes, threads, all_logits=True):
         return True
 
     C.llama_backend_init()
-    model = C.llama_model_load_from_file(model_path.encode(), C.llama_model_default_params())
+    mp = C.llama_model_default_params()
+    if os.environ.get("LLAMA_NO_REPACK") == "1":  # llama.cpp's weights as stored (no CPU repacking)
+        mp.use_extra_bufts = False
+    model = C.llama_model_load_from_file(model_path.encode(), mp)
     if not model:
         sys.exit(f"dump_llama_tensors.py: llama.cpp could not load {model_path}")
     cp = C.llama_context_default_params()

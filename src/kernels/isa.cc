@@ -1,10 +1,13 @@
 #include "kernels/isa.h"
 
+#include "kernels/q0_gemm.h"
+
 #include <algorithm>
 #include <cstdlib>
 
 #include "common/logging.h"
 #include "kernels/cpu_features.h"
+#include "kernels/q0_gemm.h"
 
 namespace tandem {
 
@@ -103,7 +106,8 @@ std::string KernelIsaReport() {
   add(f.amx_bf16, "amx-bf16");
   const char* cap = std::getenv("TANDEM_ISA");
   return KernelIsaName() + " (cpu: " + (cpu.empty() ? "no vector extensions" : cpu) +
-         "; TANDEM_ISA" + (cap != nullptr ? std::string("=") + cap : std::string(" unset")) + ")";
+         "; TANDEM_ISA" + (cap != nullptr ? std::string("=") + cap : std::string(" unset")) +
+         "; llama.cpp's summation order: " + LlamaCppOrderTypes() + ")";
 }
 
 }  // namespace tandem

@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
-#include <string>
 #include <vector>
 
 #include "common/logging.h"
@@ -189,21 +187,8 @@ void MatMulRowsInt8Tiled(const WeightMatrix& w, const TileActivations& a,
   }
 }
 
-// The weight types MatMul multiplies in llama.cpp's order (q0_gemm.h): Q8_0. Q5_0 stays on
-// the int8 tile, whose load-time repacked form (Q5_0x2) decodes in about half the
-// instructions; TANDEM_Q5_0_LLAMA_ORDER=1 sends plain Q5_0 matrices to q0_gemm.h too (with
-// TANDEM_NO_REPACK=1 every Q5_0 matrix: A/B measurements, docs/PERFORMANCE.md "Q8_0 in
-// llama.cpp's order").
-const bool kQ5_0InLlamaOrder = [] {
-  const char* v = std::getenv("TANDEM_Q5_0_LLAMA_ORDER");
-  return v != nullptr && std::string(v) == "1";
-}();
-bool TakesQ0Gemm(TensorType type) {
-  return type == TensorType::kQ8_0 || (type == TensorType::kQ5_0 && kQ5_0InLlamaOrder);
-}
-
-// Q8_0 weights and many tokens, in llama.cpp's order (q0_gemm.h): each tile of 4
-// weight rows is prepared once per token block and multiplied with every token pair of
+// Q8_0 / Q5_0 weights (SumsInLlamaCppOrder) and many tokens, in llama.cpp's order
+// (q0_gemm.h): each tile of 4 weight rows is prepared once per token block and multiplied with every token pair of
 // the block, up to 4 pairs per call.
 void MatMulRowsQ0Tiled(const WeightMatrix& w, const Q0Tokens& a, float* y, int64_t r0, int64_t r1) {
   const int64_t n_blocks = a.n_blocks, n_tokens = a.n_tokens;
@@ -211,7 +196,8 @@ void MatMulRowsQ0Tiled(const WeightMatrix& w, const Q0Tokens& a, float* y, int64
   thread_local std::vector<float> w_d;
   w_u.resize(static_cast<size_t>(4 * 32 * n_blocks));
   w_d.resize(static_cast<size_t>(4 * n_blocks));
-  const int64_t block = TokenBlock(n_blocks * kQ0RecordBytes / 2);
+  // A multiple of 16 tokens, so each call's 4 pairs lie in one group (q0_gemm.h).
+  const int64_t block = std::max<int64_t>(16, TokenBlock(n_blocks * kQ0RecordBytes / 2) / 16 * 16);
   const int64_t n_tiles = (r1 - r0 + 3) / 4;
   for (int64_t t0 = 0; t0 < n_tokens; t0 += block) {
     const int64_t t_end = std::min(n_tokens, t0 + block);
@@ -227,7 +213,7 @@ void MatMulRowsQ0Tiled(const WeightMatrix& w, const Q0Tokens& a, float* y, int64
         }
         rows[r] = Q0Row{w_u.data() + slot * 32 * n_blocks, w_d.data() + slot * n_blocks};
       }
-      for (int64_t t = t0; t < t_end; t += 8) {  // t is even: blocks hold a multiple of 4 tokens
+      for (int64_t t = t0; t < t_end; t += 8) {
         const int64_t n = std::min<int64_t>(8, t_end - t);
         float out[4][8];
         DotQ0Tile(w.type, rows, a, static_cast<int>(t / 2), static_cast<int>((n + 1) / 2), out);
@@ -325,12 +311,15 @@ void MatMulTile(const WeightMatrix& w, const TileActivations& a, int64_t n_token
 // Weights with an integer dot against quantized activation rows (quant_dot.h).
 void MatMulQuantized(const WeightMatrix& w, const uint8_t* xq, int64_t a_row_bytes, int64_t n_tokens, float* y,
                      ThreadPool* pool) {
-  if (TakesQ0Gemm(w.type)) {
+  if (SumsInLlamaCppOrder(w.type)) {
     thread_local Q0Tokens q0_tokens;
     const Q0Tokens& tokens = q0_tokens;  // the pool's threads read this thread's copy
     PairQ0Tokens(w.type, xq, a_row_bytes, static_cast<int>(n_tokens), w.cols / 32, &q0_tokens);
+    // The row path up to 16 tokens on a large matrix: beyond, its tokens' records outgrow
+    // L1 and the tile wins (kernels_bench lm_head, AVX-512 Xeon: rows 24 vs tile 31-33 ms at
+    // 16 tokens, 45-47 vs 40-43 at 24, 68-69 vs 50-54 at 32).
     const bool large = w.rows * w.row_bytes >= kLargeMatrixBytes;
-    if (n_tokens >= (large ? MaxTokensForRowsOnLargeMatrices() + 1 : kMinTokensForTiling)) {
+    if (n_tokens >= (large ? 17 : kMinTokensForTiling)) {
       ForRows(w, pool, [&](int64_t begin, int64_t end) { MatMulRowsQ0Tiled(w, tokens, y, begin, end); });
     } else {
       ForRows(w, pool, [&](int64_t begin, int64_t end) {
@@ -351,7 +340,7 @@ void MatMulQuantized(const WeightMatrix& w, const uint8_t* xq, int64_t a_row_byt
 }  // namespace
 
 MatMulInput::Kind MatMulInput::KindOf(TensorType type, int64_t cols, int* key) {
-  if (HasInt8Tile(type) && !TakesQ0Gemm(type) && cols % 64 == 0) {
+  if (HasInt8Tile(type) && !SumsInLlamaCppOrder(type) && cols % 64 == 0) {
     *key = Int8TileOffset(type);
     return Kind::kTile;
   }

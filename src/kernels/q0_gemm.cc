@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <type_traits>
 
 #include "common/logging.h"
@@ -24,6 +26,41 @@ int Q0Offset(TensorType type) { return type == TensorType::kQ8_0 ? 128 : 16; }
 namespace {
 
 const bool kUseAvx2 = KernelIsaLevel() >= IsaLevel::kAvx2;
+
+struct LlamaOrder {
+  bool q8_0 = true;
+  bool q5_0 = false;
+};
+
+const LlamaOrder& LlamaOrderSetting() {
+  static const LlamaOrder setting = [] {
+    LlamaOrder o;
+    const char* v = std::getenv("TANDEM_LLAMA_ORDER");
+    if (v == nullptr) return o;
+    LlamaOrder parsed{false, false};
+    std::string value(v), item;
+    bool ok = !value.empty();
+    for (size_t start = 0; ok && start <= value.size();) {
+      const size_t comma = std::min(value.find(',', start), value.size());
+      item = value.substr(start, comma - start);
+      if (item == "q8_0") {
+        parsed.q8_0 = true;
+      } else if (item == "q5_0") {
+        parsed.q5_0 = true;
+      } else if (item != "none" || value != "none") {
+        ok = false;
+      }
+      start = comma + 1;
+    }
+    if (!ok) {
+      TANDEM_LOG(WARNING) << "TANDEM_LLAMA_ORDER=" << value
+                          << " is not a comma-separated subset of q8_0, q5_0, or none; using q8_0";
+      return o;
+    }
+    return parsed;
+  }();
+  return setting;
+}
 
 // Calls f with the type as a compile-time constant.
 template <typename F>
@@ -65,9 +102,19 @@ void DecodeQ0BlockScalar(TensorType type, const void* w_row, int64_t b, uint8_t*
   for (int i = 0; i < 32; ++i) u[i] = static_cast<uint8_t>(v[i] + offset);
 }
 
-const uint8_t* Record(const Q0Tokens& a, int64_t t, int64_t b) {
-  return a.data.data() + ((t / 2) * a.n_blocks + b) * kQ0RecordBytes;
+// Pair h's record of block b (see Q0Tokens: groups of kQ0GroupPairs pairs, block-major
+// inside a group).
+int64_t RecordIndex(int64_t n_token_pairs, int64_t n_blocks, int64_t h, int64_t b) {
+  const int64_t g = h / kQ0GroupPairs;
+  const int64_t pairs_in_group = std::min<int64_t>(kQ0GroupPairs, n_token_pairs - g * kQ0GroupPairs);
+  return g * kQ0GroupPairs * n_blocks + b * pairs_in_group + h % kQ0GroupPairs;
 }
+
+const uint8_t* PairRecord(const Q0Tokens& a, int64_t h, int64_t b) {
+  return a.data.data() + RecordIndex(a.n_token_pairs, a.n_blocks, h, b) * kQ0RecordBytes;
+}
+
+const uint8_t* Record(const Q0Tokens& a, int64_t t, int64_t b) { return PairRecord(a, t / 2, b); }
 
 // dot(prepared row, token t) with the vector paths' float steps lane by lane (the scalar
 // kernel; the tests' reference is written out separately).
@@ -197,13 +244,13 @@ __attribute__((target("avx2,fma,f16c"))) void DotQ0RowsAvx2(const uint8_t* w, in
 
 // ---- AVX-512 VNNI: a token pair per zmm register, one token per 256-bit half ----
 
-// Token pair h's operands of block b: [x_t0 | x_t1], scale lanes, and the lanes' start.
+// A token pair's operands of one block, from its record: [x_t0 | x_t1], scale lanes, and
+// the lanes' start.
 template <TensorType kType>
 struct PairBlockAvx512 {
   __m512i x, start;
   __m512 dx;
-  __attribute__((target(TANDEM_AVX512_TARGET))) PairBlockAvx512(const Q0Tokens& a, int64_t h, int64_t b) {
-    const uint8_t* rec = a.data.data() + (h * a.n_blocks + b) * kQ0RecordBytes;
+  __attribute__((target(TANDEM_AVX512_TARGET))) explicit PairBlockAvx512(const uint8_t* rec) {
     x = _mm512_loadu_si512(rec);
     dx = _mm512_loadu_ps(rec + 64);
     start = _mm512_loadu_si512(rec + 128);
@@ -219,10 +266,11 @@ __attribute__((target(TANDEM_AVX512_TARGET))) void DotQ0TileAvx512(const Q0Row w
   for (int r = 0; r < 4; ++r)
     for (int h = 0; h < kPairs; ++h) acc[r][h] = _mm512_setzero_ps();
   for (int64_t b = 0; b < a.n_blocks; ++b) {
+    const uint8_t* recs = PairRecord(a, h0, b);  // h0 + h: kQ0RecordBytes apart (one group)
     __m512i x[kPairs], start[kPairs];
     __m512 dx[kPairs];
     for (int h = 0; h < kPairs; ++h) {
-      const PairBlockAvx512<kType> p(a, h0 + h, b);
+      const PairBlockAvx512<kType> p(recs + h * kQ0RecordBytes);
       x[h] = p.x;
       start[h] = p.start;
       dx[h] = p.dx;
@@ -263,9 +311,10 @@ __attribute__((target(TANDEM_AVX512_TARGET))) inline void DotQ0RowPairsAvx512(co
       u[r] = _mm512_broadcast_i64x4(DecodeQ0Block<kType>(row, b, &d));
       dw[r] = _mm512_set1_ps(d);
     }
+    const uint8_t* recs = PairRecord(a, h0, b);  // h0 + h: kQ0RecordBytes apart (one group)
 #pragma GCC unroll 8
     for (int h = 0; h < kPairs; ++h) {
-      const PairBlockAvx512<kType> p(a, h0 + h, b);
+      const PairBlockAvx512<kType> p(recs + h * kQ0RecordBytes);
       for (int r = 0; r < kRows; ++r) {
         const __m512i lanes = _mm512_dpbusd_epi32(p.start, u[r], p.x);
         acc[r][h] = _mm512_fmadd_ps(_mm512_mul_ps(dw[r], p.dx), _mm512_cvtepi32_ps(lanes), acc[r][h]);
@@ -280,7 +329,7 @@ __attribute__((target(TANDEM_AVX512_TARGET))) inline void DotQ0RowPairsAvx512(co
 template <TensorType kType, int kRows>
 __attribute__((target(TANDEM_AVX512_TARGET))) void DotQ0RowBlockAvx512(const uint8_t* row, int64_t row_bytes,
                                                                        const Q0Tokens& a, float* y, int64_t y_stride) {
-  constexpr int kMaxPairs = 8;
+  constexpr int kMaxPairs = kQ0GroupPairs;  // one group per pass
   float out[kRows][16];
   for (int h0 = 0; h0 < a.n_token_pairs; h0 += kMaxPairs) {
     switch (std::min(kMaxPairs, a.n_token_pairs - h0)) {
@@ -326,6 +375,18 @@ __attribute__((target("avx2,fma,f16c"))) void PrepareQ0RowAvx2(const void* w_row
 
 }  // namespace
 
+bool SumsInLlamaCppOrder(TensorType type) {
+  if (type == TensorType::kQ8_0) return LlamaOrderSetting().q8_0;
+  if (type == TensorType::kQ5_0) return LlamaOrderSetting().q5_0;
+  return false;
+}
+
+std::string LlamaCppOrderTypes() {
+  const LlamaOrder& o = LlamaOrderSetting();
+  if (!o.q8_0 && !o.q5_0) return "none";
+  return o.q8_0 && o.q5_0 ? "q8_0,q5_0" : o.q8_0 ? "q8_0" : "q5_0";
+}
+
 void PrepareQ0Row(TensorType type, const void* w_row, int64_t n_blocks, uint8_t* u, float* d) {
   if (!kUseAvx2) {
     TANDEM_CHECK(HasQ0Gemm(type)) << "no Q0 GEMM for type " << static_cast<int>(type);
@@ -347,7 +408,7 @@ void PairQ0Tokens(TensorType type, const uint8_t* rows, int64_t row_bytes, int n
     for (int k = 0; k < 2; ++k) {
       const auto* blocks = reinterpret_cast<const BlockQ8_0*>(rows + std::min(2 * h + k, n_tokens - 1) * row_bytes);
       for (int64_t b = 0; b < n_blocks; ++b) {
-        uint8_t* rec = out->data.data() + (h * n_blocks + b) * kQ0RecordBytes;
+        uint8_t* rec = out->data.data() + RecordIndex(n_tp, n_blocks, h, b) * kQ0RecordBytes;
         std::memcpy(rec + 32 * k, blocks[b].qs, 32);
         float lanes[8];
         std::fill(lanes, lanes + 8, Fp16ToFp32(blocks[b].d));
@@ -365,7 +426,9 @@ void PairQ0Tokens(TensorType type, const uint8_t* rows, int64_t row_bytes, int n
 
 void DotQ0Tile(TensorType type, const Q0Row w[4], const Q0Tokens& a, int h0, int n_h, float out[4][8],
                Int8Kernel kernel) {
-  TANDEM_CHECK(n_h >= 1 && n_h <= 4 && h0 + n_h <= a.n_token_pairs) << "token pairs " << h0 << " + " << n_h;
+  TANDEM_CHECK(n_h >= 1 && n_h <= 4 && h0 + n_h <= a.n_token_pairs &&
+               h0 / kQ0GroupPairs == (h0 + n_h - 1) / kQ0GroupPairs)
+      << "token pairs " << h0 << " + " << n_h;
   WithQ0Type(type, [&](auto tt) {
     constexpr TensorType kType = decltype(tt)::value;
     switch (kernel) {

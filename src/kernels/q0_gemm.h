@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "common/tensor_type.h"
@@ -29,6 +30,16 @@ namespace tandem {
 
 // True for the weight types these kernels take (Q8_0, Q5_0).
 bool HasQ0Gemm(TensorType type);
+
+// Whether MatMul sums `type` in llama.cpp's order here: the types TANDEM_LLAMA_ORDER names
+// (a comma-separated subset of q8_0, q5_0, or `none`; default q8_0), read once. Q5_0 is
+// off by default (its load-time repacked tile layout decodes faster; with
+// TANDEM_NO_REPACK=1 every Q5_0 matrix is plain Q5_0), `none` keeps Q8_0 on the int8 tile
+// (8 products per float lane: faster where the LM head computes, llama.cpp's bits lost;
+// docs/PERFORMANCE.md). A bad value: a warning and the default.
+bool SumsInLlamaCppOrder(TensorType type);
+// "q8_0", "q8_0,q5_0" or "none": the setting in force (the kernels' log line).
+std::string LlamaCppOrderTypes();
 
 // The weights' offset: 128 for Q8_0, 16 for Q5_0.
 int Q0Offset(TensorType type);
@@ -44,13 +55,16 @@ struct Q0Row {
 void PrepareQ0Row(TensorType type, const void* w_row, int64_t n_blocks, uint8_t* u, float* d);
 
 // Q8_0 activation rows laid out once per MatMul, tokens in pairs (an odd count repeats
-// the last token): per token pair h and block b, a record of kQ0RecordBytes at
-// (h * n_blocks + b) * kQ0RecordBytes: 64 bytes [x_t0 | x_t1] (signed), 16 float scale
-// lanes [d_t0 x 8 | d_t1 x 8], then 16 int32 lanes -offset * [s_t0 | s_t1] where s_j is
-// the sum of lane j's 4 values (the weights' Q0Offset: the layout is for one weight type);
-// so an avx512 operand is one load, and token t's 256-bit operands sit at 32 * (t % 2) in
-// each part.
+// the last token) and pairs in groups of kQ0GroupPairs (the last group may be short): one
+// record of kQ0RecordBytes per (pair, block), a group's records block by block, and within
+// a block its pairs side by side, so a kernel reaches a group's pairs at fixed offsets
+// while the blocks stream in order. A record: 64 bytes [x_t0 | x_t1] (signed), 16 float
+// scale lanes [d_t0 x 8 | d_t1 x 8], then 16 int32 lanes -offset * [s_t0 | s_t1] where s_j
+// is the sum of lane j's 4 values (the weights' Q0Offset: the layout is for one weight
+// type); so an avx512 operand is one load, and token t's 256-bit operands sit at
+// 32 * (t % 2) in each part.
 constexpr int64_t kQ0RecordBytes = 192;
+constexpr int kQ0GroupPairs = 8;
 struct Q0Tokens {
   std::vector<uint8_t> data;
   int64_t n_blocks = 0;
@@ -64,8 +78,8 @@ void PairQ0Tokens(TensorType type, const uint8_t* rows, int64_t row_bytes, int n
 
 // The tile: out[r][k] = dot(w[r], token 2 * h0 + k) for r < 4 and k < 2 * n_h (1 <= n_h
 // <= 4; where the count is odd a pair's second output repeats its first token).
-// Preconditions: h0 + n_h <= a.n_token_pairs; each w[r] prepared for a.n_blocks blocks;
-// all four rows of one type, `type`.
+// Preconditions: h0 + n_h <= a.n_token_pairs, pairs h0 .. h0 + n_h - 1 in one group of
+// kQ0GroupPairs; each w[r] prepared for a.n_blocks blocks; all four rows of one type.
 void DotQ0Tile(TensorType type, const Q0Row w[4], const Q0Tokens& a, int h0, int n_h, float out[4][8],
                Int8Kernel kernel = ChosenInt8Kernel());
 

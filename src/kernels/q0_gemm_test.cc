@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -158,6 +160,42 @@ TEST(Q0GemmTest, MatMulGivesEveryTokenItsOwnBits) {
           }
         }
       }
+    }
+  }
+}
+
+// MatMul sums Q8_0 / Q5_0 in llama.cpp's order exactly where TANDEM_LLAMA_ORDER says
+// (ctest runs this suite under the default, `none` and `q8_0,q5_0`), else in the int8
+// tile's order, which differs in last bits.
+TEST(Q0GemmTest, MatMulFollowsTheLlamaOrderSetting) {
+  const char* env = std::getenv("TANDEM_LLAMA_ORDER");
+  const std::string setting = env != nullptr ? env : "q8_0";
+  EXPECT_EQ(LlamaCppOrderTypes(), setting);
+  std::mt19937 rng(21);
+  for (TensorType type : {TensorType::kQ8_0, TensorType::kQ5_0}) {
+    const bool want_llama = setting.find(type == TensorType::kQ8_0 ? "q8_0" : "q5_0") != std::string::npos;
+    EXPECT_EQ(SumsInLlamaCppOrder(type), want_llama) << TraitsOf(type).name;
+    const int64_t rows = 64, cols = 512, n_tokens = 5;
+    const std::vector<uint8_t> data = RandomBlocks(type, rows * cols / 32, rng);
+    const int64_t row_bytes = *RowBytes(type, cols);
+    const WeightMatrix w{type, data.data(), rows, cols, row_bytes};
+    const std::vector<float> x = RandomFloats(n_tokens * cols, rng);
+    std::vector<float> y(static_cast<size_t>(n_tokens * rows));
+    MatMul(w, x.data(), n_tokens, y.data(), nullptr);
+    const int64_t a_bytes = ActivationRowBytes(ActivationFormat::kQ8_0, cols);
+    std::vector<uint8_t> act(static_cast<size_t>(a_bytes));
+    int same = 0;
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      QuantizeActivations(ActivationFormat::kQ8_0, x.data() + t * cols, cols, act.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        same += y[t * rows + r] == LlamaCppDot(type, data.data() + r * row_bytes,
+                                                reinterpret_cast<const BlockQ8_0*>(act.data()), cols / 32);
+      }
+    }
+    if (want_llama) {
+      EXPECT_EQ(same, rows * n_tokens) << TraitsOf(type).name;
+    } else {
+      EXPECT_LT(same, rows * n_tokens) << TraitsOf(type).name;
     }
   }
 }
