@@ -188,8 +188,8 @@ void MatMulRowsInt8Tiled(const WeightMatrix& w, const TileActivations& a,
 }
 
 // Q8_0 / Q5_0 weights (SumsInLlamaCppOrder) and many tokens, in llama.cpp's order
-// (q0_gemm.h): each tile of 4 weight rows is prepared once per token block and multiplied with every token pair of
-// the block, up to 4 pairs per call.
+// (q0_gemm.h): each tile of 4 weight rows is prepared once per token block and multiplied
+// with every token pair of the block, up to 4 pairs per call.
 void MatMulRowsQ0Tiled(const WeightMatrix& w, const Q0Tokens& a, float* y, int64_t r0, int64_t r1) {
   const int64_t n_blocks = a.n_blocks, n_tokens = a.n_tokens;
   thread_local std::vector<uint8_t> w_u;
@@ -315,9 +315,10 @@ void MatMulQuantized(const WeightMatrix& w, const uint8_t* xq, int64_t a_row_byt
     thread_local Q0Tokens q0_tokens;
     const Q0Tokens& tokens = q0_tokens;  // the pool's threads read this thread's copy
     PairQ0Tokens(w.type, xq, a_row_bytes, static_cast<int>(n_tokens), w.cols / 32, &q0_tokens);
-    // The row path up to 16 tokens on a large matrix: beyond, its tokens' records outgrow
-    // L1 and the tile wins (kernels_bench lm_head, AVX-512 Xeon: rows 24 vs tile 31-33 ms at
-    // 16 tokens, 45-47 vs 40-43 at 24, 68-69 vs 50-54 at 32).
+    // The row path up to 16 tokens on a large matrix (8 token pairs, one record group per
+    // pass); beyond, the tile is faster (kernels_bench lm_head, AVX-512 Xeon: the row path
+    // 45-47 / 68-69 ms against the tile's 40-43 / 50-54 at 24 / 32 tokens; at 16 the two
+    // are within a few percent).
     const bool large = w.rows * w.row_bytes >= kLargeMatrixBytes;
     if (n_tokens >= (large ? 17 : kMinTokensForTiling)) {
       ForRows(w, pool, [&](int64_t begin, int64_t end) { MatMulRowsQ0Tiled(w, tokens, y, begin, end); });
