@@ -230,3 +230,51 @@ def test_quantization_w8a8_matches_a_file_quantized_by_gguf_py(tandem_bin, fixtu
     # Byte-identical weights give identical results; the stored floats give others.
     assert final[0] == final[1]
     assert final[0] != final[2]
+
+
+def test_dump_tensors_and_compare_tensors(tandem_bin, fixture_dir, tmp_path):
+    """`tandem dump-tensors` writes llama.cpp-named .npy files; tools/compare_tensors.py
+    finds the first tensor that differs from a llama.cpp-style .npz (here built from the
+    dump itself, then with one value of layer 1 changed)."""
+    import numpy as np
+
+    model = str(fixture_dir / "qwen3moe-q8_0.gguf")
+    out = tmp_path / "td"
+    r = run([tandem_bin, "dump-tensors", "-m", model, "--tokens", "1,5,9", "--names", "l_out,result", "-o", str(out)])
+    assert r.returncode == 0, r.stderr
+    assert (out / "tokens.txt").read_text() == "1,5,9\n"
+    names = sorted(p.stem for p in out.glob("*.npy"))
+    assert "l_out-0" in names and "result_output" in names and "result_norm" in names
+    assert not any(n.startswith("attn_norm") for n in names)
+    l0 = np.load(out / "l_out-0.npy")
+    logits = np.load(out / "result_output.npy")
+    assert l0.shape[0] == 3 and logits.shape[0] == 3 and np.isfinite(logits).all()
+
+    # The same tensors as llama.cpp's tool would store them, layer by layer.
+    order = sorted((n for n in names if n.startswith("l_out")), key=lambda n: int(n.split("-")[1]))
+    order += ["result_norm", "result_output"]
+    tensors = {n: np.load(out / f"{n}.npy") for n in order}
+    np.savez(tmp_path / "same.npz", tokens=np.array([1, 5, 9], dtype=np.int32), **tensors)
+    tool = [os.environ.get("PYTHON", "python3"), str(ROOT / "tools" / "compare_tensors.py")]
+    r = run(tool + ["--llama", str(tmp_path / "same.npz"), "--tandem", str(out)])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"all {len(order)} tensors equal bit for bit" in r.stdout
+
+    tensors["l_out-1"] = tensors["l_out-1"].copy()
+    tensors["l_out-1"][2, 7] = np.nextafter(tensors["l_out-1"][2, 7], np.float32(np.inf))
+    np.savez(tmp_path / "diff.npz", **tensors)
+    r = run(tool + ["--llama", str(tmp_path / "diff.npz"), "--tandem", str(out)])
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "first tensor not equal bit for bit: l_out-1 (row 2)" in r.stdout
+
+    # Bad input: exit 2 with the problem named.
+    r = run([tandem_bin, "dump-tensors", "-m", model, "--tokens", "1,x", "-o", str(out)])
+    assert r.returncode == 2 and "'x' is not a token id" in r.stderr
+    r = run([tandem_bin, "dump-tensors", "-m", model, "-o", str(out)])
+    assert r.returncode == 2 and "--tokens or --prompt" in r.stderr
+    r = run([tandem_bin, "dump-tensors", "-m", model, "--tokens", "1,99999999", "-o", str(out)])
+    assert r.returncode == 2 and "outside the vocabulary" in r.stderr
+    r = run([tandem_bin, "dump-tensors", "-m", model, "--tokens", "1", "--names", "nope", "-o", str(out)])
+    assert r.returncode == 2 and "prefixes" in r.stderr
+    r = run(tool + ["--llama", str(tmp_path / "missing.npz"), "--tandem", str(out)])
+    assert r.returncode == 2

@@ -14,6 +14,7 @@ using RunFn = std::function<int()>;
 
 void RegisterBench(CLI::App& app, RunFn* run);
 void RegisterBenchModel(CLI::App& bench, RunFn* run);  // `tandem bench model`
+void RegisterDumpTensors(CLI::App& app, RunFn* run);
 void RegisterGenerate(CLI::App& app, RunFn* run);
 void RegisterLaunch(CLI::App& app, RunFn* run);
 void RegisterPerplexity(CLI::App& app, RunFn* run);

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "tandem 0.1.0");
   tandem::cli::RunFn run;
   tandem::cli::RegisterBench(app, &run);
+  tandem::cli::RegisterDumpTensors(app, &run);
   tandem::cli::RegisterGenerate(app, &run);
   tandem::cli::RegisterLaunch(app, &run);
   tandem::cli::RegisterPerplexity(app, &run);

@@ -69,7 +69,20 @@ int64_t Forward::Embed(const std::vector<ForwardSequence>& batch, const WeightMa
 void Forward::Run(const std::vector<ForwardSequence>& batch, std::vector<float>* logits, std::vector<float>* hidden) {
   Embed(batch, w_.tok_embd, true);
   for (int il = 0; il < c_.n_layers; ++il) Block(il, batch);
+  std::vector<float> traced_hidden;
+  if (tensor_trace_ != nullptr && hidden == nullptr) hidden = &traced_hidden;
   LmHead(batch, w_.output_norm, w_.output, logits, hidden);
+  if (tensor_trace_ != nullptr) {
+    Trace("result_norm", -1, *hidden, c_.n_embd);
+    Trace("result_output", -1, *logits, c_.n_vocab);
+  }
+}
+
+void Forward::Trace(const char* name, int il, const std::vector<float>& rows, int64_t width) {
+  if (tensor_trace_ == nullptr || il >= c_.n_layers) return;
+  const int64_t n = il >= 0 ? static_cast<int64_t>(pos_.size()) : static_cast<int64_t>(rows.size()) / width;
+  (*tensor_trace_)(il >= 0 ? std::string(name) + "-" + std::to_string(il) : std::string(name), rows.data(), n,
+                   width);
 }
 
 void Forward::RunExpertParallelIdle() {
@@ -106,6 +119,7 @@ void Forward::Block(int il, const std::vector<ForwardSequence>& batch) {
     for (int64_t i = b; i < e; ++i)
       RmsNorm(&x_[i * E], l.attn_norm.data(), &xn_[i * E], E, c_.rms_eps);
   });
+  Trace("attn_norm", il, xn_, E);
   if (c_.mla) {
     MlaAttention(il, batch);  // xn_ -> proj_
   } else {
@@ -113,6 +127,7 @@ void Forward::Block(int il, const std::vector<ForwardSequence>& batch) {
     Attention(il, batch);
     MatMul(l.wo, att_.data(), n, proj_.data(), pool_);
   }
+  Trace("attn_out", il, proj_, E);
   ForRows(pool_, n, 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       if (c_.post_norms)
@@ -121,6 +136,8 @@ void Forward::Block(int il, const std::vector<ForwardSequence>& batch) {
       RmsNorm(&x_[i * E], l.ffn_norm.data(), &xn_[i * E], E, c_.rms_eps);
     }
   });
+  Trace("ffn_inp", il, x_, E);
+  Trace("ffn_norm", il, xn_, E);
   if (c_.layer_is_moe(il)) {
     moe_.Run(l.moe, xn_.data(), n, proj_.data(), il < c_.n_layers ? exchange_ : nullptr);
   } else {
@@ -134,6 +151,7 @@ void Forward::Block(int il, const std::vector<ForwardSequence>& batch) {
     });
     MatMul(l.ffn_down, gate_.data(), n, proj_.data(), pool_);
   }
+  Trace("ffn_out", il, proj_, E);
   ForRows(pool_, n, 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       if (c_.post_norms)
@@ -141,6 +159,7 @@ void Forward::Block(int il, const std::vector<ForwardSequence>& batch) {
       AddInPlace(&x_[i * E], &proj_[i * E], E);
     }
   });
+  Trace("l_out", il, x_, E);
 }
 
 const std::vector<float>& Forward::RopeAnglesOfBatch(bool swa) {

@@ -11,6 +11,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "model/kv_store.h"
@@ -73,6 +75,16 @@ class Forward {
   };
   void set_dsa_trace(std::vector<DsaChoice>* trace) { dsa_trace_ = trace; }
 
+  // Named intermediate tensors, for comparing with llama.cpp's graph (`tandem
+  // dump-tensors`, tools/compare_tensors.py): while set (borrowed; nullptr: off), Run
+  // calls it with llama.cpp's names and the batch's rows [n_rows, width]: per trunk layer
+  // "attn_norm-L" (the normed input), "attn_out-L" (attention after its output
+  // projection, before any post-norm), "ffn_inp-L" (the residual stream after attention),
+  // "ffn_norm-L", "ffn_out-L" (the FFN / MoE output, shared experts included, before any
+  // post-norm), "l_out-L"; then "result_norm" and "result_output" (the logits rows).
+  using TensorTrace = std::function<void(const std::string& name, const float* rows, int64_t n_rows, int64_t width)>;
+  void set_tensor_trace(const TensorTrace* trace) { tensor_trace_ = trace; }
+
  private:
   // Token embeddings of the batch into x_ (scaled by embd_scale when `scale`), and
   // pos_ / seq_of_. Returns the token count.
@@ -127,6 +139,9 @@ class Forward {
   std::vector<int> dsa_nsel_;
   std::vector<float> dsa_rot_;   // [head_dim, head_dim] the Walsh-Hadamard rotation (F32)
   std::vector<DsaChoice>* dsa_trace_ = nullptr;
+  const TensorTrace* tensor_trace_ = nullptr;
+  // tensor_trace_'s call for trunk layer il (no call for NextN blocks); il < 0: no suffix.
+  void Trace(const char* name, int il, const std::vector<float>& rows, int64_t width);
   std::vector<int64_t> pos_;  // [n_tokens] position of each batch token
   // Attention's split of the batch: tokens for the per-token kernel; sequences (batch
   // index, first batch token) for the tiled one, with the row pointers of the K/V
