@@ -55,7 +55,11 @@ def schema_body(schema, temperature, seed):
                                               "json_schema": {"name": "s", "schema": schema, "strict": True}}}
 
 
-def check_all_schemas(server, temperature):
+def check_all_schemas(server, temperature, recursive_may_run_long=False):
+    """Every schema's output finishes and validates. recursive_may_run_long: a random-weight
+    model may keep nesting a recursive schema ($ref) past max_tokens (which tree it grows
+    depends on the last bits of its logits); such an output may end by "length", and must
+    then still have begun as the schema's object."""
     def one(k):
         schema = SCHEMAS[k]
         text, finish = generate(server, schema_body(schema, temperature, 1000 + k), stream=k % 2 == 1)
@@ -66,6 +70,9 @@ def check_all_schemas(server, temperature):
     failures = []
     for k, text, finish in results:
         try:
+            if recursive_may_run_long and finish == "length" and "$ref" in json.dumps(SCHEMAS[k]):
+                assert text.startswith("{"), text[:40]
+                continue
             assert finish == "stop", "finish_reason " + str(finish)
             jsonschema.validate(json.loads(text), SCHEMAS[k], format_checker=FORMATS)
         except (AssertionError, ValueError, jsonschema.ValidationError) as e:
@@ -82,7 +89,7 @@ def test_every_schema_validates_on_the_default_model(default_server, temperature
 @pytest.mark.parametrize("temperature", [0, 1.0])
 def test_every_schema_validates_on_a_fixture(fixture_server, temperature):
     # A random model: only the grammar keeps its output valid.
-    check_all_schemas(fixture_server, temperature)
+    check_all_schemas(fixture_server, temperature, recursive_may_run_long=True)
 
 
 def test_greedy_is_deterministic_and_streaming_agrees(default_server):

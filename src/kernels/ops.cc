@@ -66,6 +66,28 @@ __attribute__((target("avx2,fma"))) float DotGgmlAvx2(const float* a, const floa
   return _mm_cvtss_f32(sum);
 }
 
+// ggml_vec_dot_bf16 (AVX2): see DotBf16Ggml. ggml writes a multiply and an add, which its
+// C++ build contracts into one fused multiply-add (compared with llama.cpp's tensors).
+__attribute__((target("avx2,fma"))) float DotBf16GgmlAvx2(const float* a, const float* b, int64_t n) {
+  __m256 c[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    for (int j = 0; j < 4; ++j) {
+      c[j] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * j), _mm256_loadu_ps(b + i + 8 * j), c[j]);
+    }
+  }
+  const __m256 v = _mm256_add_ps(_mm256_add_ps(c[0], c[2]), _mm256_add_ps(c[1], c[3]));
+  __m128 g = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+  g = _mm_add_ps(g, _mm_movehl_ps(g, g));
+  g = _mm_add_ss(g, _mm_movehdup_ps(g));
+  double sum = _mm_cvtss_f32(g);
+  for (; i < n; ++i) {
+    const float p = a[i] * b[i];
+    sum += p;
+  }
+  return static_cast<float>(sum);
+}
+
 // tinyBLAS<8, __m256> (AVX2): see DotF32Sgemm. Precondition: n % 8 == 0.
 __attribute__((target("avx2,fma"))) float DotSgemmAvx2(const float* a, const float* b, int64_t n) {
   __m256 acc = _mm256_setzero_ps();
@@ -74,6 +96,21 @@ __attribute__((target("avx2,fma"))) float DotSgemmAvx2(const float* a, const flo
   x = _mm_add_ps(x, _mm_movehl_ps(x, x));
   x = _mm_add_ss(x, _mm_movehdup_ps(x));
   return _mm_cvtss_f32(x);
+}
+
+__attribute__((target("avx2,fma"))) void DotSgemm4Avx2(const float* rows, int64_t stride, const float* b, int64_t n,
+                                                      float out[4]) {
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(b + i);
+    for (int r = 0; r < 4; ++r) acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(rows + r * stride + i), x, acc[r]);
+  }
+  for (int r = 0; r < 4; ++r) {
+    __m128 v = _mm_add_ps(_mm256_extractf128_ps(acc[r], 1), _mm256_castps256_ps128(acc[r]));
+    v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+    v = _mm_add_ss(v, _mm_movehdup_ps(v));
+    out[r] = _mm_cvtss_f32(v);
+  }
 }
 
 float DotSgemmScalar(const float* a, const float* b, int64_t n) {
@@ -150,6 +187,31 @@ float DotF32Ggml(const float* a, const float* b, int64_t n) {
   return kHaveAvx2 ? DotGgmlAvx2(a, b, n) : DotGgmlScalar(a, b, n);
 }
 
+float DotBf16Ggml(const float* a, const float* b, int64_t n) {
+  if (kHaveAvx2) return DotBf16GgmlAvx2(a, b, n);
+  float c[4][8] = {};
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    for (int j = 0; j < 4; ++j) {
+      for (int l = 0; l < 8; ++l) c[j][l] = std::fma(a[i + 8 * j + l], b[i + 8 * j + l], c[j][l]);
+    }
+  }
+  float v[8];
+  for (int l = 0; l < 8; ++l) v[l] = (c[0][l] + c[2][l]) + (c[1][l] + c[3][l]);
+  const float h[4] = {v[4] + v[0], v[5] + v[1], v[6] + v[2], v[7] + v[3]};
+  double sum = (h[0] + h[2]) + (h[1] + h[3]);
+  for (; i < n; ++i) {
+    const float p = a[i] * b[i];
+    sum += p;
+  }
+  return static_cast<float>(sum);
+}
+
+void DotF32Sgemm4(const float* rows, int64_t row_stride, const float* b, int64_t n, float out[4]) {
+  if (n % 8 == 0 && kHaveAvx2) return DotSgemm4Avx2(rows, row_stride, b, n, out);
+  for (int r = 0; r < 4; ++r) out[r] = DotF32Sgemm(rows + r * row_stride, b, n);
+}
+
 float DotF32Sgemm(const float* a, const float* b, int64_t n) {
   if (n % 8 != 0) return DotF32Ggml(a, b, n);
   return kHaveAvx2 ? DotSgemmAvx2(a, b, n) : DotSgemmScalar(a, b, n);
@@ -191,7 +253,8 @@ void AxpyF16(float a, const uint16_t* x, float* y, int64_t n) {
 
 void RmsNorm(const float* x, const float* w, float* y, int64_t n, float eps) {
   double sum = 0;  // double: GGML accumulates the square sum in ggml_float (double)
-  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * x[i];
+  // Each square rounded to float first, as ggml's (ggml_float)(x * x).
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i] * x[i]);
   const float scale = 1.0f / std::sqrt(static_cast<float>(sum / n) + eps);
   if (w) {
     for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];

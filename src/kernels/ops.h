@@ -68,11 +68,19 @@ float DotF32(const float* a, const float* b, int64_t n);
 // hadd does, the remainder added one by one), so callers that must match llama.cpp bit
 // for bit (the glm-dsa indexer's scores) can; the portable path keeps that order.
 float DotF32Ggml(const float* a, const float* b, int64_t n);
+// The same dot product in ggml_vec_dot_bf16's order on AVX2 (llama.cpp's BF16 x BF16 dot
+// for one token and for MoE experts): four 8-lane FMA accumulators over 32-value steps,
+// folded (0+2)+(1+3), ggml's 8-lane sum, then the remainder's products (rounded to float)
+// added in double. For bf16 values held as floats.
+float DotBf16Ggml(const float* a, const float* b, int64_t n);
 // The same dot product in llamafile's tinyBLAS order (ggml's F32 x F32 matrix product
 // when the other side has two or more columns): one 8-lane FMA accumulator over the
 // whole length, then its lanes summed (l + l+4), (0+2) + (1+3). For n % 8 != 0
 // tinyBLAS declines and ggml falls back to DotF32Ggml, as this does.
 float DotF32Sgemm(const float* a, const float* b, int64_t n);
+// out[i] = DotF32Sgemm(rows + i * row_stride, b, n) for i < 4, the same bits, the four
+// accumulator chains interleaved.
+void DotF32Sgemm4(const float* rows, int64_t row_stride, const float* b, int64_t n, float out[4]);
 // The lightning indexer's scores (DeepSeek sparse attention, as ggml's fused CPU op):
 // scores[j] = sum over h of max(q[h] . k_rows[j], 0) * w[h] for n fp16 key rows of hd
 // values, q [n_heads, hd] and w [n_heads] in float; each dot is DotF32Ggml's, the sum

@@ -272,6 +272,55 @@ TEST(OpsTest, DotF32SgemmKeepsTinyBlasOrderBitForBit) {
   }
 }
 
+// Four rows at once give DotF32Sgemm's bits for each (MatMul's dense float path).
+TEST(OpsTest, DotF32Sgemm4GivesEachRowsBits) {
+  std::mt19937 rng(10);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (int n : {8, 256, 70}) {
+    const int stride = n + 3;
+    std::vector<float> rows(4 * stride), b(n);
+    for (float& v : rows) v = dist(rng);
+    for (float& v : b) v = dist(rng);
+    float out[4];
+    DotF32Sgemm4(rows.data(), stride, b.data(), n, out);
+    for (int r = 0; r < 4; ++r) {
+      EXPECT_EQ(std::bit_cast<uint32_t>(out[r]), std::bit_cast<uint32_t>(DotF32Sgemm(rows.data() + r * stride, b.data(), n)))
+          << n << " row " << r;
+    }
+  }
+}
+
+// ggml_vec_dot_bf16's AVX2 order written out: four 8-lane FMA accumulators over 32-value
+// steps, (0+2)+(1+3), the 8-lane sum, the rest in double.
+TEST(OpsTest, DotBf16GgmlKeepsGgmlsOrderBitForBit) {
+  std::mt19937 rng(12);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (int n : {32, 256, 70}) {
+    std::vector<float> a(n), b(n);
+    for (int i = 0; i < n; ++i) {
+      a[i] = dist(rng);
+      b[i] = dist(rng);
+    }
+    float c[4][8] = {};
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+      for (int j = 0; j < 4; ++j) {
+        for (int l = 0; l < 8; ++l) c[j][l] = std::fma(a[i + 8 * j + l], b[i + 8 * j + l], c[j][l]);
+      }
+    }
+    float v[8];
+    for (int l = 0; l < 8; ++l) v[l] = (c[0][l] + c[2][l]) + (c[1][l] + c[3][l]);
+    double sum = ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
+    for (; i < n; ++i) {
+      volatile float p = a[i] * b[i];
+      sum += p;
+    }
+    EXPECT_EQ(std::bit_cast<uint32_t>(DotBf16Ggml(a.data(), b.data(), n)),
+              std::bit_cast<uint32_t>(static_cast<float>(sum)))
+        << n;
+  }
+}
+
 TEST(OpsTest, IndexerScoresAreReluWeightedHeadSums) {
   std::mt19937 rng(11);
   std::normal_distribution<float> dist(0.0f, 1.0f);
