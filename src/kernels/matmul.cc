@@ -140,6 +140,20 @@ struct TileActivations {
   int64_t cols;
 };
 
+// fn(t0, t_end, rb, nr) for every block [t0, t_end) of `block` tokens (outer) and every
+// 4-row tile [rb, rb + nr) of rows [r0, r1) (inner, in interleaved runs: row_runs.h).
+template <typename Fn>
+void ForEachTokenBlockAndTile(int64_t n_tokens, int64_t block, int64_t r0, int64_t r1, Fn&& fn) {
+  const int64_t n_tiles = (r1 - r0 + 3) / 4;
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += block) {
+    const int64_t t_end = std::min(n_tokens, t0 + block);
+    ForEachRowInRuns(t_end - t0, 0, n_tiles, [&](int64_t tile) {
+      const int64_t rb = r0 + 4 * tile;
+      fn(t0, t_end, rb, std::min<int64_t>(4, r1 - rb));
+    });
+  }
+}
+
 void MatMulRowsInt8Tiled(const WeightMatrix& w, const TileActivations& a,
                          const PairedTileTokens* paired, int64_t n_tokens, float* y, int64_t r0,
                          int64_t r1) {
@@ -154,49 +168,43 @@ void MatMulRowsInt8Tiled(const WeightMatrix& w, const TileActivations& a,
     return TileOperand{a.q + t * cols, a.d_lanes + t * n_lanes, a.corr + t * n_lanes};
   };
   const int64_t block = TokenBlock(cols + 2 * n_lanes * 4);  // q, d_lanes and corr per token
-  const int64_t n_tiles = (r1 - r0 + 3) / 4;
-  for (int64_t t0 = 0; t0 < n_tokens; t0 += block) {
-    const int64_t t_end = std::min(n_tokens, t0 + block);
-    ForEachRowInRuns(t_end - t0, 0, n_tiles, [&](int64_t tile) {  // tiles in interleaved runs (row_runs.h)
-      const int64_t rb = r0 + 4 * tile;
-      const int64_t nr = std::min<int64_t>(4, r1 - rb);
-      TileOperand wt[4];
-      for (int r = 0; r < 4; ++r) {
-        const int64_t row =
-            rb + std::min<int64_t>(r, nr - 1);  // pad a short tile with its last row
-        if (r < nr)
-          PrepareTileWeightRow(w.type, w.data + row * w.row_bytes, cols, w_q.data() + r * w_stride,
-                               w_d.data() + r * n_lanes);
-        const int64_t slot = std::min<int64_t>(r, nr - 1);
-        wt[r] = TileOperand{w_q.data() + slot * w_stride, w_d.data() + slot * n_lanes, nullptr};
-      }
-      if (paired != nullptr) {  // avx512: 8 tokens (4 register pairs) per call
-        for (int64_t t = t0; t < t_end; t += 8) {
-          const int64_t n = std::min<int64_t>(8, t_end - t);
-          float out[4][8];
-          DotInt8TilePaired(offset, wt, *paired, static_cast<int>(t / 2),
-                            static_cast<int>((n + 1) / 2), out);
-          for (int64_t r = 0; r < nr; ++r) {
-            for (int64_t k = 0; k < n; ++k) y[(t + k) * w.rows + rb + r] = out[r][k];
-          }
-        }
-        return;
-      }
-      for (int64_t t = t0; t < t_end; t += 4) {
-        // A short last group repeats its last token (each output has the same bits
-        // whatever shares its tile).
-        const int64_t n = std::min<int64_t>(4, t_end - t);
-        const TileOperand at[4] = {token(t), token(t + std::min<int64_t>(1, n - 1)),
-                                   token(t + std::min<int64_t>(2, n - 1)),
-                                   token(t + std::min<int64_t>(3, n - 1))};
-        float out[4][4];
-        DotInt8Tile4x4(offset, wt, at, cols / 64, out);
+  ForEachTokenBlockAndTile(n_tokens, block, r0, r1, [&](int64_t t0, int64_t t_end, int64_t rb, int64_t nr) {
+    TileOperand wt[4];
+    for (int r = 0; r < 4; ++r) {
+      const int64_t row =
+          rb + std::min<int64_t>(r, nr - 1);  // pad a short tile with its last row
+      if (r < nr)
+        PrepareTileWeightRow(w.type, w.data + row * w.row_bytes, cols, w_q.data() + r * w_stride,
+                             w_d.data() + r * n_lanes);
+      const int64_t slot = std::min<int64_t>(r, nr - 1);
+      wt[r] = TileOperand{w_q.data() + slot * w_stride, w_d.data() + slot * n_lanes, nullptr};
+    }
+    if (paired != nullptr) {  // avx512: 8 tokens (4 register pairs) per call
+      for (int64_t t = t0; t < t_end; t += 8) {
+        const int64_t n = std::min<int64_t>(8, t_end - t);
+        float out[4][8];
+        DotInt8TilePaired(offset, wt, *paired, static_cast<int>(t / 2),
+                          static_cast<int>((n + 1) / 2), out);
         for (int64_t r = 0; r < nr; ++r) {
           for (int64_t k = 0; k < n; ++k) y[(t + k) * w.rows + rb + r] = out[r][k];
         }
       }
-    });
-  }
+      return;
+    }
+    for (int64_t t = t0; t < t_end; t += 4) {
+      // A short last group repeats its last token (each output has the same bits
+      // whatever shares its tile).
+      const int64_t n = std::min<int64_t>(4, t_end - t);
+      const TileOperand at[4] = {token(t), token(t + std::min<int64_t>(1, n - 1)),
+                                 token(t + std::min<int64_t>(2, n - 1)),
+                                 token(t + std::min<int64_t>(3, n - 1))};
+      float out[4][4];
+      DotInt8Tile4x4(offset, wt, at, cols / 64, out);
+      for (int64_t r = 0; r < nr; ++r) {
+        for (int64_t k = 0; k < n; ++k) y[(t + k) * w.rows + rb + r] = out[r][k];
+      }
+    }
+  });
 }
 
 // Q8_0 / Q5_0 weights (SumsInLlamaCppOrder) and many tokens, in llama.cpp's order
@@ -210,31 +218,25 @@ void MatMulRowsQ0Tiled(const WeightMatrix& w, const Q0Tokens& a, float* y, int64
   w_d.resize(static_cast<size_t>(4 * n_blocks));
   // A multiple of 16 tokens, so each call's 4 pairs lie in one group (q0_gemm.h).
   const int64_t block = std::max<int64_t>(16, TokenBlock(n_blocks * kQ0RecordBytes / 2) / 16 * 16);
-  const int64_t n_tiles = (r1 - r0 + 3) / 4;
-  for (int64_t t0 = 0; t0 < n_tokens; t0 += block) {
-    const int64_t t_end = std::min(n_tokens, t0 + block);
-    ForEachRowInRuns(t_end - t0, 0, n_tiles, [&](int64_t tile) {  // tiles in interleaved runs (row_runs.h)
-      const int64_t rb = r0 + 4 * tile;
-      const int64_t nr = std::min<int64_t>(4, r1 - rb);
-      Q0Row rows[4];
-      for (int r = 0; r < 4; ++r) {
-        const int64_t slot = std::min<int64_t>(r, nr - 1);  // a short tile repeats its last row
-        if (r < nr) {
-          PrepareQ0Row(w.type, w.data + (rb + r) * w.row_bytes, n_blocks, w_u.data() + r * 32 * n_blocks,
-                       w_d.data() + r * n_blocks);
-        }
-        rows[r] = Q0Row{w_u.data() + slot * 32 * n_blocks, w_d.data() + slot * n_blocks};
+  ForEachTokenBlockAndTile(n_tokens, block, r0, r1, [&](int64_t t0, int64_t t_end, int64_t rb, int64_t nr) {
+    Q0Row rows[4];
+    for (int r = 0; r < 4; ++r) {
+      const int64_t slot = std::min<int64_t>(r, nr - 1);  // a short tile repeats its last row
+      if (r < nr) {
+        PrepareQ0Row(w.type, w.data + (rb + r) * w.row_bytes, n_blocks, w_u.data() + r * 32 * n_blocks,
+                     w_d.data() + r * n_blocks);
       }
-      for (int64_t t = t0; t < t_end; t += 8) {
-        const int64_t n = std::min<int64_t>(8, t_end - t);
-        float out[4][8];
-        DotQ0Tile(w.type, rows, a, static_cast<int>(t / 2), static_cast<int>((n + 1) / 2), out);
-        for (int64_t r = 0; r < nr; ++r) {
-          for (int64_t k = 0; k < n; ++k) y[(t + k) * w.rows + rb + r] = out[r][k];
-        }
+      rows[r] = Q0Row{w_u.data() + slot * 32 * n_blocks, w_d.data() + slot * n_blocks};
+    }
+    for (int64_t t = t0; t < t_end; t += 8) {
+      const int64_t n = std::min<int64_t>(8, t_end - t);
+      float out[4][8];
+      DotQ0Tile(w.type, rows, a, static_cast<int>(t / 2), static_cast<int>((n + 1) / 2), out);
+      for (int64_t r = 0; r < nr; ++r) {
+        for (int64_t k = 0; k < n; ++k) y[(t + k) * w.rows + rb + r] = out[r][k];
       }
-    });
-  }
+    }
+  });
 }
 
 // Chunks of rows per pool thread (see ForRows).
