@@ -152,18 +152,28 @@ __attribute__((target("avx2,fma,f16c"))) inline __m256i LanesAvx2(__m256i u, __m
   }
 }
 
+// Where token t's 256-bit operands of each block are: block b's at p + b * stride (x; its
+// scale at + 64, its negated lane sums at + 128), computed once per token.
+struct TokenCursor {
+  const uint8_t* p = nullptr;
+  int64_t stride = 0;
+};
+
+TokenCursor CursorOf(const Q0Tokens& a, int64_t t) {
+  return TokenCursor{Record(a, t, 0) + 32 * (t % 2), a.n_blocks > 1 ? Record(a, t, 1) - Record(a, t, 0) : 0};
+}
+
 // Token t's 256-bit operands of block b: x, its scale broadcast, and where its negated lane
 // sums are.
 struct TokenBlockAvx2 {
   __m256i x;
   __m256 dx;
   const uint8_t* neg_sums;
-  __attribute__((target("avx2,fma,f16c"))) TokenBlockAvx2(const Q0Tokens& a, int64_t t, int64_t b) {
-    const uint8_t* rec = Record(a, t, b);
-    const int off = 32 * static_cast<int>(t % 2);
-    x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec + off));
-    dx = _mm256_broadcast_ss(reinterpret_cast<const float*>(rec + 64 + off));
-    neg_sums = rec + 128 + off;
+  __attribute__((target("avx2,fma,f16c"))) TokenBlockAvx2(const TokenCursor& c, int64_t b) {
+    const uint8_t* rec = c.p + b * c.stride;
+    x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rec));
+    dx = _mm256_broadcast_ss(reinterpret_cast<const float*>(rec + 64));
+    neg_sums = rec + 128;
   }
 };
 
@@ -172,11 +182,11 @@ template <TensorType kType, VnniForm kForm>
 __attribute__((target("avx2,fma,f16c"))) void DotQ0TileAvx2(const Q0Row w[4], const Q0Tokens& a, int h0, int n_h,
                                                            float out[4][8]) {
   for (int k = 0; k < 2 * n_h; ++k) {
-    const int64_t t = 2 * h0 + k;
+    const TokenCursor cursor = CursorOf(a, 2 * h0 + k);
     __m256 acc[4];
     for (int r = 0; r < 4; ++r) acc[r] = _mm256_setzero_ps();
     for (int64_t b = 0; b < a.n_blocks; ++b) {
-      const TokenBlockAvx2 tok(a, t, b);
+      const TokenBlockAvx2 tok(cursor, b);
       for (int r = 0; r < 4; ++r) {
         const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[r].u + 32 * b));
         const __m256i lanes = LanesAvx2<kType, kForm>(u, tok.x, tok.neg_sums);
@@ -198,14 +208,18 @@ __attribute__((target("avx2,fma,f16c"))) inline void DotQ0RowGroupAvx2(const voi
   constexpr int64_t kPrefetchBytes = 1536;
   const char* ahead = static_cast<const char*>(w_row) + kPrefetchBytes;
   __m256 acc[kGroup];
-  for (int g = 0; g < kGroup; ++g) acc[g] = _mm256_setzero_ps();
+  TokenCursor cursors[kGroup];
+  for (int g = 0; g < kGroup; ++g) {
+    acc[g] = _mm256_setzero_ps();
+    cursors[g] = CursorOf(a, t0 + g);
+  }
   for (int64_t b = 0; b < a.n_blocks; ++b) {
     _mm_prefetch(ahead + b * kBlockBytes, _MM_HINT_T0);
     float dw;
     const __m256i u = DecodeQ0Block<kType>(w_row, b, &dw);
     const __m256 dwv = _mm256_set1_ps(dw);
     for (int g = 0; g < kGroup; ++g) {
-      const TokenBlockAvx2 tok(a, t0 + g, b);
+      const TokenBlockAvx2 tok(cursors[g], b);
       const __m256i lanes = LanesAvx2<kType, kForm>(u, tok.x, tok.neg_sums);
       acc[g] = _mm256_fmadd_ps(_mm256_mul_ps(dwv, tok.dx), _mm256_cvtepi32_ps(lanes), acc[g]);
     }
@@ -219,22 +233,25 @@ __attribute__((target("avx2,fma,f16c"))) void DotQ0RowsAvx2(const uint8_t* w, in
   const int n_tokens = a.n_tokens;
   ForEachRowInRuns(n_tokens, 0, rows, [&](int64_t r) {  // interleaved runs (row_runs.h)
     const uint8_t* row = w + r * row_bytes;
-    float out[4];
+    float out[8];
     int t = 0;
-    for (; t + 4 <= n_tokens; t += 4) {
-      DotQ0RowGroupAvx2<kType, 4, kForm>(row, a, t, out);
-      for (int g = 0; g < 4; ++g) y[(t + g) * y_stride + r] = out[g];
+    for (; t + 8 <= n_tokens; t += 8) {  // up to 8 tokens per decoded block (16 ymm registers)
+      DotQ0RowGroupAvx2<kType, 8, kForm>(row, a, t, out);
+      for (int g = 0; g < 8; ++g) y[(t + g) * y_stride + r] = out[g];
     }
     switch (n_tokens - t) {
-      case 3:
-        DotQ0RowGroupAvx2<kType, 3, kForm>(row, a, t, out);
-        break;
-      case 2:
-        DotQ0RowGroupAvx2<kType, 2, kForm>(row, a, t, out);
-        break;
-      case 1:
-        DotQ0RowGroupAvx2<kType, 1, kForm>(row, a, t, out);
-        break;
+#define TANDEM_Q0_GROUP_CASE(N)                          \
+  case N:                                                \
+    DotQ0RowGroupAvx2<kType, N, kForm>(row, a, t, out);  \
+    break;
+      TANDEM_Q0_GROUP_CASE(1)
+      TANDEM_Q0_GROUP_CASE(2)
+      TANDEM_Q0_GROUP_CASE(3)
+      TANDEM_Q0_GROUP_CASE(4)
+      TANDEM_Q0_GROUP_CASE(5)
+      TANDEM_Q0_GROUP_CASE(6)
+      TANDEM_Q0_GROUP_CASE(7)
+#undef TANDEM_Q0_GROUP_CASE
       default:
         break;
     }
