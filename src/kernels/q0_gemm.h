@@ -1,5 +1,5 @@
-// Q8_0 and Q5_0 weights times Q8_0 activations for several tokens at once (MatMul's path
-// for these types from two tokens up), in llama.cpp's x86 summation order.
+// Q8_0 and Q5_0 weights times Q8_0 activations (MatMul's path for Q8_0, at any token
+// count; for Q5_0 where TANDEM_LLAMA_ORDER says), in llama.cpp's x86 summation order.
 //
 // llama.cpp multiplies these types on x86 with tinyBLAS_Q0_AVX (two tokens or more) and
 // ggml_vec_dot_q8_0_q8_0 / ggml_vec_dot_q5_0_q8_0 (one), both in the same order: per
