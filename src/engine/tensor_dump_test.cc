@@ -85,6 +85,13 @@ TEST_F(TensorDumpTest, PrefixesChooseTheTensors) {
   ASSERT_EQ(static_cast<int>(names.size()), (*model)->config().n_layers);
   for (const std::string& n : names) EXPECT_EQ(n.rfind("l_out-", 0), 0u) << n;
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/attn_norm-0.npy"));
+  // MLA layers add the attention before its output projection (llama.cpp's kqv_out).
+  auto mla = Model::Load(FixturePath("deepseek2-q8_0.gguf"));
+  ASSERT_TRUE(mla.ok()) << mla.status().ToString();
+  options.prefixes = {"kqv_out"};
+  ASSERT_TRUE(DumpTensors(**mla, nullptr, {3, 4, 5}, options, dir_, &names).ok());
+  EXPECT_EQ(static_cast<int>(names.size()), (*mla)->config().n_layers);
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/kqv_out-0.npy"));
 }
 
 TEST_F(TensorDumpTest, BadInputIsRefused) {

@@ -78,7 +78,8 @@ class Forward {
   // Named intermediate tensors, for comparing with llama.cpp's graph (`tandem
   // dump-tensors`, tools/compare_tensors.py): while set (borrowed; nullptr: off), Run
   // calls it with llama.cpp's names and the batch's rows [n_rows, width]: per trunk layer
-  // "attn_norm-L" (the normed input), "attn_out-L" (attention after its output
+  // "attn_norm-L" (the normed input), "kqv_out-L" (MLA layers: the heads' attention
+  // output before the output projection), "attn_out-L" (attention after its output
   // projection, before any post-norm), "ffn_inp-L" (the residual stream after attention),
   // "ffn_norm-L", "ffn_out-L" (the FFN / MoE output, shared experts included, before any
   // post-norm), "l_out-L"; then "result_norm" and "result_output" (the logits rows).

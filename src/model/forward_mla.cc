@@ -178,6 +178,7 @@ void Forward::MlaAttention(int il, const std::vector<ForwardSequence>& batch) {
   Grow(mla_out_, static_cast<size_t>(n * H * vh));
   PerHeadMatMul(w.v_b, mla_lat_.data(), static_cast<int64_t>(H) * lora, lora, mla_out_.data(),
                 static_cast<int64_t>(H) * vh, vh, n, H, pool_);
+  Trace("kqv_out", il, mla_out_, static_cast<int64_t>(H) * vh);
   MatMul(l.wo, mla_out_.data(), n, proj_.data(), pool_);
 }
 
