@@ -30,8 +30,8 @@ Int8Kernel ChosenInt8Kernel();
 std::vector<Int8Kernel> RunnableInt8Kernels();
 
 // The prefill GEMM tile for Q8_0, Q5_0 and Q4_0 weights (many tokens). MatMul sends Q8_0
-// to q0_gemm.h (llama.cpp's summation order) and Q5_0 / Q4_0 here; the tile's Q8_0 form
-// stays as the signed case of these kernels (tests, kernels_bench). Weight
+// to q0_gemm.h (llama.cpp's summation order) and Q5_0 / Q4_0 here, Q8_0 too with
+// TANDEM_LLAMA_ORDER=none (q0_gemm.h SumsInLlamaCppOrder). Weight
 // rows are decoded once per call into plain bytes: Q8_0 as its int8 values, Q5_0 and
 // Q4_0 as unsigned values (stored + 16, + 8) so that `vpmaddubsw` takes them without
 // a sign fix-up; the offset comes back out through per-block integer corrections carried

@@ -1,7 +1,5 @@
 #include "kernels/isa.h"
 
-#include "kernels/q0_gemm.h"
-
 #include <algorithm>
 #include <cstdlib>
 

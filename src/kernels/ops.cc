@@ -66,6 +66,14 @@ __attribute__((target("avx2,fma"))) float DotGgmlAvx2(const float* a, const floa
   return _mm_cvtss_f32(sum);
 }
 
+// ggml's hsum_float_8 (and tinyBLAS's hsum): (hi + lo), then (0+2) + (1+3).
+__attribute__((target("avx2"))) inline float HsumGgml(__m256 v) {
+  __m128 g = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+  g = _mm_add_ps(g, _mm_movehl_ps(g, g));
+  g = _mm_add_ss(g, _mm_movehdup_ps(g));
+  return _mm_cvtss_f32(g);
+}
+
 // ggml_vec_dot_bf16 (AVX2): see DotBf16Ggml. ggml writes a multiply and an add, which its
 // C++ build contracts into one fused multiply-add (compared with llama.cpp's tensors).
 __attribute__((target("avx2,fma"))) float DotBf16GgmlAvx2(const float* a, const float* b, int64_t n) {
@@ -76,11 +84,7 @@ __attribute__((target("avx2,fma"))) float DotBf16GgmlAvx2(const float* a, const 
       c[j] = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8 * j), _mm256_loadu_ps(b + i + 8 * j), c[j]);
     }
   }
-  const __m256 v = _mm256_add_ps(_mm256_add_ps(c[0], c[2]), _mm256_add_ps(c[1], c[3]));
-  __m128 g = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
-  g = _mm_add_ps(g, _mm_movehl_ps(g, g));
-  g = _mm_add_ss(g, _mm_movehdup_ps(g));
-  double sum = _mm_cvtss_f32(g);
+  double sum = HsumGgml(_mm256_add_ps(_mm256_add_ps(c[0], c[2]), _mm256_add_ps(c[1], c[3])));
   for (; i < n; ++i) {
     const float p = a[i] * b[i];
     sum += p;
@@ -92,10 +96,7 @@ __attribute__((target("avx2,fma"))) float DotBf16GgmlAvx2(const float* a, const 
 __attribute__((target("avx2,fma"))) float DotSgemmAvx2(const float* a, const float* b, int64_t n) {
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
-  __m128 x = _mm_add_ps(_mm256_extractf128_ps(acc, 1), _mm256_castps256_ps128(acc));
-  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-  x = _mm_add_ss(x, _mm_movehdup_ps(x));
-  return _mm_cvtss_f32(x);
+  return HsumGgml(acc);
 }
 
 __attribute__((target("avx2,fma"))) void DotSgemm4Avx2(const float* rows, int64_t stride, const float* b, int64_t n,
@@ -105,12 +106,7 @@ __attribute__((target("avx2,fma"))) void DotSgemm4Avx2(const float* rows, int64_
     const __m256 x = _mm256_loadu_ps(b + i);
     for (int r = 0; r < 4; ++r) acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(rows + r * stride + i), x, acc[r]);
   }
-  for (int r = 0; r < 4; ++r) {
-    __m128 v = _mm_add_ps(_mm256_extractf128_ps(acc[r], 1), _mm256_castps256_ps128(acc[r]));
-    v = _mm_add_ps(v, _mm_movehl_ps(v, v));
-    v = _mm_add_ss(v, _mm_movehdup_ps(v));
-    out[r] = _mm_cvtss_f32(v);
-  }
+  for (int r = 0; r < 4; ++r) out[r] = HsumGgml(acc[r]);
 }
 
 float DotSgemmScalar(const float* a, const float* b, int64_t n) {
