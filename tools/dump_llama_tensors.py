@@ -16,6 +16,10 @@ stride: `<name>__stride` gives it in elements.
         --golden tests/data/golden_fixture_deepseek32-q8_0.json --prompt 0 \\
         --names l_out,ffn_inp,kv_cmpr_pe-0,result_output --out /tmp/llama.npz
 
+--token-by-token: the prompt one token per llama_decode (n_ubatch 1: llama.cpp's decode
+path, the goldens' `top1_token_by_token`), each tensor's rows concatenated over the steps
+(a tensor whose width changes from step to step, such as kq, is kept per step: kq-0@5).
+
 --agreement: instead, every prompt of --golden through this llama.cpp, and its top-1
 agreement with the golden file (all positions, and where the golden's batched and
 token-by-token answers agree): which build made a golden file, and how far llama.cpp's
@@ -54,6 +58,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default="llama_tensors.npz")
     ap.add_argument("--agreement", action="store_true", help="top-1 agreement with --golden over all its prompts")
+    ap.add_argument("--token-by-token", action="store_true", help="one token per llama_decode (its decode path)")
     args = ap.parse_args()
     if args.agreement:
         return agreement(args)
@@ -64,7 +69,8 @@ def main():
             tokens = json.load(f)["prompts"][args.prompt]["tokens"]
     else:
         sys.exit("dump_llama_tensors.py: give --golden (with --prompt) or --tokens")
-    got, names = run(args.model, tokens, [p for p in args.names.split(",") if p], args.threads)
+    got, names = run(args.model, tokens, [p for p in args.names.split(",") if p], args.threads,
+                     token_by_token=args.token_by_token)
     np.savez(args.out, tokens=np.array(tokens, dtype=np.int32), **got)
     if args.list:
         seen = []
@@ -96,10 +102,11 @@ def agreement(args):
     return 0
 
 
-def run(model_path, tokens, prefixes, threads, all_logits=True):
+def run(model_path, tokens, prefixes, threads, all_logits=True, token_by_token=False):
     """Evaluates `tokens` in one batch; returns ({name: rows, name__stride: n}, every name seen).
     `all_logits`: every position's output (the last layer runs on every token), else the
-    last one's only (llama_batch_get_one)."""
+    last one's only (llama_batch_get_one). `token_by_token`: one llama_decode per token,
+    each tensor's rows concatenated over the steps."""
     from llama_cpp import llama_cpp as C  # imported here: only this tool needs it
 
     lib_dir = os.environ.get("LLAMA_CPP_LIB_PATH") or os.path.join(os.path.dirname(C.__file__), "lib")
@@ -131,10 +138,15 @@ def run(model_path, tokens, prefixes, threads, all_logits=True):
         base.ggml_backend_tensor_get(t, buf, 0, n)
         flat = np.frombuffer(bytes(buf), dtype=np.float32 if ttype == GGML_TYPE_F32 else np.int32)
         stride = nb[1] // 4 if ne[1] > 1 else ne[0]
-        rows = [flat[r * stride:r * stride + ne[0]] for r in range(ne[1])]
-        got[name] = np.stack(rows)
+        rows = np.stack([flat[r * stride:r * stride + ne[0]] for r in range(ne[1])])
+        if token_by_token:
+            steps.setdefault(name, []).append(rows)
+        else:
+            got[name] = rows
         got[name + "__stride"] = np.array(stride)
         return True
+
+    steps = {}
 
     C.llama_backend_init()
     mp = C.llama_model_default_params()
@@ -145,12 +157,33 @@ def run(model_path, tokens, prefixes, threads, all_logits=True):
         sys.exit(f"dump_llama_tensors.py: llama.cpp could not load {model_path}")
     cp = C.llama_context_default_params()
     cp.n_ctx = cp.n_batch = cp.n_ubatch = max(512, len(tokens))
+    if token_by_token:
+        cp.n_batch = cp.n_ubatch = 1
     cp.n_threads = cp.n_threads_batch = threads
     # As the goldens' llama_cpp.Llama (flash_attn=False).
     cp.flash_attn_type = C.LLAMA_FLASH_ATTN_TYPE_DISABLED
     cp.cb_eval = cb
     ctx = C.llama_init_from_model(model, cp)
-    if all_logits:
+    if token_by_token:
+        batch = C.llama_batch_init(1, 0, 1)
+        failed = False
+        for i, tok in enumerate(tokens):
+            batch.n_tokens = 1
+            batch.token[0] = tok
+            batch.pos[0] = i
+            batch.n_seq_id[0] = 1
+            batch.seq_id[0][0] = 0
+            batch.logits[0] = 1
+            failed = failed or C.llama_decode(ctx, batch) != 0
+        C.llama_batch_free(batch)
+        for name, parts in steps.items():
+            if len({p.shape[1:] for p in parts}) == 1:
+                got[name] = np.concatenate(parts)
+            else:  # one entry per step: name@0, name@1, ...
+                got.pop(name + "__stride", None)
+                for i, part in enumerate(parts):
+                    got[f"{name}@{i}"] = part
+    elif all_logits:
         batch = C.llama_batch_init(len(tokens), 0, 1)
         batch.n_tokens = len(tokens)
         for i, tok in enumerate(tokens):

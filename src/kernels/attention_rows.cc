@@ -3,9 +3,11 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "kernels/half.h"
 #include "kernels/isa.h"
 
 namespace tandem {
@@ -243,6 +245,95 @@ void WeightedSumRowsGroup(const float* const* p, int g, const P* const* v, int64
   }
 }
 
+// ---- ggml_vec_dot_f16's order (llama.cpp's decode-path attention) ----
+// One dot of n fp16-exact values x[i] * y[i] as ggml_vec_dot_f16 sums it on AVX2: four
+// 8-lane float accumulators over steps of 32 (lane l of accumulator k takes the values
+// 32 s + 8 k + l, one fma each), folded as x0 = (a0 + a2) + (a1 + a3), then the 128-bit
+// halves added (lanes m and m + 4), then two horizontal adds; the last n % 32 products
+// (each rounded to float) added in double. Element i of the operands: X(i), Y(i).
+template <typename X, typename Y>
+float GgmlDotF16Scalar(int64_t n, X x, Y y) {
+  float a[4][8] = {};
+  const int64_t np = n - n % 32;
+  for (int64_t s = 0; s < np; s += 32) {
+    for (int k = 0; k < 4; ++k) {
+      for (int l = 0; l < 8; ++l) a[k][l] = std::fma(x(s + 8 * k + l), y(s + 8 * k + l), a[k][l]);
+    }
+  }
+  float f[8];
+  for (int l = 0; l < 8; ++l) f[l] = (a[0][l] + a[2][l]) + (a[1][l] + a[3][l]);
+  float t[4];
+  for (int m = 0; m < 4; ++m) t[m] = f[m] + f[m + 4];
+  double sum = (t[0] + t[1]) + (t[2] + t[3]);
+  for (int64_t i = np; i < n; ++i) sum += static_cast<double>(x(i) * y(i));
+  return static_cast<float>(sum);
+}
+
+// The fold of GgmlDotF16Scalar on 8-lane vectors, lane by lane (lanes independent): the
+// accumulators a[0..3] of 8 dots in the same lanes give their 8 results.
+TANDEM_AVX2 inline __m256 GgmlFoldLanes(const __m256 a[4]) {
+  return _mm256_add_ps(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[1], a[3]));
+}
+
+TANDEM_AVX2 inline float GgmlHsum(__m256 f) {
+  const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(f), _mm256_extractf128_ps(f, 1));
+  const __m128 t1 = _mm_hadd_ps(t0, t0);
+  return _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
+}
+
+// scores[h][j] = scale * GgmlDot(q[h], k[j]) over hd values. Preconditions: hd % 8 == 0.
+TANDEM_AVX2 void GgmlDotRowsAvx2(const float* const* q, int g, const uint16_t* const* k, int64_t n, int hd,
+                                 float scale, float* const* scores) {
+  const int np = hd - hd % 32;
+  for (int64_t j = 0; j < n; ++j) {
+    const F16Head row(k[j], hd);
+    for (int h = 0; h < g; ++h) {
+      __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+      for (int s = 0; s < np; s += 32) {
+        for (int c = 0; c < 4; ++c) a[c] = _mm256_fmadd_ps(row.Load(s + 8 * c), _mm256_loadu_ps(q[h] + s + 8 * c), a[c]);
+      }
+      double sum = GgmlHsum(GgmlFoldLanes(a));
+      for (int d = np; d < hd; ++d) sum += static_cast<double>(Fp16ToFp32(k[j][d]) * q[h][d]);
+      scores[h][j] = static_cast<float>(sum) * scale;
+    }
+  }
+}
+
+// out[h][d] = GgmlDot over positions j < n of v[j][d] * p[h][j] (llama.cpp's kqv: the
+// transposed V against the probabilities, its rows padded with masked positions, whose
+// zero probabilities add nothing, to a multiple of 32). Lane l of accumulator k takes the
+// positions 32 s + 8 k + l: for 8 output values at a time, pass k keeps those 8 lanes'
+// chains (8 registers over d), and the fold runs on the stored chains value by value.
+// Preconditions: hd % 8 == 0.
+TANDEM_AVX2 void GgmlWeightedSumRowsAvx2(const float* const* p, int g, const uint16_t* const* v, int64_t n,
+                                         int hd, float* const* out) {
+  for (int h = 0; h < g; ++h) {
+    for (int d0 = 0; d0 < hd; d0 += 8) {
+      __m256 lanes[4][8];  // [accumulator k][lane l], 8 output values each
+      for (int c = 0; c < 4; ++c) {
+        __m256 a[8];
+        for (int l = 0; l < 8; ++l) a[l] = _mm256_setzero_ps();
+        for (int64_t s = 8 * c; s < n; s += 32) {
+          const int m = static_cast<int>(std::min<int64_t>(8, n - s));
+          for (int l = 0; l < m; ++l) {
+            a[l] = _mm256_fmadd_ps(F16Head(v[s + l], hd).Load(d0), _mm256_set1_ps(p[h][s + l]), a[l]);
+          }
+        }
+        for (int l = 0; l < 8; ++l) lanes[c][l] = a[l];
+      }
+      // Per output value: f_l = (a0_l + a2_l) + (a1_l + a3_l); t_m = f_m + f_{m+4};
+      // (t0 + t1) + (t2 + t3).
+      __m256 f[8];
+      for (int l = 0; l < 8; ++l) {
+        f[l] = _mm256_add_ps(_mm256_add_ps(lanes[0][l], lanes[2][l]), _mm256_add_ps(lanes[1][l], lanes[3][l]));
+      }
+      __m256 t[4];
+      for (int m = 0; m < 4; ++m) t[m] = _mm256_add_ps(f[m], f[m + 4]);
+      _mm256_storeu_ps(out[h] + d0, _mm256_add_ps(_mm256_add_ps(t[0], t[1]), _mm256_add_ps(t[2], t[3])));
+    }
+  }
+}
+
 }  // namespace
 
 void DotF16Rows(const float* q, const uint16_t* const* k_rows, int64_t n, int hd, float scale,
@@ -276,6 +367,32 @@ void DotKvRowsGroup(KvDtype dtype, const float* const* q, int g, const uint8_t* 
       return DotRowsGroup<Fp8Head<true>>(q, g, k_heads, n, hd, scale, scores);
     case KvDtype::kFp8E5M2:
       return DotRowsGroup<Fp8Head<false>>(q, g, k_heads, n, hd, scale, scores);
+  }
+}
+
+void DotF16RowsGgml(const float* const* q, int g, const uint16_t* const* k_rows, int64_t n, int hd,
+                    float scale, float* const* scores) {
+  if (kHaveAvx2 && hd % 8 == 0) return GgmlDotRowsAvx2(q, g, k_rows, n, hd, scale, scores);
+  for (int64_t j = 0; j < n; ++j) {
+    const uint16_t* kj = k_rows[j];
+    for (int h = 0; h < g; ++h) {
+      const float* qh = q[h];
+      scores[h][j] = GgmlDotF16Scalar(hd, [&](int64_t i) { return Fp16ToFp32(kj[i]); },
+                                      [&](int64_t i) { return qh[i]; }) * scale;
+    }
+  }
+}
+
+void WeightedSumF16RowsGgml(const float* const* p, int g, const uint16_t* const* v_rows, int64_t n, int hd,
+                            float* const* out) {
+  if (kHaveAvx2 && hd % 8 == 0) return GgmlWeightedSumRowsAvx2(p, g, v_rows, n, hd, out);
+  const int64_t padded = (n + 31) / 32 * 32;  // masked positions: probability 0
+  for (int h = 0; h < g; ++h) {
+    const float* ph = p[h];
+    for (int d = 0; d < hd; ++d) {
+      out[h][d] = GgmlDotF16Scalar(padded, [&](int64_t j) { return j < n ? Fp16ToFp32(v_rows[j][d]) : 0.0f; },
+                                   [&](int64_t j) { return j < n ? ph[j] : 0.0f; });
+    }
   }
 }
 

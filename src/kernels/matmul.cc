@@ -36,14 +36,14 @@ int64_t TokenBlock(int64_t bytes_per_token) {
 
 void MatMulRows(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, int64_t r0,
                 int64_t r1) {
-  // The float types in llama.cpp's orders (its AVX2 build), one per matrix so that a
-  // token's bits never depend on its batch: a dense matrix in tinyBLAS's (llama.cpp's
-  // path from two tokens up: one 8-lane FMA accumulator; DotF32Sgemm, ggml's vec_dot where
-  // tinyBLAS declines, k % 8 != 0), a MoE expert in its mul_mat_id's one vec_dot per (row,
-  // token): ggml_vec_dot_bf16 for BF16, ggml_vec_dot_f32 / _f16 (one order) for the others.
-  const bool tinyblas = !w.expert;
-  float (*const dot)(const float*, const float*, int64_t) =
-      tinyblas ? DotF32Sgemm : w.type == TensorType::kBF16 ? DotBf16Ggml : DotF32Ggml;
+  // The float types in llama.cpp's decode-path orders (its AVX2 build; one per matrix, so
+  // a token's bits never depend on its batch): ggml_vec_dot_bf16 for BF16,
+  // ggml_vec_dot_f32 / _f16 (one order) for the others: its mul_mat for one token (and
+  // its mul_mat_id, the experts, for any count). From two tokens up a dense matrix goes
+  // through tinyBLAS there, whose order (DotF32Sgemm) Tandem leaves to llama.cpp's
+  // batched prompts: the token-by-token path is the one Tandem's other products follow
+  // (q0_gemm.h, quant_dot.h, the MLA attention).
+  float (*const dot)(const float*, const float*, int64_t) = w.type == TensorType::kBF16 ? DotBf16Ggml : DotF32Ggml;
   thread_local std::vector<float> tile;
   const int64_t cols = w.cols;
   const int64_t block = TokenBlock(cols * 4);
@@ -64,11 +64,7 @@ void MatMulRows(const WeightMatrix& w, const float* x, int64_t n_tokens, float* 
       for (int64_t t = t0; t < t1; ++t) {
         const float* xt = x + t * cols;
         float* yt = y + t * w.rows + rb;
-        int64_t r = 0;
-        if (tinyblas) {  // four rows' chains side by side (the same bits as one at a time)
-          for (; r + 4 <= nr; r += 4) DotF32Sgemm4(rows_f32 + r * cols, cols, xt, cols, yt + r);
-        }
-        for (; r < nr; ++r) yt[r] = dot(rows_f32 + r * cols, xt, cols);
+        for (int64_t r = 0; r < nr; ++r) yt[r] = dot(rows_f32 + r * cols, xt, cols);
       }
     }
   }

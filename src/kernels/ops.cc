@@ -99,16 +99,6 @@ __attribute__((target("avx2,fma"))) float DotSgemmAvx2(const float* a, const flo
   return HsumGgml(acc);
 }
 
-__attribute__((target("avx2,fma"))) void DotSgemm4Avx2(const float* rows, int64_t stride, const float* b, int64_t n,
-                                                      float out[4]) {
-  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-  for (int64_t i = 0; i < n; i += 8) {
-    const __m256 x = _mm256_loadu_ps(b + i);
-    for (int r = 0; r < 4; ++r) acc[r] = _mm256_fmadd_ps(_mm256_loadu_ps(rows + r * stride + i), x, acc[r]);
-  }
-  for (int r = 0; r < 4; ++r) out[r] = HsumGgml(acc[r]);
-}
-
 float DotSgemmScalar(const float* a, const float* b, int64_t n) {
   float acc[8] = {};
   for (int64_t i = 0; i < n; i += 8)
@@ -201,11 +191,6 @@ float DotBf16Ggml(const float* a, const float* b, int64_t n) {
     sum += p;
   }
   return static_cast<float>(sum);
-}
-
-void DotF32Sgemm4(const float* rows, int64_t row_stride, const float* b, int64_t n, float out[4]) {
-  if (n % 8 == 0 && kHaveAvx2) return DotSgemm4Avx2(rows, row_stride, b, n, out);
-  for (int r = 0; r < 4; ++r) out[r] = DotF32Sgemm(rows + r * row_stride, b, n);
 }
 
 float DotF32Sgemm(const float* a, const float* b, int64_t n) {
@@ -369,7 +354,7 @@ __attribute__((target("avx2,fma"))) void SoftmaxAvx2(float* x, int64_t n, float 
   const __m256 m = _mm256_set1_ps(max);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256 v = exp_internal::ExpNonPositive8(_mm256_sub_ps(_mm256_loadu_ps(x + i), m));
+    const __m256 v = exp_internal::GgmlExpf8(_mm256_sub_ps(_mm256_loadu_ps(x + i), m));
     _mm256_storeu_ps(x + i, v);
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -403,13 +388,14 @@ void Softmax(float* x, int64_t n) {
     SoftmaxAvx2(x, n, max, &sum, &i);
   } else {
     for (; i + 8 <= n; i += 8) {
-      for (int l = 0; l < 8; ++l) x[i + l] = ExpNonPositive(x[i + l] - max);
+      for (int l = 0; l < 8; ++l) x[i + l] = exp_internal::GgmlExpf(x[i + l] - max);
       sum += Sum8(x + i);
     }
   }
-  for (; i < n; ++i) {
-    x[i] = ExpNonPositive(x[i] - max);
-    sum += x[i];
+  if (i < n) {  // the last n % 8 values: a group padded with masked (zero) lanes
+    float tail[8] = {};
+    for (int64_t l = 0; i + l < n; ++l) tail[l] = x[i + l] = exp_internal::GgmlExpf(x[i + l] - max);
+    sum += Sum8(tail);
   }
   const float inv = static_cast<float>(1.0 / sum);
   for (i = 0; i < n; ++i) x[i] *= inv;

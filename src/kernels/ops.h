@@ -39,11 +39,14 @@ void RopeAnglesYarn(int rot_dims, int64_t position, float freq_base, float freq_
                     float ext_factor, float attn_factor, float corr_low, float corr_high,
                     float* cos_out, float* sin_out);
 
-// In-place softmax over n values (the attention's): e = ExpNonPositive(x - max)
-// (sampling_ops.h: within 2 ulp of e^x, 0 below -87), summed as groups of 8 (each group
-// in float as (e0+e4 + e2+e6) + (e1+e5 + e3+e7), the groups and the last n % 8 values
-// added in double, in order, as ggml_vec_soft_max_f32 does on AVX2), times 1 / sum. 8
-// values at a time on AVX2; the scalar level gives the same bits.
+// In-place softmax over n values (the attention's): e = e^(x - max) as ggml_v_expf
+// computes it on AVX2 (exp_internal.h GgmlExpf), summed as groups of 8 (each group
+// in float as (e0+e4 + e2+e6) + (e1+e5 + e3+e7), the groups added in double, in order,
+// as ggml_vec_soft_max_f32 does on AVX2), times 1 / sum. The last n % 8 values form a
+// group padded with zeros: llama.cpp's attention rows span its KV cells padded to a
+// multiple of 256, the positions past the query masked (-inf, e = 0), so its last group
+// of 8 is reduced in float with them. 8 values at a time on AVX2; the scalar level gives
+// the same bits.
 void Softmax(float* x, int64_t n);
 // exp(x - max) by libm's expf, summed in double one by one, times 1 / sum (MoE gating
 // keeps it: its expert choice is what the sparse goldens measured, and a handful of
@@ -76,11 +79,9 @@ float DotBf16Ggml(const float* a, const float* b, int64_t n);
 // The same dot product in llamafile's tinyBLAS order (ggml's F32 x F32 matrix product
 // when the other side has two or more columns): one 8-lane FMA accumulator over the
 // whole length, then its lanes summed (l + l+4), (0+2) + (1+3). For n % 8 != 0
-// tinyBLAS declines and ggml falls back to DotF32Ggml, as this does.
+// tinyBLAS declines and ggml falls back to DotF32Ggml, as this does. (The glm-dsa
+// indexer's query rotation: a token's heads are several columns.)
 float DotF32Sgemm(const float* a, const float* b, int64_t n);
-// out[i] = DotF32Sgemm(rows + i * row_stride, b, n) for i < 4, the same bits, the four
-// accumulator chains interleaved.
-void DotF32Sgemm4(const float* rows, int64_t row_stride, const float* b, int64_t n, float out[4]);
 // The lightning indexer's scores (DeepSeek sparse attention, as ggml's fused CPU op):
 // scores[j] = sum over h of max(q[h] . k_rows[j], 0) * w[h] for n fp16 key rows of hd
 // values, q [n_heads, hd] and w [n_heads] in float; each dot is DotF32Ggml's, the sum

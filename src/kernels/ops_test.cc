@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
 
+#include "kernels/exp_internal.h"
 #include "kernels/half.h"
 #include "kernels/isa.h"
 #include "kernels/sampling_ops.h"
@@ -272,24 +274,6 @@ TEST(OpsTest, DotF32SgemmKeepsTinyBlasOrderBitForBit) {
   }
 }
 
-// Four rows at once give DotF32Sgemm's bits for each (MatMul's dense float path).
-TEST(OpsTest, DotF32Sgemm4GivesEachRowsBits) {
-  std::mt19937 rng(10);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  for (int n : {8, 256, 70}) {
-    const int stride = n + 3;
-    std::vector<float> rows(4 * stride), b(n);
-    for (float& v : rows) v = dist(rng);
-    for (float& v : b) v = dist(rng);
-    float out[4];
-    DotF32Sgemm4(rows.data(), stride, b.data(), n, out);
-    for (int r = 0; r < 4; ++r) {
-      EXPECT_EQ(std::bit_cast<uint32_t>(out[r]), std::bit_cast<uint32_t>(DotF32Sgemm(rows.data() + r * stride, b.data(), n)))
-          << n << " row " << r;
-    }
-  }
-}
-
 // ggml_vec_dot_bf16's AVX2 order written out: four 8-lane FMA accumulators over 32-value
 // steps, (0+2)+(1+3), the 8-lane sum, the rest in double.
 TEST(OpsTest, DotBf16GgmlKeepsGgmlsOrderBitForBit) {
@@ -380,8 +364,8 @@ TEST(OpsTest, LayerNormCentersScalesAndAppliesWeightAndBias) {
 namespace tandem {
 namespace {
 
-// Softmax's definition written out (ExpNonPositive, groups of 8 summed in float in the
-// AVX2 reduction's order, then in double): at every ISA level (ctest runs this binary
+// Softmax's definition written out (GgmlExpf, groups of 8 summed in float in the
+// AVX2 reduction's order, the last one padded with zeros, then in double): at every ISA level (ctest runs this binary
 // at the scalar level too) Softmax gives exactly these bits.
 TEST(OpsTest, SoftmaxGivesItsDefinitionsBitsAtEveryLevel) {
   std::mt19937 rng(4);
@@ -395,11 +379,15 @@ TEST(OpsTest, SoftmaxGivesItsDefinitionsBitsAtEveryLevel) {
     double sum = 0;
     int i = 0;
     for (; i + 8 <= n; i += 8) {
-      for (int l = 0; l < 8; ++l) e[i + l] = ExpNonPositive(x[i + l] - max);
+      for (int l = 0; l < 8; ++l) e[i + l] = exp_internal::GgmlExpf(x[i + l] - max);
       sum += ((e[i] + e[i + 4]) + (e[i + 2] + e[i + 6])) +
              ((e[i + 1] + e[i + 5]) + (e[i + 3] + e[i + 7]));
     }
-    for (; i < n; ++i) sum += e[i] = ExpNonPositive(x[i] - max);
+    if (i < n) {  // the last n % 8 values: a group of 8 with zeros after them
+      float g8[8] = {};
+      for (int l = 0; i + l < n; ++l) g8[l] = e[i + l] = exp_internal::GgmlExpf(x[i + l] - max);
+      sum += ((g8[0] + g8[4]) + (g8[2] + g8[6])) + ((g8[1] + g8[5]) + (g8[3] + g8[7]));
+    }
     const float inv = static_cast<float>(1.0 / sum);
     for (float& v : e) v *= inv;
     Softmax(x.data(), n);
@@ -409,6 +397,38 @@ TEST(OpsTest, SoftmaxGivesItsDefinitionsBitsAtEveryLevel) {
 
 // Softmax at this process's level (ctest runs the scalar level too) against a double
 // softmax, over lengths with and without an 8-wide remainder.
+__attribute__((target("avx2,fma"))) void VectorGgmlExpf(const float* x, float* out) {
+  _mm256_storeu_ps(out, exp_internal::GgmlExpf8(_mm256_loadu_ps(x)));
+}
+
+// GgmlExpf8 lane by lane equals GgmlExpf (the scalar level's), and both stay within 2
+// ulp of e^x over the softmax's range; -inf (a masked position) gives 0.
+TEST(OpsTest, GgmlExpfVectorAndScalarAgreeAndApproximateExp) {
+  if (KernelIsaLevel() < IsaLevel::kAvx2) GTEST_SKIP() << "no AVX2 here";
+  std::vector<float> xs = {0.0f, -0.0f, -1e-8f, -0.5f, -1.0f, -7.90250301f, -87.0f, -87.5f, -100.0f, -130.0f,
+                           -200.0f, -INFINITY, 1.0f, 10.0f};
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(-110.0f, 0.0f);
+  for (int i = 0; i < 4000; ++i) xs.push_back(u(rng));
+  while (xs.size() % 8 != 0) xs.push_back(-2.0f);
+  for (size_t i = 0; i < xs.size(); i += 8) {
+    float out[8];
+    VectorGgmlExpf(&xs[i], out);
+    for (int l = 0; l < 8; ++l) {
+      const float x = xs[i + l];
+      const float want = exp_internal::GgmlExpf(x);
+      ASSERT_EQ(std::memcmp(&out[l], &want, 4), 0) << "x " << x << ": " << out[l] << " vs " << want;
+      if (x == -INFINITY) {
+        EXPECT_EQ(want, 0.0f);
+      } else if (x > -87.0f) {
+        const double exact = std::exp(static_cast<double>(x));
+        EXPECT_LE(std::fabs(want - exact), 2.5 * std::fabs(std::nextafter(static_cast<float>(exact), 0.0f) - exact) + 1e-45)
+            << "x " << x;
+      }
+    }
+  }
+}
+
 TEST(OpsTest, SoftmaxMatchesDoubleReference) {
   std::mt19937 rng(3);
   std::normal_distribution<float> g(0.0f, 4.0f);

@@ -120,10 +120,16 @@ inline void UnpackQ6_K(const BlockQ6_K& b, uint8_t* q) {
   }
 }
 
+// In llama.cpp's order for Q4_K on x86 (its AVX2 build repacks every Q4_K matrix whose
+// row count is a multiple of 8 into q4_K_8x8 and runs ggml_gemv_q4_K_8x8_q8_K: MUL_MAT_ID
+// (the experts) for every token, MUL_MAT for decode and its token-by-token path): per
+// super-block the exact integer sums isum = sum_j scale_j * dot_j and imin = sum_j min_j *
+// bsum_j, acc = fma(float(isum), d_w * d_x, acc), acc_min = fma(float(imin), dmin_w * d_x,
+// acc_min), and acc - acc_min at the end. Every Q4_K path here gives these bits.
 float DotQ4_KReference(const void* w_row, const void* a_row, int64_t n_blocks) {
   const BlockQ4_K* w = static_cast<const BlockQ4_K*>(w_row);
   const BlockQ8_K* a = static_cast<const BlockQ8_K*>(a_row);
-  float sum = 0;
+  float acc = 0, acc_min = 0;
   uint8_t q[256];
   for (int64_t i = 0; i < n_blocks; ++i) {
     UnpackQ4_K(w[i], q);
@@ -136,10 +142,42 @@ float DotQ4_KReference(const void* w_row, const void* a_row, int64_t n_blocks) {
       sumi += sc * dot;
       summ += m * (a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]);
     }
-    sum += a[i].d * Fp16ToFp32(w[i].d) * static_cast<float>(sumi) -
-           a[i].d * Fp16ToFp32(w[i].dmin) * static_cast<float>(summ);
+    acc = std::fma(static_cast<float>(sumi), Fp16ToFp32(w[i].d) * a[i].d, acc);
+    acc_min = std::fma(static_cast<float>(summ), Fp16ToFp32(w[i].dmin) * a[i].d, acc_min);
   }
-  return sum;
+  return acc - acc_min;
+}
+
+// Q5_K in ggml_vec_dot_q5_K_q8_K's AVX2 order (llama.cpp does not repack Q5_K on x86):
+// per super-block the 8 int32 lanes of the scaled products (lane l: bytes 4l..4l+3 of each
+// 32-value vector, as `vpmaddubsw` + `vpmaddwd` leave them), acc[l] = fma(d_x * d_w,
+// float(lane), acc[l]); the mins apart: summs += (-d_x * dmin_w) * float(sum_j min_j *
+// bsum_j), multiply and add rounded apart; hsum(acc) + summs at the end (hsum: ggml's
+// ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))).
+float DotQ5_KReference(const void* w_row, const void* a_row, int64_t n_blocks) {
+  const BlockQ5_K* w = static_cast<const BlockQ5_K*>(w_row);
+  const BlockQ8_K* a = static_cast<const BlockQ8_K*>(a_row);
+  float acc[8] = {};
+  float summs = 0;
+  for (int64_t i = 0; i < n_blocks; ++i) {
+    const float d = a[i].d * Fp16ToFp32(w[i].d);
+    const float dmin = -a[i].d * Fp16ToFp32(w[i].dmin);
+    int32_t imin = 0;
+    int32_t lanes[8] = {};
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, m;
+      ScaleMinK4(j, w[i].scales, &sc, &m);
+      imin += m * (a[i].bsums[2 * j] + a[i].bsums[2 * j + 1]);
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t packed = w[i].qs[32 * (j / 2) + l];
+        const int q = ((j % 2 == 0 ? packed & 0xF : packed >> 4)) | (((w[i].qh[l] >> j) & 1) << 4);
+        lanes[l / 4] += sc * q * a[i].qs[32 * j + l];
+      }
+    }
+    summs += dmin * static_cast<float>(imin);  // rounded apart (this file: -ffp-contract=off)
+    for (int l = 0; l < 8; ++l) acc[l] = std::fma(d, static_cast<float>(lanes[l]), acc[l]);
+  }
+  return (((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))) + summs;
 }
 
 float DotQ6_KReference(const void* w_row, const void* a_row, int64_t n_blocks) {
@@ -170,11 +208,17 @@ template <int NT, typename Block>
 __attribute__((target("avx2,fma,f16c"))) void DotQ45_KAvx2N(const void* w_row,
                                                             const void* const* a_rows,
                                                             int64_t n_blocks, float* out) {
+  // Q4_K in llama.cpp's repack order (DotQ4_KReference), Q5_K in ggml's vec_dot order
+  // (DotQ5_KReference).
+  constexpr bool kLlamaOrder = std::is_same_v<Block, BlockQ4_K>;
   const Block* w = static_cast<const Block*>(w_row);
   const BlockQ8_K* a[NT];
   for (int t = 0; t < NT; ++t) a[t] = static_cast<const BlockQ8_K*>(a_rows[t]);
   __m256 acc[NT];
+  __m128 acc_llama[NT];
+  float summs[NT] = {};
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int t = 0; t < NT; ++t) acc_llama[t] = _mm_setzero_ps();
   for (int64_t i = 0; i < n_blocks; ++i) {
     // Decode reads each weight once: fetch ~1.5 KB ahead (the next row's start at a row's
     // end, which is the row this thread dots next).
@@ -187,6 +231,7 @@ __attribute__((target("avx2,fma,f16c"))) void DotQ45_KAvx2N(const void* w_row,
     __m256i lo[4], hi[4], sc_lo[4], sc_hi[4], mins16;
     UnpackQ45_KAvx2(w[i], lo, hi, sc_lo, sc_hi, &mins16);
     const float wd = HalfToFloat(w[i].d), wdmin = HalfToFloat(w[i].dmin);
+    const __m128 w_scales = _mm_setr_ps(wd, wdmin, wd, wdmin);
     for (int t = 0; t < NT; ++t) {
       const BlockQ8_K& at = a[t][i];
       const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at.bsums));
@@ -199,11 +244,15 @@ __attribute__((target("avx2,fma,f16c"))) void DotQ45_KAvx2N(const void* w_row,
         const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], a_hi), sc_hi[c]);
         sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
       }
-      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(at.d * wd), _mm256_cvtepi32_ps(sumi), acc[t]);
-      acc[t] = _mm256_fnmadd_ps(_mm256_set1_ps(at.d * wdmin), _mm256_cvtepi32_ps(summ), acc[t]);
+      if constexpr (kLlamaOrder) {
+        acc_llama[t] = Q4_KLlamaStep(sumi, summ, Q4_KLlamaScale(w_scales, at.d), acc_llama[t]);
+      } else {
+        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(at.d * wd), _mm256_cvtepi32_ps(sumi), acc[t]);
+        summs[t] += (-at.d * wdmin) * static_cast<float>(SumLanes(summ));
+      }
     }
   }
-  for (int t = 0; t < NT; ++t) out[t] = HorizontalSum(acc[t]);
+  for (int t = 0; t < NT; ++t) out[t] = kLlamaOrder ? Q4_KLlamaResult(acc_llama[t]) : HorizontalSum(acc[t]) + summs[t];
 }
 
 template <int NT>
@@ -290,11 +339,11 @@ float VecDotQ8Reference(TensorType type, const void* w, const void* a, int64_t c
       return DotScalar<BlockQ8_0>(w, a, n, [](const BlockQ8_0& b, int8_t* q) { std::memcpy(q, b.qs, 32); });
     case TensorType::kQ5_0: return DotScalar<BlockQ5_0>(w, a, n, UnpackQ5_0);
     case TensorType::kQ4_0: return DotScalar<BlockQ4_0>(w, a, n, UnpackQ4_0);
+    case TensorType::kQ5_K: return DotQ5_KReference(w, a, cols / 256);
     case TensorType::kQ4_1:
     case TensorType::kQ5_1:
     case TensorType::kQ2_K:
-    case TensorType::kQ3_K:
-    case TensorType::kQ5_K: return VecDotGeneric(type, w, a, cols);
+    case TensorType::kQ3_K: return VecDotGeneric(type, w, a, cols);
     default: TANDEM_CHECK(false) << "no Q8 dot for type " << static_cast<int>(type);
   }
   return 0;

@@ -38,6 +38,8 @@ struct JoinedQ8K {
   __attribute__((target(TANDEM_AVX512_TARGET))) __m512 D(int h, int64_t i) const {
     return ScalarHalves(a[2 * h][i].d, a[2 * h + 1][i].d);
   }
+  float D0(int h, int64_t i) const { return a[2 * h][i].d; }
+  float D1(int h, int64_t i) const { return a[2 * h + 1][i].d; }
 };
 
 struct PairedQ8KView {
@@ -51,9 +53,17 @@ struct PairedQ8KView {
     return _mm512_loadu_si512(Record(h, i) + 512);
   }
   __attribute__((target(TANDEM_AVX512_TARGET))) __m512 D(int h, int64_t i) const {
-    float d[2];
-    std::memcpy(d, Record(h, i) + 576, sizeof(d));
-    return ScalarHalves(d[0], d[1]);
+    return ScalarHalves(D0(h, i), D1(h, i));
+  }
+  float D0(int h, int64_t i) const {
+    float d;
+    std::memcpy(&d, Record(h, i) + 576, sizeof(d));
+    return d;
+  }
+  float D1(int h, int64_t i) const {
+    float d;
+    std::memcpy(&d, Record(h, i) + 580, sizeof(d));
+    return d;
   }
 };
 
@@ -62,8 +72,10 @@ struct PairedQ8KView {
 template <int NP, typename Block, typename Src>
 __attribute__((target(TANDEM_AVX512_TARGET))) void DotQ45_KAvx512(const void* w_row, const Src& a,
                                                                   int64_t n_blocks, float* out) {
+  constexpr bool kLlamaOrder = std::is_same_v<Block, BlockQ4_K>;  // as DotQ45_KAvx2N
   const Block* w = static_cast<const Block*>(w_row);
   __m512 acc[NP];
+  float summs[2 * NP] = {};
   for (int h = 0; h < NP; ++h) acc[h] = _mm512_setzero_ps();
   for (int64_t i = 0; i < n_blocks; ++i) {
     __m256i lo[4], hi[4], sc_lo[4], sc_hi[4], mins16;
@@ -78,6 +90,7 @@ __attribute__((target(TANDEM_AVX512_TARGET))) void DotQ45_KAvx512(const void* w_
     const __m512i mins2 = _mm512_broadcast_i64x4(mins16);
     const __m512 wd = _mm512_set1_ps(HalfToFloat(w[i].d));
     const __m512 wdmin = _mm512_set1_ps(HalfToFloat(w[i].dmin));
+    const __m512 w_scales = _mm512_shuffle_ps(wd, wdmin, _MM_SHUFFLE(0, 0, 0, 0));  // [wd wd wdmin wdmin]
 #pragma GCC unroll 4
     for (int h = 0; h < NP; ++h) {
       const __m512i summ = _mm512_madd_epi16(a.Bsums(h, i), mins2);
@@ -87,11 +100,25 @@ __attribute__((target(TANDEM_AVX512_TARGET))) void DotQ45_KAvx512(const void* w_
         sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(hi2[c], a.Qs(h, i, 2 * c + 1)), sc_hi2[c]);
       }
       const __m512 d = a.D(h, i);
-      acc[h] = _mm512_fmadd_ps(_mm512_mul_ps(d, wd), _mm512_cvtepi32_ps(sumi), acc[h]);
-      acc[h] = _mm512_fnmadd_ps(_mm512_mul_ps(d, wdmin), _mm512_cvtepi32_ps(summ), acc[h]);
+      if constexpr (kLlamaOrder) {
+        acc[h] = Q4_KLlamaStepHalves(sumi, summ, _mm512_mul_ps(w_scales, d), acc[h]);
+      } else {
+        acc[h] = _mm512_fmadd_ps(_mm512_mul_ps(d, wd), _mm512_cvtepi32_ps(sumi), acc[h]);
+        const float dmin_w = HalfToFloat(w[i].dmin);
+        summs[2 * h] += (-a.D0(h, i) * dmin_w) * static_cast<float>(SumLanes(_mm512_castsi512_si256(summ)));
+        summs[2 * h + 1] += (-a.D1(h, i) * dmin_w) * static_cast<float>(SumLanes(_mm512_extracti64x4_epi64(summ, 1)));
+      }
     }
   }
-  for (int h = 0; h < NP; ++h) HalfSums(acc[h], &out[2 * h], &out[2 * h + 1]);
+  for (int h = 0; h < NP; ++h) {
+    if constexpr (kLlamaOrder) {
+      Q4_KLlamaResultHalves(acc[h], &out[2 * h], &out[2 * h + 1]);
+    } else {
+      HalfSums(acc[h], &out[2 * h], &out[2 * h + 1]);
+      out[2 * h] += summs[2 * h];
+      out[2 * h + 1] += summs[2 * h + 1];
+    }
+  }
 }
 
 template <int NP, typename Src>
@@ -133,6 +160,7 @@ template <typename Block>
 __attribute__((target(TANDEM_AVX512_TARGET))) float DotQ45_KAvx512One(const void* w_row, const void* a_row,
                                                                       int64_t n_blocks) {
   constexpr bool kFifthBit = std::is_same_v<Block, BlockQ5_K>;
+  constexpr bool kLlamaOrder = std::is_same_v<Block, BlockQ4_K>;  // as DotQ45_KAvx2N
   const Block* w = static_cast<const Block*>(w_row);
   const BlockQ8_K* a = static_cast<const BlockQ8_K*>(a_row);
   const __m512i low_mask = _mm512_set1_epi8(0x0F);
@@ -148,6 +176,8 @@ __attribute__((target(TANDEM_AVX512_TARGET))) float DotQ45_KAvx512One(const void
     qh_shift[c] = _mm512_set_epi64(2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c, 2 * c, 2 * c, 2 * c);
   }
   __m256 acc = _mm256_setzero_ps();
+  __m128 acc_llama = _mm_setzero_ps();
+  float summs = 0;
   for (int64_t i = 0; i < n_blocks; ++i) {
     const char* ahead = reinterpret_cast<const char*>(w + i) + 1536;  // as DotQ45_KAvx2N
     _mm_prefetch(ahead, _MM_HINT_T0);
@@ -179,10 +209,14 @@ __attribute__((target(TANDEM_AVX512_TARGET))) float DotQ45_KAvx512One(const void
     const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at.bsums));
     const __m256i summ = _mm256_madd_epi16(bsums, mins16);
     const float wd = HalfToFloat(b.d), wdmin = HalfToFloat(b.dmin);
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(at.d * wd), _mm256_cvtepi32_ps(sum8), acc);
-    acc = _mm256_fnmadd_ps(_mm256_set1_ps(at.d * wdmin), _mm256_cvtepi32_ps(summ), acc);
+    if constexpr (kLlamaOrder) {
+      acc_llama = Q4_KLlamaStep(sum8, summ, Q4_KLlamaScale(_mm_setr_ps(wd, wdmin, wd, wdmin), at.d), acc_llama);
+    } else {
+      acc = _mm256_fmadd_ps(_mm256_set1_ps(at.d * wd), _mm256_cvtepi32_ps(sum8), acc);
+      summs += (-at.d * wdmin) * static_cast<float>(SumLanes(summ));
+    }
   }
-  return HorizontalSum(acc);
+  return kLlamaOrder ? Q4_KLlamaResult(acc_llama) : HorizontalSum(acc) + summs;
 }
 
 __attribute__((target(TANDEM_AVX512_TARGET))) float DotQ6_KAvx512One(const void* w_row, const void* a_row,

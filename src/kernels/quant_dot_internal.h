@@ -81,6 +81,37 @@ __attribute__((target("avx2,fma"))) inline float HorizontalSum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// The sum of the 8 int32 lanes (exact).
+__attribute__((target("avx2"))) inline int32_t SumLanes(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// One super-block of Q4_K in llama.cpp's repack order (DotQ4_KReference): the integer
+// sums sumi and summ (8 lanes each; their lane totals isum and imin) folded exactly into
+// [isum, imin, isum, imin], then acc = fma(float(that), scale, acc) with scale =
+// [d_w * d_x, dmin_w * d_x, ...]: lane 0 carries acc, lane 1 acc_min.
+__attribute__((target("avx2,fma"))) inline __m128 Q4_KLlamaStep(__m256i sumi, __m256i summ, __m128 scale,
+                                                               __m128 acc) {
+  const __m256i pairs = _mm256_hadd_epi32(sumi, summ);
+  __m128i q = _mm_add_epi32(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1));
+  q = _mm_hadd_epi32(q, q);
+  return _mm_fmadd_ps(_mm_cvtepi32_ps(q), scale, acc);
+}
+
+// [wd, wdmin, wd, wdmin] x d_x: the scale of Q4_KLlamaStep (each product rounded as the
+// scalar wd * d_x).
+__attribute__((target("avx2,fma"))) inline __m128 Q4_KLlamaScale(__m128 w_scales, float d_x) {
+  return _mm_mul_ps(w_scales, _mm_set1_ps(d_x));
+}
+
+// acc - acc_min of Q4_KLlamaStep's accumulator.
+__attribute__((target("avx2,fma"))) inline float Q4_KLlamaResult(__m128 acc) {
+  return _mm_cvtss_f32(acc) - _mm_cvtss_f32(_mm_movehdup_ps(acc));
+}
+
 // ---- AVX-512 helpers: two tokens per zmm register, one in each 256-bit half ----
 // (the avx512 level: F, BW, VL and VNNI; callers compiled for TANDEM_AVX512_TARGET)
 
@@ -110,6 +141,26 @@ __attribute__((target(TANDEM_AVX512_TARGET))) inline void HalfSums(__m512 acc, f
                                                                   float* hi) {
   *lo = HorizontalSum(_mm512_castps512_ps256(acc));
   *hi = HorizontalSum(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1)));
+}
+
+// Q4_KLlamaStep for two tokens, one per 256-bit half (sumi, summ, scale as the halves'
+// tokens): after the exact folds 128-bit lane 0 holds [isum0, isum0, imin0, imin0] and lane
+// 2 the second token's; scale carries [d_w * d_x, d_w * d_x, dmin_w * d_x, dmin_w * d_x]
+// per 128-bit lane. Token 0's result is acc[0] - acc[2], token 1's acc[8] - acc[10].
+__attribute__((target(TANDEM_AVX512_TARGET))) inline __m512 Q4_KLlamaStepHalves(__m512i sumi, __m512i summ,
+                                                                               __m512 scale, __m512 acc) {
+  __m512i q = _mm512_add_epi32(_mm512_unpacklo_epi64(sumi, summ), _mm512_unpackhi_epi64(sumi, summ));
+  q = _mm512_add_epi32(q, _mm512_shuffle_epi32(q, _MM_PERM_CDAB));
+  q = _mm512_add_epi32(q, _mm512_shuffle_i64x2(q, q, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(q), scale, acc);
+}
+
+__attribute__((target(TANDEM_AVX512_TARGET))) inline void Q4_KLlamaResultHalves(__m512 acc, float* lo,
+                                                                               float* hi) {
+  alignas(64) float v[16];
+  _mm512_store_ps(v, acc);
+  *lo = v[0] - v[2];
+  *hi = v[8] - v[10];
 }
 
 // x negated where the weight byte is negative (the mask): vpsignb has no 512-bit form.

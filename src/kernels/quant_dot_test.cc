@@ -102,6 +102,25 @@ INSTANTIATE_TEST_SUITE_P(Types, QuantDotTest,
                                            TensorType::kQ5_1, TensorType::kQ2_K, TensorType::kQ3_K,
                                            TensorType::kQ5_K));
 
+// Q4_K sums in llama.cpp's repack order (DotQ4_KReference) and Q5_K in ggml's vec_dot
+// order (DotQ5_KReference) on every path, bit for bit: the vector dot here, and through
+// FourRowDotEqualsSingleRowDotBitForBit the multi-token and paired forms.
+TEST(QuantDotTest, Q4_KAndQ5_KVectorDotsEqualLlamaOrderReferencesBitForBit) {
+  std::mt19937 rng(4242);
+  for (TensorType type : {TensorType::kQ4_K, TensorType::kQ5_K}) {
+    for (int64_t n : {256, 2048, 5120}) {
+      for (int trial = 0; trial < 8; ++trial) {
+        std::vector<uint8_t> w = RandomRow(type, n, rng);
+        std::vector<float> x = RandomFloats(n, rng);
+        std::vector<uint8_t> xq(ActivationRowBytes(ActivationFormat::kQ8_K, n));
+        QuantizeActivations(ActivationFormat::kQ8_K, x.data(), n, xq.data());
+        EXPECT_EQ(VecDotQ8(type, w.data(), xq.data(), n), VecDotQ8Reference(type, w.data(), xq.data(), n))
+            << TraitsOf(type).name << " n=" << n << " trial " << trial;
+      }
+    }
+  }
+}
+
 TEST(QuantDotTest, FourRowDotEqualsSingleRowDotBitForBit) {
   std::mt19937 rng(77);
   for (TensorType type :

@@ -77,19 +77,8 @@ void Forward::DsaSelect(int il, const std::vector<ForwardSequence>& batch) {
   // Projections: queries from the normed q_a, the key and head weights from the layer input.
   MatMul(w.q_b, mla_qa_.data(), n, dsa_tmp_.data(), pool_);
   MatMul(w.k, xn_.data(), n, dsa_k_.data(), pool_);
-  if (w.proj.type == TensorType::kF32) {
-    // ggml multiplies F32 by F32 in tinyBLAS's order over a batch (DotF32Sgemm; tinyBLAS
-    // takes row counts in multiples of 4), and a single token in ggml_vec_dot_f32's: the
-    // batched one is taken (llama.cpp's prompt path).
-    const float* proj = reinterpret_cast<const float*>(w.proj.data);
-    const int64_t E = c_.n_embd;
-    const auto dot = H % 4 == 0 ? DotF32Sgemm : DotF32Ggml;
-    ForEachToken(pool_, n, [&](int64_t i) {
-      for (int h = 0; h < H; ++h) dsa_w_[i * H + h] = dot(proj + h * E, &xn_[i * E], E);
-    });
-  } else {
-    MatMul(w.proj, xn_.data(), n, dsa_w_.data(), pool_);
-  }
+  // (An F32 proj goes through MatMul's ggml_vec_dot_f32 order: llama.cpp's for one token.)
+  MatMul(w.proj, xn_.data(), n, dsa_w_.data(), pool_);
   const std::vector<float>& angles = RopeAnglesOfBatch(false);
   const float w_scale = 1.0f / std::sqrt(static_cast<float>(D * H));
   ForEachToken(pool_, n, [&](int64_t i) {

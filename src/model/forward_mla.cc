@@ -153,7 +153,7 @@ void Forward::MlaAttention(int il, const std::vector<ForwardSequence>& batch) {
       p_heads[g] = score_heads[g];
       out_heads[g] = &mla_lat_[(i * H + h0 + g) * lora];
     }
-    DotF16RowsGroup(q_heads, gn, rows.data(), len, kw, c_.kq_scale, score_heads);
+    DotF16RowsGgml(q_heads, gn, rows.data(), len, kw, c_.kq_scale, score_heads);
     if (sparse && dsa_nsel_[i] >= 0) {
       // Sparse attention: positions the indexer did not keep are masked out (-inf), as
       // llama.cpp's mask does, so the kept ones meet the dense path's arithmetic.
@@ -171,7 +171,7 @@ void Forward::MlaAttention(int il, const std::vector<ForwardSequence>& batch) {
       Fp16ToFp32Row(p16.data(), score_heads[g], len);
     }
     // V is the first kv_lora_rank values of each K row.
-    WeightedSumF16RowsGroup(p_heads, gn, rows.data(), len, lora, out_heads);
+    WeightedSumF16RowsGgml(p_heads, gn, rows.data(), len, lora, out_heads);
   });
 
   // Each head's latent output through v_b, then attn_output.
