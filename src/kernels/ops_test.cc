@@ -401,10 +401,10 @@ __attribute__((target("avx2,fma"))) void VectorGgmlExpf(const float* x, float* o
   _mm256_storeu_ps(out, exp_internal::GgmlExpf8(_mm256_loadu_ps(x)));
 }
 
-// GgmlExpf8 lane by lane equals GgmlExpf (the scalar level's), and both stay within 2
-// ulp of e^x over the softmax's range; -inf (a masked position) gives 0.
+// GgmlExpf8 lane by lane equals GgmlExpf (the scalar level's), and both stay within
+// ~3 ulp of e^x over the softmax's range; -inf (a masked position) gives 0.
 TEST(OpsTest, GgmlExpfVectorAndScalarAgreeAndApproximateExp) {
-  if (KernelIsaLevel() < IsaLevel::kAvx2) GTEST_SKIP() << "no AVX2 here";
+  if (CpuIsaLevel() < IsaLevel::kAvx2) GTEST_SKIP() << "this CPU has no AVX2";
   std::vector<float> xs = {0.0f, -0.0f, -1e-8f, -0.5f, -1.0f, -7.90250301f, -87.0f, -87.5f, -100.0f, -130.0f,
                            -200.0f, -INFINITY, 1.0f, 10.0f};
   std::mt19937 rng(9);
@@ -422,8 +422,7 @@ TEST(OpsTest, GgmlExpfVectorAndScalarAgreeAndApproximateExp) {
         EXPECT_EQ(want, 0.0f);
       } else if (x > -87.0f) {
         const double exact = std::exp(static_cast<double>(x));
-        EXPECT_LE(std::fabs(want - exact), 2.5 * std::fabs(std::nextafter(static_cast<float>(exact), 0.0f) - exact) + 1e-45)
-            << "x " << x;
+        EXPECT_LE(std::fabs(want - exact), 4e-7 * exact) << "x " << x;  // ~3 ulp
       }
     }
   }
