@@ -326,6 +326,73 @@ void BM_Attention(benchmark::State& state, int64_t n_tokens, int64_t n_ctx, int 
   SetFlopRate(state, 4.0 * kHeads * kHeadDim * static_cast<double>(attended));
 }
 
+// One MLA decode task of Forward::MlaAttention (forward_mla.cc): 4 query heads against
+// n_ctx shared K rows of kv_lora 512 + rope 64 (DeepSeek's / GLM-5's shape), softmaxed,
+// probabilities through fp16, weighted over the rows' latent part. `ggml`: the kernels
+// it runs (ggml_vec_dot_f16's order, DotF16RowsGgml / WeightedSumF16ColumnsGgml over the
+// latents transposed once per step and sequence, not timed here: a decode step shares it
+// among all head groups); else the GQA group kernels it ran before them
+// (DotF16RowsGroup / WeightedSumF16RowsGroup).
+void BM_MlaAttentionTask(benchmark::State& state, int64_t n_ctx, bool ggml) {
+  constexpr int kGroup = 4, kLora = 512, kRow = 576;
+  std::vector<uint16_t> rows(static_cast<size_t>(n_ctx * kRow));
+  const std::vector<float> f = RandomFloats(n_ctx * kRow, 61);
+  Fp32ToFp16Row(f.data(), rows.data(), n_ctx * kRow);
+  std::vector<const uint16_t*> ptrs(static_cast<size_t>(n_ctx));
+  for (int64_t j = 0; j < n_ctx; ++j) ptrs[j] = rows.data() + j * kRow;
+  std::vector<float> q = RandomFloats(kGroup * kRow, 67), scores(static_cast<size_t>(kGroup * n_ctx)),
+                     out(kGroup * kLora);
+  std::vector<uint16_t> p16(static_cast<size_t>(n_ctx));
+  std::vector<uint16_t> vt(static_cast<size_t>(kLora * (n_ctx + 32)));
+  TransposeF16Rows(ptrs.data(), n_ctx, kLora, vt.data(), n_ctx + 32);
+  const float* q_heads[kGroup];
+  float* s_heads[kGroup];
+  const float* p_heads[kGroup];
+  float* o_heads[kGroup];
+  for (int g = 0; g < kGroup; ++g) {
+    q_heads[g] = &q[g * kRow];
+    s_heads[g] = &scores[g * n_ctx];
+    p_heads[g] = s_heads[g];
+    o_heads[g] = &out[g * kLora];
+  }
+  for (auto _ : state) {
+    if (ggml) {
+      DotF16RowsGgml(q_heads, kGroup, ptrs.data(), n_ctx, kRow, 0.07f, s_heads);
+    } else {
+      DotF16RowsGroup(q_heads, kGroup, ptrs.data(), n_ctx, kRow, 0.07f, s_heads);
+    }
+    for (int g = 0; g < kGroup; ++g) {
+      Softmax(s_heads[g], n_ctx);
+      Fp32ToFp16Row(s_heads[g], p16.data(), n_ctx);
+      Fp16ToFp32Row(p16.data(), s_heads[g], n_ctx);
+    }
+    if (ggml) {
+      WeightedSumF16ColumnsGgml(p_heads, kGroup, vt.data(), n_ctx + 32, n_ctx, kLora, o_heads);
+    } else {
+      WeightedSumF16RowsGroup(p_heads, kGroup, ptrs.data(), n_ctx, kLora, o_heads);
+    }
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  SetFlopRate(state, 2.0 * kGroup * (kRow + kLora) * static_cast<double>(n_ctx));
+}
+
+// MlaAttention's per-step transposition of a sequence's latents (kv_lora 512 of each 576-value
+// K row), shared by all its head groups.
+void BM_TransposeLatents(benchmark::State& state, int64_t n_ctx) {
+  constexpr int kLora = 512, kRow = 576;
+  std::vector<uint16_t> rows(static_cast<size_t>(n_ctx * kRow), 0x3c00);
+  std::vector<const uint16_t*> ptrs(static_cast<size_t>(n_ctx));
+  for (int64_t j = 0; j < n_ctx; ++j) ptrs[j] = rows.data() + j * kRow;
+  const int64_t stride = n_ctx + 32;  // MlaAttention's padding (columns not a page apart)
+  std::vector<uint16_t> vt(static_cast<size_t>(kLora * stride));
+  for (auto _ : state) {
+    TransposeF16Rows(ptrs.data(), n_ctx, kLora, vt.data(), stride);
+    benchmark::DoNotOptimize(vt.data());
+    benchmark::ClobberMemory();
+  }
+}
+
 // Registers one single-threaded benchmark, timed in real time like the others.
 template <typename... Args>
 void Add(const std::string& name, Args&&... args) {
@@ -400,6 +467,16 @@ void RegisterOpBenchmarks() {
      [](float* a, const float* b, float* out) { out[0] = DotF32(a, b, 640); });
   Add("DotF16/n:256", BM_DotF16, int64_t{256});
   Add("AxpyF16/n:256", BM_AxpyF16, int64_t{256});
+
+  benchmark::RegisterBenchmark("TransposeLatents/ctx:4096", BM_TransposeLatents, int64_t{4096})
+      ->UseRealTime()
+      ->Unit(benchmark::kMicrosecond);
+  for (bool ggml : {false, true}) {
+    const std::string name = std::string("MlaAttentionTask/decode/ctx:4096/") + (ggml ? "ggml_order" : "group_kernels");
+    benchmark::RegisterBenchmark(name.c_str(), BM_MlaAttentionTask, int64_t{4096}, ggml)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+  }
 
   for (int threads : {1, 2}) {
     const std::string t = "/threads:" + std::to_string(threads);

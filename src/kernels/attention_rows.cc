@@ -281,58 +281,191 @@ TANDEM_AVX2 inline float GgmlHsum(__m256 f) {
   return _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
 }
 
-// scores[h][j] = scale * GgmlDot(q[h], k[j]) over hd values. Preconditions: hd % 8 == 0.
+#define TANDEM_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
+
+// scores[h][j] = scale * GgmlDot(q[h], k[j]) over hd values, two heads per pass over a
+// key's 32-value steps (its 4 loads shared). Preconditions: hd % 8 == 0.
 TANDEM_AVX2 void GgmlDotRowsAvx2(const float* const* q, int g, const uint16_t* const* k, int64_t n, int hd,
                                  float scale, float* const* scores) {
   const int np = hd - hd % 32;
   for (int64_t j = 0; j < n; ++j) {
     const F16Head row(k[j], hd);
-    for (int h = 0; h < g; ++h) {
-      __m256 a[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int h0 = 0; h0 < g; h0 += 2) {
+      const int m = std::min(2, g - h0);
+      __m256 a[2][4];
+      for (int h = 0; h < 2; ++h)
+        for (int c = 0; c < 4; ++c) a[h][c] = _mm256_setzero_ps();
       for (int s = 0; s < np; s += 32) {
-        for (int c = 0; c < 4; ++c) a[c] = _mm256_fmadd_ps(row.Load(s + 8 * c), _mm256_loadu_ps(q[h] + s + 8 * c), a[c]);
+        __m256 kv[4];
+        for (int c = 0; c < 4; ++c) kv[c] = row.Load(s + 8 * c);
+        for (int h = 0; h < m; ++h) {
+          for (int c = 0; c < 4; ++c) a[h][c] = _mm256_fmadd_ps(kv[c], _mm256_loadu_ps(q[h0 + h] + s + 8 * c), a[h][c]);
+        }
       }
-      double sum = GgmlHsum(GgmlFoldLanes(a));
-      for (int d = np; d < hd; ++d) sum += static_cast<double>(Fp16ToFp32(k[j][d]) * q[h][d]);
-      scores[h][j] = static_cast<float>(sum) * scale;
+      for (int h = 0; h < m; ++h) {
+        double sum = GgmlHsum(GgmlFoldLanes(a[h]));
+        for (int d = np; d < hd; ++d) sum += static_cast<double>(Fp16ToFp32(k[j][d]) * q[h0 + h][d]);
+        scores[h0 + h][j] = static_cast<float>(sum) * scale;
+      }
     }
   }
 }
 
-// out[h][d] = GgmlDot over positions j < n of v[j][d] * p[h][j] (llama.cpp's kqv: the
-// transposed V against the probabilities, its rows padded with masked positions, whose
-// zero probabilities add nothing, to a multiple of 32). Lane l of accumulator k takes the
-// positions 32 s + 8 k + l: for 8 output values at a time, pass k keeps those 8 lanes'
-// chains (8 registers over d), and the fold runs on the stored chains value by value.
-// Preconditions: hd % 8 == 0.
-TANDEM_AVX2 void GgmlWeightedSumRowsAvx2(const float* const* p, int g, const uint16_t* const* v, int64_t n,
-                                         int hd, float* const* out) {
-  for (int h = 0; h < g; ++h) {
-    for (int d0 = 0; d0 < hd; d0 += 8) {
-      __m256 lanes[4][8];  // [accumulator k][lane l], 8 output values each
-      for (int c = 0; c < 4; ++c) {
-        __m256 a[8];
-        for (int l = 0; l < 8; ++l) a[l] = _mm256_setzero_ps();
-        for (int64_t s = 8 * c; s < n; s += 32) {
-          const int m = static_cast<int>(std::min<int64_t>(8, n - s));
-          for (int l = 0; l < m; ++l) {
-            a[l] = _mm256_fmadd_ps(F16Head(v[s + l], hd).Load(d0), _mm256_set1_ps(p[h][s + l]), a[l]);
-          }
+// The fold of a 32-lane ggml accumulator held as two zmm ([a0 | a1], [a2 | a3]):
+// [a0 + a2 | a1 + a3], then its halves added, then GgmlHsum.
+TANDEM_AVX512 inline float GgmlFold512(__m512 lo, __m512 hi) {
+  const __m512 x = _mm512_add_ps(lo, hi);
+  const __m256 f = _mm256_add_ps(_mm512_castps512_ps256(x),
+                                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+  const __m128 t0 = _mm_add_ps(_mm256_castps256_ps128(f), _mm256_extractf128_ps(f, 1));
+  const __m128 t1 = _mm_hadd_ps(t0, t0);
+  return _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
+}
+
+// GgmlDotRowsAvx2's sums with zmm registers: values 32 s .. 32 s + 15 of a step are
+// accumulators 0 and 1 side by side, 32 s + 16 .. 32 s + 31 accumulators 2 and 3, every
+// lane's chain unchanged; up to four heads per pass over the key.
+TANDEM_AVX512 void GgmlDotRowsAvx512(const float* const* q, int g, const uint16_t* const* k, int64_t n, int hd,
+                                     float scale, float* const* scores) {
+  const int np = hd - hd % 32;
+  for (int64_t j = 0; j < n; ++j) {
+    const uint16_t* row = k[j];
+    for (int h0 = 0; h0 < g; h0 += 4) {
+      const int m = std::min(4, g - h0);
+      __m512 lo[4], hi[4];
+      for (int h = 0; h < 4; ++h) lo[h] = hi[h] = _mm512_setzero_ps();
+      for (int s = 0; s < np; s += 32) {
+        const __m512 k0 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + s)));
+        const __m512 k1 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + s + 16)));
+        for (int h = 0; h < m; ++h) {
+          lo[h] = _mm512_fmadd_ps(k0, _mm512_loadu_ps(q[h0 + h] + s), lo[h]);
+          hi[h] = _mm512_fmadd_ps(k1, _mm512_loadu_ps(q[h0 + h] + s + 16), hi[h]);
         }
-        for (int l = 0; l < 8; ++l) lanes[c][l] = a[l];
       }
-      // Per output value: f_l = (a0_l + a2_l) + (a1_l + a3_l); t_m = f_m + f_{m+4};
-      // (t0 + t1) + (t2 + t3).
-      __m256 f[8];
-      for (int l = 0; l < 8; ++l) {
-        f[l] = _mm256_add_ps(_mm256_add_ps(lanes[0][l], lanes[2][l]), _mm256_add_ps(lanes[1][l], lanes[3][l]));
+      for (int h = 0; h < m; ++h) {
+        double sum = GgmlFold512(lo[h], hi[h]);
+        for (int d = np; d < hd; ++d) sum += static_cast<double>(Fp16ToFp32(row[d]) * q[h0 + h][d]);
+        scores[h0 + h][j] = static_cast<float>(sum) * scale;
       }
-      __m256 t[4];
-      for (int m = 0; m < 4; ++m) t[m] = _mm256_add_ps(f[m], f[m + 4]);
-      _mm256_storeu_ps(out[h] + d0, _mm256_add_ps(_mm256_add_ps(t[0], t[1]), _mm256_add_ps(t[2], t[3])));
     }
   }
 }
+
+// One 32-position step of GgmlWeightedSumColumnsAvx2 for m (1 or 2) heads.
+TANDEM_AVX2 inline void GgmlColumnStepAvx2(const uint16_t* v, const float* const* ps, int m, __m256 (*a)[4]) {
+  __m256 vv[4];
+  for (int c = 0; c < 4; ++c) vv[c] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + 8 * c)));
+  for (int h = 0; h < m; ++h) {
+    for (int c = 0; c < 4; ++c) a[h][c] = _mm256_fmadd_ps(vv[c], _mm256_loadu_ps(ps[h] + 8 * c), a[h][c]);
+  }
+}
+
+// out[h][d] = GgmlDot over positions j < n of vt[d][j] * p[h][j]: llama.cpp's kqv, the
+// transposed V against the probabilities, its rows padded with masked positions (zero
+// probabilities, adding nothing) to a multiple of 32: the last step's lanes past n are
+// zeros. Two heads per pass over a column.
+TANDEM_AVX2 void GgmlWeightedSumColumnsAvx2(const float* const* p, int g, const uint16_t* vt, int64_t vt_stride,
+                                            int64_t n, int hd, float* const* out) {
+  const int64_t full = n - n % 32;
+  alignas(32) float tail_p[2][32];
+  alignas(32) uint16_t tail_v[32];
+  for (int h0 = 0; h0 < g; h0 += 2) {
+    const int m = std::min(2, g - h0);
+    for (int h = 0; h < m; ++h) {
+      std::fill(tail_p[h], tail_p[h] + 32, 0.0f);
+      std::copy(p[h0 + h] + full, p[h0 + h] + n, tail_p[h]);
+    }
+    const float* tp[2] = {tail_p[0], tail_p[1]};
+    for (int d = 0; d < hd; ++d) {
+      const uint16_t* col = vt + d * vt_stride;
+      __m256 a[2][4];
+      for (int h = 0; h < 2; ++h)
+        for (int c = 0; c < 4; ++c) a[h][c] = _mm256_setzero_ps();
+      for (int64_t s = 0; s < full; s += 32) {
+        const float* ps[2] = {p[h0] + s, m > 1 ? p[h0 + 1] + s : nullptr};
+        GgmlColumnStepAvx2(col + s, ps, m, a);
+      }
+      if (full < n) {
+        std::fill(tail_v, tail_v + 32, uint16_t{0});
+        std::copy(col + full, col + n, tail_v);
+        GgmlColumnStepAvx2(tail_v, tp, m, a);
+      }
+      for (int h = 0; h < m; ++h) out[h0 + h][d] = GgmlHsum(GgmlFoldLanes(a[h]));
+    }
+  }
+}
+
+// The same with zmm registers (as GgmlDotRowsAvx512), up to four heads per pass; the last
+// step's lanes past n masked to zero.
+TANDEM_AVX512 void GgmlWeightedSumColumnsAvx512(const float* const* p, int g, const uint16_t* vt,
+                                                int64_t vt_stride, int64_t n, int hd, float* const* out) {
+  const int64_t full = n - n % 32;
+  const int64_t rest = n - full;
+  const __mmask16 m0 = static_cast<__mmask16>(rest >= 16 ? 0xFFFF : (1u << rest) - 1);
+  const __mmask16 m1 = static_cast<__mmask16>(rest <= 16 ? 0 : (1u << (rest - 16)) - 1);
+  for (int h0 = 0; h0 < g; h0 += 4) {
+    const int m = std::min(4, g - h0);
+    for (int d = 0; d < hd; ++d) {
+      const uint16_t* col = vt + d * vt_stride;
+      __m512 lo[4], hi[4];
+      for (int h = 0; h < 4; ++h) lo[h] = hi[h] = _mm512_setzero_ps();
+      for (int64_t s = 0; s < full; s += 32) {
+        const __m512 v0 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(col + s)));
+        const __m512 v1 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(col + s + 16)));
+        for (int h = 0; h < m; ++h) {
+          lo[h] = _mm512_fmadd_ps(v0, _mm512_loadu_ps(p[h0 + h] + s), lo[h]);
+          hi[h] = _mm512_fmadd_ps(v1, _mm512_loadu_ps(p[h0 + h] + s + 16), hi[h]);
+        }
+      }
+      if (rest > 0) {
+        const __m512 v0 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m0, col + full));
+        const __m512 v1 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m1, col + full + 16));
+        for (int h = 0; h < m; ++h) {
+          lo[h] = _mm512_fmadd_ps(v0, _mm512_maskz_loadu_ps(m0, p[h0 + h] + full), lo[h]);
+          hi[h] = _mm512_fmadd_ps(v1, _mm512_maskz_loadu_ps(m1, p[h0 + h] + full + 16), hi[h]);
+        }
+      }
+      for (int h = 0; h < m; ++h) out[h0 + h][d] = GgmlFold512(lo[h], hi[h]);
+    }
+  }
+}
+
+// TransposeF16Rows for m rows (m % 8 == 0, m <= 64): 8 x 8 blocks of 16-bit values through
+// three rounds of unpacks, the blocks of one 8-value column range for all m rows in turn
+// (each column gets 2 m contiguous bytes per pass; a column a page apart from the next
+// would otherwise evict its line between 16-byte stores); the last hd % 8 values one by one.
+TANDEM_AVX2 void TransposeF16RowsAvx2(const uint16_t* const* rows, int64_t m, int hd, uint16_t* vt,
+                                      int64_t vt_stride) {
+  int d = 0;
+  for (; d + 8 <= hd; d += 8) {
+    for (int64_t j = 0; j < m; j += 8) {
+      __m128i r[8];
+      for (int i = 0; i < 8; ++i) r[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[j + i] + d));
+      __m128i a[8], b[8];
+      for (int i = 0; i < 4; ++i) {
+        a[2 * i] = _mm_unpacklo_epi16(r[2 * i], r[2 * i + 1]);
+        a[2 * i + 1] = _mm_unpackhi_epi16(r[2 * i], r[2 * i + 1]);
+      }
+      for (int i = 0; i < 2; ++i) {
+        b[4 * i + 0] = _mm_unpacklo_epi32(a[4 * i], a[4 * i + 2]);
+        b[4 * i + 1] = _mm_unpackhi_epi32(a[4 * i], a[4 * i + 2]);
+        b[4 * i + 2] = _mm_unpacklo_epi32(a[4 * i + 1], a[4 * i + 3]);
+        b[4 * i + 3] = _mm_unpackhi_epi32(a[4 * i + 1], a[4 * i + 3]);
+      }
+      uint16_t* out = vt + j;
+      for (int i = 0; i < 4; ++i) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (d + 2 * i) * vt_stride), _mm_unpacklo_epi64(b[i], b[4 + i]));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (d + 2 * i + 1) * vt_stride),
+                         _mm_unpackhi_epi64(b[i], b[4 + i]));
+      }
+    }
+  }
+  for (; d < hd; ++d) {
+    for (int64_t j = 0; j < m; ++j) vt[d * vt_stride + j] = rows[j][d];
+  }
+}
+
+const bool kHaveAvx512 = KernelIsaLevel() >= IsaLevel::kAvx512;
 
 }  // namespace
 
@@ -372,6 +505,7 @@ void DotKvRowsGroup(KvDtype dtype, const float* const* q, int g, const uint8_t* 
 
 void DotF16RowsGgml(const float* const* q, int g, const uint16_t* const* k_rows, int64_t n, int hd,
                     float scale, float* const* scores) {
+  if (kHaveAvx512 && hd % 8 == 0) return GgmlDotRowsAvx512(q, g, k_rows, n, hd, scale, scores);
   if (kHaveAvx2 && hd % 8 == 0) return GgmlDotRowsAvx2(q, g, k_rows, n, hd, scale, scores);
   for (int64_t j = 0; j < n; ++j) {
     const uint16_t* kj = k_rows[j];
@@ -383,14 +517,33 @@ void DotF16RowsGgml(const float* const* q, int g, const uint16_t* const* k_rows,
   }
 }
 
-void WeightedSumF16RowsGgml(const float* const* p, int g, const uint16_t* const* v_rows, int64_t n, int hd,
-                            float* const* out) {
-  if (kHaveAvx2 && hd % 8 == 0) return GgmlWeightedSumRowsAvx2(p, g, v_rows, n, hd, out);
+void TransposeF16Rows(const uint16_t* const* rows, int64_t n, int hd, uint16_t* vt, int64_t vt_stride) {
+  int64_t j0 = 0;
+  if (kHaveAvx2) {
+    for (; j0 + 8 <= n; j0 += 32) {
+      const int64_t m = std::min<int64_t>(32, (n - j0) / 8 * 8);
+      TransposeF16RowsAvx2(rows + j0, m, hd, vt + j0, vt_stride);
+      if (m < 32) {
+        j0 += m;
+        break;
+      }
+    }
+  }
+  for (; j0 < n; ++j0) {
+    for (int d = 0; d < hd; ++d) vt[d * vt_stride + j0] = rows[j0][d];
+  }
+}
+
+void WeightedSumF16ColumnsGgml(const float* const* p, int g, const uint16_t* vt, int64_t vt_stride, int64_t n,
+                               int hd, float* const* out) {
+  if (kHaveAvx512) return GgmlWeightedSumColumnsAvx512(p, g, vt, vt_stride, n, hd, out);
+  if (kHaveAvx2) return GgmlWeightedSumColumnsAvx2(p, g, vt, vt_stride, n, hd, out);
   const int64_t padded = (n + 31) / 32 * 32;  // masked positions: probability 0
   for (int h = 0; h < g; ++h) {
     const float* ph = p[h];
     for (int d = 0; d < hd; ++d) {
-      out[h][d] = GgmlDotF16Scalar(padded, [&](int64_t j) { return j < n ? Fp16ToFp32(v_rows[j][d]) : 0.0f; },
+      const uint16_t* col = vt + d * vt_stride;
+      out[h][d] = GgmlDotF16Scalar(padded, [&](int64_t j) { return j < n ? Fp16ToFp32(col[j]) : 0.0f; },
                                    [&](int64_t j) { return j < n ? ph[j] : 0.0f; });
     }
   }

@@ -36,18 +36,21 @@ void WeightedSumF16RowsGroup(const float* const* p, int g, const uint16_t* const
 
 // The MLA attention's kernels, in llama.cpp's decode-path order (ggml_vec_dot_f16, which
 // its non-flash attention runs for one query token): scores[h][j] = scale *
-// dot(q[h], k_rows[j]) over hd values, and out[h][d] = sum_j p[h][j] * v_rows[j][d] over
-// the n rows (llama.cpp's transposed V against the probabilities). Each dot: four 8-lane
-// float accumulators over steps of 32 values, folded (a0 + a2) + (a1 + a3), the 128-bit
-// halves added, two horizontal adds, the last n % 32 products added in double; the
-// weighted sums' rows count as padded to a multiple of 32 with zero probabilities (llama.cpp's
-// KV rows are padded to 256 cells, masked). q and p hold fp16-exact values (rounded by
-// the caller, as llama.cpp converts them to the fp16 of the cache). Every ISA level gives
-// the same bits.
+// dot(q[h], k_rows[j]) over hd values, and out[h][d] = sum_j p[h][j] * v[j][d] over n
+// positions, V given transposed (vt[d * vt_stride + j], as llama.cpp's kqv reads its
+// transposed V; TransposeF16Rows makes it from rows). Each dot: four 8-lane float
+// accumulators over steps of 32 values, folded (a0 + a2) + (a1 + a3), the 128-bit halves
+// added, two horizontal adds, the last n % 32 products added in double; the weighted
+// sums count their positions as padded to a multiple of 32 with zero probabilities
+// (llama.cpp's KV rows are padded to 256 cells, masked). q and p hold fp16-exact values
+// (rounded by the caller, as llama.cpp converts them to the fp16 of the cache). Every ISA
+// level gives the same bits.
 void DotF16RowsGgml(const float* const* q, int g, const uint16_t* const* k_rows, int64_t n, int hd,
                     float scale, float* const* scores);
-void WeightedSumF16RowsGgml(const float* const* p, int g, const uint16_t* const* v_rows, int64_t n, int hd,
-                            float* const* out);
+// vt[d * vt_stride + j] = rows[j][d] for j < n, d < hd.
+void TransposeF16Rows(const uint16_t* const* rows, int64_t n, int hd, uint16_t* vt, int64_t vt_stride);
+void WeightedSumF16ColumnsGgml(const float* const* p, int g, const uint16_t* vt, int64_t vt_stride, int64_t n,
+                               int hd, float* const* out);
 
 // The same over heads of `dtype` (k_heads[j] points at KvHeadBytes(dtype, hd) bytes).
 void DotKvRowsGroup(KvDtype dtype, const float* const* q, int g, const uint8_t* const* k_heads,

@@ -1,5 +1,5 @@
 // The MLA attention's kernels in llama.cpp's decode-path order (DotF16RowsGgml,
-// WeightedSumF16RowsGgml) against ggml_vec_dot_f16's AVX2 loop written out here, bit for
+// TransposeF16Rows + WeightedSumF16ColumnsGgml) against ggml_vec_dot_f16's AVX2 loop written out here, bit for
 // bit, at this process's ISA level (ctest runs this binary at the scalar level too): head
 // sizes with and without a remainder of 32 and of 8, row counts that fill, and do not
 // fill, the last 32 positions (llama.cpp pads its rows to 256 cells; the reference does
@@ -103,7 +103,13 @@ TEST(AttentionRowsGgmlTest, WeightedSumsAreGgmlVecDotF16OverPaddedRows) {
         p_ptrs.push_back(p[h].data());
         o_ptrs.push_back(out[h].data());
       }
-      WeightedSumF16RowsGgml(p_ptrs.data(), g, v_rows.data(), n, hd, o_ptrs.data());
+      const int64_t stride = n + 5;  // a column stride longer than n, as for a sequence's longest range
+      std::vector<uint16_t> vt(static_cast<size_t>(hd * stride), 0x7c00);  // +inf where nothing is written
+      TransposeF16Rows(v_rows.data(), n, hd, vt.data(), stride);
+      for (int d = 0; d < hd; ++d) {
+        for (int j = 0; j < n; ++j) ASSERT_EQ(vt[d * stride + j], values[j][d]);
+      }
+      WeightedSumF16ColumnsGgml(p_ptrs.data(), g, vt.data(), stride, n, hd, o_ptrs.data());
       // llama.cpp's kqv: the transposed V (256 cells, the unused ones zero) against the
       // probabilities (zero where masked).
       for (int h = 0; h < g; ++h) {

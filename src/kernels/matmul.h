@@ -24,10 +24,6 @@ struct WeightMatrix {
   int64_t rows = 0;               // output features
   int64_t cols = 0;               // input features (contiguous)
   int64_t row_bytes = 0;
-  // A MoE expert's matrix. llama.cpp multiplies experts one (row, token) dot at a time
-  // (mul_mat_id) and other matrices of two tokens or more with tinyBLAS, in other float
-  // orders; the BF16 path follows whichever applies.
-  bool expert = false;
 
   bool valid() const { return data != nullptr; }
 };

@@ -180,22 +180,32 @@ float DotQ5_KReference(const void* w_row, const void* a_row, int64_t n_blocks) {
   return (((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))) + summs;
 }
 
+// Q6_K in ggml_vec_dot_q6_K_q8_K's AVX2 order (DotQ6_KAvx2N's lanes): per super-block 8
+// int32 lanes, lane l taking values 32 k + 4 l .. 32 k + 4 l + 3 of every 32-value group
+// k (each times its 16-value scale) and -32 * (bsums[2l] * scale[2l] + bsums[2l + 1] *
+// scale[2l + 1]) for the values' -32; acc[l] = fma(d_x * d_w, float(lane), acc[l]); ggml's
+// 8-lane sum at the end.
 float DotQ6_KReference(const void* w_row, const void* a_row, int64_t n_blocks) {
   const BlockQ6_K* w = static_cast<const BlockQ6_K*>(w_row);
   const BlockQ8_K* a = static_cast<const BlockQ8_K*>(a_row);
-  float sum = 0;
+  float acc[8] = {};
   uint8_t q[256];
   for (int64_t i = 0; i < n_blocks; ++i) {
     UnpackQ6_K(w[i], q);
-    int32_t sumi = 0;
-    for (int s = 0; s < 16; ++s) {
-      int32_t dot = 0;
-      for (int l = 0; l < 16; ++l) dot += (q[16 * s + l] - 32) * a[i].qs[16 * s + l];
-      sumi += w[i].scales[s] * dot;
+    int32_t lanes[8];
+    for (int l = 0; l < 8; ++l) {
+      lanes[l] = -32 * (a[i].bsums[2 * l] * w[i].scales[2 * l] + a[i].bsums[2 * l + 1] * w[i].scales[2 * l + 1]);
     }
-    sum += a[i].d * Fp16ToFp32(w[i].d) * static_cast<float>(sumi);
+    for (int k = 0; k < 8; ++k) {
+      for (int b = 0; b < 32; ++b) {
+        const int idx = 32 * k + b;
+        lanes[b / 4] += w[i].scales[idx / 16] * q[idx] * a[i].qs[idx];
+      }
+    }
+    const float d = a[i].d * Fp16ToFp32(w[i].d);
+    for (int l = 0; l < 8; ++l) acc[l] = std::fma(d, static_cast<float>(lanes[l]), acc[l]);
   }
-  return sum;
+  return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
 }
 
 // The K-quant dots for NT activation rows at once: each weight super-block is

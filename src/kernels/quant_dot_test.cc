@@ -102,12 +102,13 @@ INSTANTIATE_TEST_SUITE_P(Types, QuantDotTest,
                                            TensorType::kQ5_1, TensorType::kQ2_K, TensorType::kQ3_K,
                                            TensorType::kQ5_K));
 
-// Q4_K sums in llama.cpp's repack order (DotQ4_KReference) and Q5_K in ggml's vec_dot
-// order (DotQ5_KReference) on every path, bit for bit: the vector dot here, and through
+// Q4_K sums in llama.cpp's repack order (DotQ4_KReference), Q5_K and Q6_K in ggml's
+// vec_dot orders (DotQ5_KReference, DotQ6_KReference) on every path, bit for bit: the
+// vector dot here (the reference itself at the scalar level), and through
 // FourRowDotEqualsSingleRowDotBitForBit the multi-token and paired forms.
-TEST(QuantDotTest, Q4_KAndQ5_KVectorDotsEqualLlamaOrderReferencesBitForBit) {
+TEST(QuantDotTest, KQuantVectorDotsEqualLlamaOrderReferencesBitForBit) {
   std::mt19937 rng(4242);
-  for (TensorType type : {TensorType::kQ4_K, TensorType::kQ5_K}) {
+  for (TensorType type : {TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K}) {
     for (int64_t n : {256, 2048, 5120}) {
       for (int trial = 0; trial < 8; ++trial) {
         std::vector<uint8_t> w = RandomRow(type, n, rng);

@@ -131,6 +131,10 @@ class Forward {
   // [n_tokens, kv_lora + rope], [n_tokens, n_heads, kv_lora + rope] (absorbed queries),
   // [n_tokens, n_heads, kv_lora] (attention over latents), [n_tokens, n_heads, v_head_dim].
   std::vector<float> mla_qa_, mla_q_, mla_kv_, mla_qabs_, mla_lat_, mla_out_;
+  // Each sequence's latents of this step, transposed (MlaAttention): at mla_vt_off_[s],
+  // mla_vt_len_[s] positions per latent dimension (its column stride 32 more).
+  std::vector<uint16_t> mla_vt_;
+  std::vector<int64_t> mla_vt_off_, mla_vt_len_;
   // Sparse attention (c_.dsa): [n_tokens, dsa heads * head_dim] indexer queries,
   // [n_tokens, head_dim] keys, [n_tokens, dsa heads] head weights; per token the sorted
   // positions it attends to, [n_tokens, top_k] with dsa_nsel_ [n_tokens] of them used

@@ -9,9 +9,10 @@
 //   o_h      = softmax(kq_scale · Q_h · K_j) · c_j over the causal past  [kv_lora]
 //   out      = attn_output · concat_h(v_b[h] · o_h)
 //
-// All heads share one K row per position (MQA over the latent), so each K row is read
-// once for up to four heads by the group kernels; Q and the probabilities meet the fp16
-// cache at fp16 precision, as in llama.cpp.
+// All heads share one K row per position (MQA over the latent); Q and the probabilities
+// meet the fp16 cache at fp16 precision, and the scores and latent sums take
+// ggml_vec_dot_f16's order (DotF16RowsGgml / WeightedSumF16RowsGgml), as in llama.cpp's
+// attention for one query token (its decode path, which Tandem's products follow).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -116,6 +117,32 @@ void Forward::MlaAttention(int il, const std::vector<ForwardSequence>& batch) {
   PerHeadMatMul(w.k_b, mla_q_.data(), static_cast<int64_t>(H) * qh, qh, mla_qabs_.data(),
                 static_cast<int64_t>(H) * kw, kw, n, H, pool_);
 
+  // Each sequence's latents (V) transposed once for all its tokens' tasks, as llama.cpp's
+  // kqv reads them: per sequence, lora rows of its longest causal range in this step.
+  const size_t n_seqs = batch.size();
+  mla_vt_len_.assign(n_seqs, 0);
+  for (int64_t i = 0; i < n; ++i) mla_vt_len_[seq_of_[i]] = std::max<int64_t>(mla_vt_len_[seq_of_[i]], pos_[i] + 1);
+  // Column stride: the range plus 32 values, so that consecutive columns are not a
+  // multiple of 4 KiB apart (the transposition's stores would evict each other's lines).
+  auto stride_of = [&](size_t sq) { return mla_vt_len_[sq] + 32; };
+  mla_vt_off_.assign(n_seqs + 1, 0);
+  for (size_t sq = 0; sq < n_seqs; ++sq) mla_vt_off_[sq + 1] = mla_vt_off_[sq] + lora * stride_of(sq);
+  if (mla_vt_.size() < static_cast<size_t>(mla_vt_off_[n_seqs])) mla_vt_.resize(static_cast<size_t>(mla_vt_off_[n_seqs]));
+  {
+    constexpr int64_t kChunk = 64;  // positions per transposing task
+    std::vector<std::pair<size_t, int64_t>> chunks;
+    for (size_t sq = 0; sq < n_seqs; ++sq) {
+      for (int64_t j0 = 0; j0 < mla_vt_len_[sq]; j0 += kChunk) chunks.emplace_back(sq, j0);
+    }
+    ForEach(pool_, static_cast<int64_t>(chunks.size()), [&](int64_t c) {
+      const auto [sq, j0] = chunks[c];
+      const int64_t cnt = std::min(kChunk, mla_vt_len_[sq] - j0);
+      const uint16_t* rows[kChunk];
+      for (int64_t j = 0; j < cnt; ++j) rows[j] = batch[sq].kv->KeyRowF16(il, j0 + j);
+      TransposeF16Rows(rows, cnt, lora, &mla_vt_[mla_vt_off_[sq] + j0], stride_of(sq));
+    });
+  }
+
   // softmax(kq_scale · Q_h · K) · latent, one task per (token, group of up to 4 heads).
   Grow(mla_lat_, static_cast<size_t>(n * H * lora));
   constexpr int kHeadsPerTask = 4;
@@ -170,8 +197,9 @@ void Forward::MlaAttention(int il, const std::vector<ForwardSequence>& batch) {
       Fp32ToFp16Row(score_heads[g], p16.data(), len);
       Fp16ToFp32Row(p16.data(), score_heads[g], len);
     }
-    // V is the first kv_lora_rank values of each K row.
-    WeightedSumF16RowsGgml(p_heads, gn, rows.data(), len, lora, out_heads);
+    // V is the first kv_lora_rank values of each K row (transposed above).
+    const size_t sq = seq_of_[i];
+    WeightedSumF16ColumnsGgml(p_heads, gn, &mla_vt_[mla_vt_off_[sq]], stride_of(sq), len, lora, out_heads);
   });
 
   // Each head's latent output through v_b, then attn_output.

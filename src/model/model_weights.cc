@@ -202,7 +202,6 @@ void BindLayer(Binder& b, const ModelConfig& c, int block, bool moe, LayerWeight
   w.gate = b.Stack(p + "ffn_gate_exps.weight", m.n_expert, m.n_ff_exp, c.n_embd);
   w.up = b.Stack(p + "ffn_up_exps.weight", m.n_expert, m.n_ff_exp, c.n_embd);
   w.down = b.Stack(p + "ffn_down_exps.weight", m.n_expert, c.n_embd, m.n_ff_exp);
-  w.gate.all.expert = w.up.all.expert = w.down.all.expert = true;
   if (m.n_expert_shared > 0) {
     w.shared_gate = b.Matrix(p + "ffn_gate_shexp.weight", m.n_ff_shexp, c.n_embd);
     w.shared_up = b.Matrix(p + "ffn_up_shexp.weight", m.n_ff_shexp, c.n_embd);
