@@ -11,8 +11,9 @@
 //
 // All heads share one K row per position (MQA over the latent); Q and the probabilities
 // meet the fp16 cache at fp16 precision, and the scores and latent sums take
-// ggml_vec_dot_f16's order (DotF16RowsGgml / WeightedSumF16RowsGgml), as in llama.cpp's
-// attention for one query token (its decode path, which Tandem's products follow).
+// ggml_vec_dot_f16's order (DotF16RowsGgml, WeightedSumF16ColumnsGgml over the latents
+// transposed once per step), as in llama.cpp's attention for one query token (its decode
+// path, which Tandem's products follow).
 #include <algorithm>
 #include <cmath>
 #include <vector>
