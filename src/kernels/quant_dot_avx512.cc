@@ -177,6 +177,8 @@ __attribute__((target(TANDEM_AVX512_TARGET))) float DotQ45_KAvx512One(const void
   }
   __m256 acc = _mm256_setzero_ps();
   __m128 acc_llama = _mm_setzero_ps();
+  __m256i pending_sumi = _mm256_setzero_si256(), pending_summ = _mm256_setzero_si256();
+  __m128 pending_scale = _mm_setzero_ps();
   float summs = 0;
   for (int64_t i = 0; i < n_blocks; ++i) {
     const char* ahead = reinterpret_cast<const char*>(w + i) + 1536;  // as DotQ45_KAvx2N
@@ -210,7 +212,26 @@ __attribute__((target(TANDEM_AVX512_TARGET))) float DotQ45_KAvx512One(const void
     const __m256i summ = _mm256_madd_epi16(bsums, mins16);
     const float wd = HalfToFloat(b.d), wdmin = HalfToFloat(b.dmin);
     if constexpr (kLlamaOrder) {
-      acc_llama = Q4_KLlamaStep(sum8, summ, Q4_KLlamaScale(_mm_setr_ps(wd, wdmin, wd, wdmin), at.d), acc_llama);
+      // Two super-blocks share one fold: the first's sums wait in pending_* (exact
+      // integers), then both become [isum0, imin0, isum1, imin1] and take their two fmas
+      // in block order.
+      const __m128 scale = Q4_KLlamaScale(_mm_setr_ps(wd, wdmin, wd, wdmin), at.d);
+      if (i % 2 == 0 && i + 1 < n_blocks) {
+        pending_sumi = sum8;
+        pending_summ = summ;
+        pending_scale = scale;
+        continue;
+      }
+      if (i % 2 == 1) {
+        const __m256i x = _mm256_hadd_epi32(pending_sumi, pending_summ);
+        const __m256i y = _mm256_hadd_epi32(sum8, summ);
+        const __m256i z = _mm256_hadd_epi32(x, y);  // [s0 m0 s1 m1 | s0' m0' s1' m1'] partials
+        const __m128 both = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(z), _mm256_extracti128_si256(z, 1)));
+        acc_llama = _mm_fmadd_ps(both, pending_scale, acc_llama);
+        acc_llama = _mm_fmadd_ps(_mm_movehl_ps(both, both), scale, acc_llama);
+      } else {
+        acc_llama = Q4_KLlamaStep(sum8, summ, scale, acc_llama);
+      }
     } else {
       acc = _mm256_fmadd_ps(_mm256_set1_ps(at.d * wd), _mm256_cvtepi32_ps(sum8), acc);
       summs += (-at.d * wdmin) * static_cast<float>(SumLanes(summ));

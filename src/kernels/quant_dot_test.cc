@@ -109,7 +109,7 @@ INSTANTIATE_TEST_SUITE_P(Types, QuantDotTest,
 TEST(QuantDotTest, KQuantVectorDotsEqualLlamaOrderReferencesBitForBit) {
   std::mt19937 rng(4242);
   for (TensorType type : {TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K}) {
-    for (int64_t n : {256, 2048, 5120}) {
+    for (int64_t n : {256, 768, 2048, 5120}) {
       for (int trial = 0; trial < 8; ++trial) {
         std::vector<uint8_t> w = RandomRow(type, n, rng);
         std::vector<float> x = RandomFloats(n, rng);
