@@ -283,31 +283,40 @@ TANDEM_AVX2 inline float GgmlHsum(__m256 f) {
 
 #define TANDEM_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
 
-// scores[h][j] = scale * GgmlDot(q[h], k[j]) over hd values, two heads per pass over a
-// key's 32-value steps (its 4 loads shared). Preconditions: hd % 8 == 0.
-TANDEM_AVX2 void GgmlDotRowsAvx2(const float* const* q, int g, const uint16_t* const* k, int64_t n, int hd,
-                                 float scale, float* const* scores) {
-  const int np = hd - hd % 32;
-  for (int64_t j = 0; j < n; ++j) {
-    const F16Head row(k[j], hd);
-    for (int h0 = 0; h0 < g; h0 += 2) {
-      const int m = std::min(2, g - h0);
-      __m256 a[2][4];
-      for (int h = 0; h < 2; ++h)
-        for (int c = 0; c < 4; ++c) a[h][c] = _mm256_setzero_ps();
-      for (int s = 0; s < np; s += 32) {
-        __m256 kv[4];
-        for (int c = 0; c < 4; ++c) kv[c] = row.Load(s + 8 * c);
-        for (int h = 0; h < m; ++h) {
-          for (int c = 0; c < 4; ++c) a[h][c] = _mm256_fmadd_ps(kv[c], _mm256_loadu_ps(q[h0 + h] + s + 8 * c), a[h][c]);
-        }
-      }
+// out[h] = GgmlDot(x, y[h]) over n values for h < m (m <= 2): x fp16, y[h] float, x's
+// loads shared by the heads. The last n % 32 values: with `padded`, one more step whose
+// lanes past n are zero (a row padded with masked positions, as llama.cpp's kqv reads its
+// 256-cell rows); else ggml's leftovers, each product added in double.
+TANDEM_AVX2 void GgmlDotsAvx2(const uint16_t* x, const float* const* y, int m, int64_t n, bool padded, float* out) {
+  const int64_t full = n - n % 32, rest = n - full;
+  __m256 a[2][4];
+  for (int h = 0; h < 2; ++h)
+    for (int c = 0; c < 4; ++c) a[h][c] = _mm256_setzero_ps();
+  for (int64_t s = 0; s < full; s += 32) {
+    __m256 xv[4];
+    for (int c = 0; c < 4; ++c) xv[c] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x + s + 8 * c)));
+    for (int h = 0; h < m; ++h) {
+      for (int c = 0; c < 4; ++c) a[h][c] = _mm256_fmadd_ps(xv[c], _mm256_loadu_ps(y[h] + s + 8 * c), a[h][c]);
+    }
+  }
+  if (padded && rest > 0) {
+    alignas(16) uint16_t xt[32] = {};
+    std::copy(x + full, x + n, xt);
+    for (int c = 0; c < 4; ++c) {
+      const __m256 xv = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(xt + 8 * c)));
+      const __m256i lane = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(8 * c));
+      const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(rest)), lane);
       for (int h = 0; h < m; ++h) {
-        double sum = GgmlHsum(GgmlFoldLanes(a[h]));
-        for (int d = np; d < hd; ++d) sum += static_cast<double>(Fp16ToFp32(k[j][d]) * q[h0 + h][d]);
-        scores[h0 + h][j] = static_cast<float>(sum) * scale;
+        a[h][c] = _mm256_fmadd_ps(xv, _mm256_maskload_ps(y[h] + full + 8 * c, keep), a[h][c]);
       }
     }
+  }
+  for (int h = 0; h < m; ++h) {
+    double sum = GgmlHsum(GgmlFoldLanes(a[h]));
+    if (!padded) {
+      for (int64_t i = full; i < n; ++i) sum += static_cast<double>(Fp16ToFp32(x[i]) * y[h][i]);
+    }
+    out[h] = static_cast<float>(sum);
   }
 }
 
@@ -322,111 +331,38 @@ TANDEM_AVX512 inline float GgmlFold512(__m512 lo, __m512 hi) {
   return _mm_cvtss_f32(_mm_hadd_ps(t1, t1));
 }
 
-// GgmlDotRowsAvx2's sums with zmm registers: values 32 s .. 32 s + 15 of a step are
+// GgmlDotsAvx2 with zmm registers, m <= 4: values 32 s .. 32 s + 15 of a step are
 // accumulators 0 and 1 side by side, 32 s + 16 .. 32 s + 31 accumulators 2 and 3, every
-// lane's chain unchanged; up to four heads per pass over the key.
-TANDEM_AVX512 void GgmlDotRowsAvx512(const float* const* q, int g, const uint16_t* const* k, int64_t n, int hd,
-                                     float scale, float* const* scores) {
-  const int np = hd - hd % 32;
-  for (int64_t j = 0; j < n; ++j) {
-    const uint16_t* row = k[j];
-    for (int h0 = 0; h0 < g; h0 += 4) {
-      const int m = std::min(4, g - h0);
-      __m512 lo[4], hi[4];
-      for (int h = 0; h < 4; ++h) lo[h] = hi[h] = _mm512_setzero_ps();
-      for (int s = 0; s < np; s += 32) {
-        const __m512 k0 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + s)));
-        const __m512 k1 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + s + 16)));
-        for (int h = 0; h < m; ++h) {
-          lo[h] = _mm512_fmadd_ps(k0, _mm512_loadu_ps(q[h0 + h] + s), lo[h]);
-          hi[h] = _mm512_fmadd_ps(k1, _mm512_loadu_ps(q[h0 + h] + s + 16), hi[h]);
-        }
-      }
-      for (int h = 0; h < m; ++h) {
-        double sum = GgmlFold512(lo[h], hi[h]);
-        for (int d = np; d < hd; ++d) sum += static_cast<double>(Fp16ToFp32(row[d]) * q[h0 + h][d]);
-        scores[h0 + h][j] = static_cast<float>(sum) * scale;
-      }
-    }
-  }
-}
-
-// One 32-position step of GgmlWeightedSumColumnsAvx2 for m (1 or 2) heads.
-TANDEM_AVX2 inline void GgmlColumnStepAvx2(const uint16_t* v, const float* const* ps, int m, __m256 (*a)[4]) {
-  __m256 vv[4];
-  for (int c = 0; c < 4; ++c) vv[c] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + 8 * c)));
-  for (int h = 0; h < m; ++h) {
-    for (int c = 0; c < 4; ++c) a[h][c] = _mm256_fmadd_ps(vv[c], _mm256_loadu_ps(ps[h] + 8 * c), a[h][c]);
-  }
-}
-
-// out[h][d] = GgmlDot over positions j < n of vt[d][j] * p[h][j]: llama.cpp's kqv, the
-// transposed V against the probabilities, its rows padded with masked positions (zero
-// probabilities, adding nothing) to a multiple of 32: the last step's lanes past n are
-// zeros. Two heads per pass over a column.
-TANDEM_AVX2 void GgmlWeightedSumColumnsAvx2(const float* const* p, int g, const uint16_t* vt, int64_t vt_stride,
-                                            int64_t n, int hd, float* const* out) {
-  const int64_t full = n - n % 32;
-  alignas(32) float tail_p[2][32];
-  alignas(32) uint16_t tail_v[32];
-  for (int h0 = 0; h0 < g; h0 += 2) {
-    const int m = std::min(2, g - h0);
+// lane's chain unchanged; a padded last step masked.
+TANDEM_AVX512 void GgmlDotsAvx512(const uint16_t* x, const float* const* y, int m, int64_t n, bool padded,
+                                  float* out) {
+  const int64_t full = n - n % 32, rest = n - full;
+  __m512 lo[4], hi[4];
+  for (int h = 0; h < 4; ++h) lo[h] = hi[h] = _mm512_setzero_ps();
+  for (int64_t s = 0; s < full; s += 32) {
+    const __m512 x0 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + s)));
+    const __m512 x1 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + s + 16)));
     for (int h = 0; h < m; ++h) {
-      std::fill(tail_p[h], tail_p[h] + 32, 0.0f);
-      std::copy(p[h0 + h] + full, p[h0 + h] + n, tail_p[h]);
-    }
-    const float* tp[2] = {tail_p[0], tail_p[1]};
-    for (int d = 0; d < hd; ++d) {
-      const uint16_t* col = vt + d * vt_stride;
-      __m256 a[2][4];
-      for (int h = 0; h < 2; ++h)
-        for (int c = 0; c < 4; ++c) a[h][c] = _mm256_setzero_ps();
-      for (int64_t s = 0; s < full; s += 32) {
-        const float* ps[2] = {p[h0] + s, m > 1 ? p[h0 + 1] + s : nullptr};
-        GgmlColumnStepAvx2(col + s, ps, m, a);
-      }
-      if (full < n) {
-        std::fill(tail_v, tail_v + 32, uint16_t{0});
-        std::copy(col + full, col + n, tail_v);
-        GgmlColumnStepAvx2(tail_v, tp, m, a);
-      }
-      for (int h = 0; h < m; ++h) out[h0 + h][d] = GgmlHsum(GgmlFoldLanes(a[h]));
+      lo[h] = _mm512_fmadd_ps(x0, _mm512_loadu_ps(y[h] + s), lo[h]);
+      hi[h] = _mm512_fmadd_ps(x1, _mm512_loadu_ps(y[h] + s + 16), hi[h]);
     }
   }
-}
-
-// The same with zmm registers (as GgmlDotRowsAvx512), up to four heads per pass; the last
-// step's lanes past n masked to zero.
-TANDEM_AVX512 void GgmlWeightedSumColumnsAvx512(const float* const* p, int g, const uint16_t* vt,
-                                                int64_t vt_stride, int64_t n, int hd, float* const* out) {
-  const int64_t full = n - n % 32;
-  const int64_t rest = n - full;
-  const __mmask16 m0 = static_cast<__mmask16>(rest >= 16 ? 0xFFFF : (1u << rest) - 1);
-  const __mmask16 m1 = static_cast<__mmask16>(rest <= 16 ? 0 : (1u << (rest - 16)) - 1);
-  for (int h0 = 0; h0 < g; h0 += 4) {
-    const int m = std::min(4, g - h0);
-    for (int d = 0; d < hd; ++d) {
-      const uint16_t* col = vt + d * vt_stride;
-      __m512 lo[4], hi[4];
-      for (int h = 0; h < 4; ++h) lo[h] = hi[h] = _mm512_setzero_ps();
-      for (int64_t s = 0; s < full; s += 32) {
-        const __m512 v0 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(col + s)));
-        const __m512 v1 = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(col + s + 16)));
-        for (int h = 0; h < m; ++h) {
-          lo[h] = _mm512_fmadd_ps(v0, _mm512_loadu_ps(p[h0 + h] + s), lo[h]);
-          hi[h] = _mm512_fmadd_ps(v1, _mm512_loadu_ps(p[h0 + h] + s + 16), hi[h]);
-        }
-      }
-      if (rest > 0) {
-        const __m512 v0 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m0, col + full));
-        const __m512 v1 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m1, col + full + 16));
-        for (int h = 0; h < m; ++h) {
-          lo[h] = _mm512_fmadd_ps(v0, _mm512_maskz_loadu_ps(m0, p[h0 + h] + full), lo[h]);
-          hi[h] = _mm512_fmadd_ps(v1, _mm512_maskz_loadu_ps(m1, p[h0 + h] + full + 16), hi[h]);
-        }
-      }
-      for (int h = 0; h < m; ++h) out[h0 + h][d] = GgmlFold512(lo[h], hi[h]);
+  if (padded && rest > 0) {
+    const __mmask16 m0 = static_cast<__mmask16>(rest >= 16 ? 0xFFFF : (1u << rest) - 1);
+    const __mmask16 m1 = static_cast<__mmask16>(rest <= 16 ? 0 : (1u << (rest - 16)) - 1);
+    const __m512 x0 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m0, x + full));
+    const __m512 x1 = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m1, x + full + 16));
+    for (int h = 0; h < m; ++h) {
+      lo[h] = _mm512_fmadd_ps(x0, _mm512_maskz_loadu_ps(m0, y[h] + full), lo[h]);
+      hi[h] = _mm512_fmadd_ps(x1, _mm512_maskz_loadu_ps(m1, y[h] + full + 16), hi[h]);
     }
+  }
+  for (int h = 0; h < m; ++h) {
+    double sum = GgmlFold512(lo[h], hi[h]);
+    if (!padded) {
+      for (int64_t i = full; i < n; ++i) sum += static_cast<double>(Fp16ToFp32(x[i]) * y[h][i]);
+    }
+    out[h] = static_cast<float>(sum);
   }
 }
 
@@ -467,6 +403,23 @@ TANDEM_AVX2 void TransposeF16RowsAvx2(const uint16_t* const* rows, int64_t m, in
 
 const bool kHaveAvx512 = KernelIsaLevel() >= IsaLevel::kAvx512;
 
+// out[h] = GgmlDot(x, y[h]) for h < g at this process's level (see GgmlDotsAvx2), heads
+// in groups sharing x's loads; the scalar level spells the order out (GgmlDotF16Scalar).
+void GgmlDots(const uint16_t* x, const float* const* y, int g, int64_t n, bool padded, float* out) {
+  if (kHaveAvx512) {
+    for (int h0 = 0; h0 < g; h0 += 4) GgmlDotsAvx512(x, y + h0, std::min(4, g - h0), n, padded, out + h0);
+  } else if (kHaveAvx2) {
+    for (int h0 = 0; h0 < g; h0 += 2) GgmlDotsAvx2(x, y + h0, std::min(2, g - h0), n, padded, out + h0);
+  } else {
+    const int64_t len = padded ? (n + 31) / 32 * 32 : n;  // padded: zero lanes past n
+    for (int h = 0; h < g; ++h) {
+      const float* yh = y[h];
+      out[h] = GgmlDotF16Scalar(len, [&](int64_t i) { return i < n ? Fp16ToFp32(x[i]) : 0.0f; },
+                                [&](int64_t i) { return i < n ? yh[i] : 0.0f; });
+    }
+  }
+}
+
 }  // namespace
 
 void DotF16Rows(const float* q, const uint16_t* const* k_rows, int64_t n, int hd, float scale,
@@ -505,14 +458,12 @@ void DotKvRowsGroup(KvDtype dtype, const float* const* q, int g, const uint8_t* 
 
 void DotF16RowsGgml(const float* const* q, int g, const uint16_t* const* k_rows, int64_t n, int hd,
                     float scale, float* const* scores) {
-  if (kHaveAvx512 && hd % 8 == 0) return GgmlDotRowsAvx512(q, g, k_rows, n, hd, scale, scores);
-  if (kHaveAvx2 && hd % 8 == 0) return GgmlDotRowsAvx2(q, g, k_rows, n, hd, scale, scores);
-  for (int64_t j = 0; j < n; ++j) {
-    const uint16_t* kj = k_rows[j];
-    for (int h = 0; h < g; ++h) {
-      const float* qh = q[h];
-      scores[h][j] = GgmlDotF16Scalar(hd, [&](int64_t i) { return Fp16ToFp32(kj[i]); },
-                                      [&](int64_t i) { return qh[i]; }) * scale;
+  float dots[64];
+  for (int h0 = 0; h0 < g; h0 += 64) {
+    const int m = std::min(64, g - h0);
+    for (int64_t j = 0; j < n; ++j) {
+      GgmlDots(k_rows[j], q + h0, m, hd, /*padded=*/false, dots);
+      for (int h = 0; h < m; ++h) scores[h0 + h][j] = dots[h] * scale;
     }
   }
 }
@@ -536,15 +487,12 @@ void TransposeF16Rows(const uint16_t* const* rows, int64_t n, int hd, uint16_t* 
 
 void WeightedSumF16ColumnsGgml(const float* const* p, int g, const uint16_t* vt, int64_t vt_stride, int64_t n,
                                int hd, float* const* out) {
-  if (kHaveAvx512) return GgmlWeightedSumColumnsAvx512(p, g, vt, vt_stride, n, hd, out);
-  if (kHaveAvx2) return GgmlWeightedSumColumnsAvx2(p, g, vt, vt_stride, n, hd, out);
-  const int64_t padded = (n + 31) / 32 * 32;  // masked positions: probability 0
-  for (int h = 0; h < g; ++h) {
-    const float* ph = p[h];
+  float sums[64];
+  for (int h0 = 0; h0 < g; h0 += 64) {
+    const int m = std::min(64, g - h0);
     for (int d = 0; d < hd; ++d) {
-      const uint16_t* col = vt + d * vt_stride;
-      out[h][d] = GgmlDotF16Scalar(padded, [&](int64_t j) { return j < n ? Fp16ToFp32(col[j]) : 0.0f; },
-                                   [&](int64_t j) { return j < n ? ph[j] : 0.0f; });
+      GgmlDots(vt + d * vt_stride, p + h0, m, n, /*padded=*/true, sums);
+      for (int h = 0; h < m; ++h) out[h0 + h][d] = sums[h];
     }
   }
 }

@@ -9,7 +9,6 @@
 #include "kernels/exp_internal.h"
 #include "kernels/half.h"
 #include "kernels/isa.h"
-#include "kernels/sampling_ops.h"
 
 namespace tandem {
 namespace {
