@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -155,7 +156,8 @@ __attribute__((target(TANDEM_AVX512_TARGET))) void DotQ6_KAvx512(const void* w_r
 // (the two halves: their activations are 64 contiguous bytes of the Q8_K row), each
 // vpmaddwd + add fused into vpdpwssd. Every 32-bit lane of the AVX2 path's sum is the sum
 // of the same lane of both halves here (exact integer adds), and the float steps are the
-// AVX2 path's on the folded 8 lanes, so the bits are the same.
+// AVX2 path's on the folded 8 lanes, so the bits are the same. Q4_K's order needs only each
+// super-block's two integer totals, which it forms with fewer multiplies (below).
 template <typename Block>
 __attribute__((target(TANDEM_AVX512_TARGET))) float DotQ45_KAvx512One(const void* w_row, const void* a_row,
                                                                       int64_t n_blocks) {
@@ -175,6 +177,19 @@ __attribute__((target(TANDEM_AVX512_TARGET))) float DotQ45_KAvx512One(const void
     scale_index[c] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
     qh_shift[c] = _mm512_set_epi64(2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c + 1, 2 * c, 2 * c, 2 * c, 2 * c);
   }
+  // For the packed pairs (Q4_K): in 128-bit lane k, words 0..3 take scale s0 + k / 2 and
+  // words 4..7 scale s0 + 2 + k / 2, with s0 = 0 for the first pair, 4 for the second.
+  __m512i packed_scale_index[2];
+  for (int j = 0; j < 2; ++j) {
+    alignas(64) int16_t index[32];
+    for (int k = 0; k < 4; ++k) {
+      for (int word = 0; word < 8; ++word) {
+        const int scale = 4 * j + (word < 4 ? 0 : 2) + k / 2;
+        index[8 * k + word] = static_cast<int16_t>(0x0100 * (2 * scale + 1) + 2 * scale);
+      }
+    }
+    packed_scale_index[j] = _mm512_load_si512(index);
+  }
   __m256 acc = _mm256_setzero_ps();
   __m128 acc_llama = _mm_setzero_ps();
   __m256i pending_sumi = _mm256_setzero_si256(), pending_summ = _mm256_setzero_si256();
@@ -186,36 +201,59 @@ __attribute__((target(TANDEM_AVX512_TARGET))) float DotQ45_KAvx512One(const void
     _mm_prefetch(ahead + 64, _MM_HINT_T0);
     _mm_prefetch(ahead + 128, _MM_HINT_T0);
     const Block& b = w[i];
-    uint32_t u[4];
-    UnpackScalesMinsK4(b.scales, u);
-    const __m512i scales16 = _mm512_broadcast_i32x4(
-        _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(u[1]), static_cast<int>(u[0]))));
-    const __m128i m8 = _mm_set_epi32(0, 0, static_cast<int>(u[3]), static_cast<int>(u[2]));
-    const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+    const __m128i scales_mins = UnpackScalesMinsK4(b.scales);
+    const __m512i scales16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(scales_mins));
+    const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scales_mins, scales_mins));
     __m512i qh2 = _mm512_setzero_si512();
     if constexpr (kFifthBit) qh2 = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh)));
     const BlockQ8_K& at = a[i];
     __m512i sumi = _mm512_setzero_si512();
+    if constexpr (kLlamaOrder) {
+      // Only the block's total isum counts here (Q4_KLlamaStep folds every lane), so the
+      // integers may take any grouping: vpdpbusd sums each 4 values x activations (at
+      // most 4 * 15 * 128 in magnitude, an int16), two such registers pack into one of
+      // int16 (their words pair within a sub-block) and one vpdpwssd applies the scales:
+      // 6 multiplies per super-block instead of 8, the nibbles split on 256-bit halves.
+      __m512i part[4];
 #pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) {
-      const __m512i packed = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c)));
-      __m512i q = _mm512_and_si512(_mm512_srlv_epi64(packed, nibble_shift), low_mask);
-      if constexpr (kFifthBit) {
-        q = _mm512_or_si512(q, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh2, qh_shift[c]), one), 4));
+      for (int c = 0; c < 4; ++c) {
+        const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c));
+        const __m256i lo = _mm256_and_si256(packed, _mm512_castsi512_si256(low_mask));
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), _mm512_castsi512_si256(low_mask));
+        part[c] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1),
+                                      _mm512_loadu_si512(at.qs + 64 * c));
       }
-      const __m512i av = _mm512_loadu_si512(at.qs + 64 * c);
-      sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(q, av),
-                                 _mm512_shuffle_epi8(scales16, scale_index[c]));
+      // 128-bit lane k of packs(part[c], part[c + 1]): words 0..3 of sub-block 2c + k / 2,
+      // words 4..7 of sub-block 2c + 2 + k / 2.
+      sumi = _mm512_dpwssd_epi32(sumi, _mm512_packs_epi32(part[0], part[1]),
+                                 _mm512_shuffle_epi8(scales16, packed_scale_index[0]));
+      sumi = _mm512_dpwssd_epi32(sumi, _mm512_packs_epi32(part[2], part[3]),
+                                 _mm512_shuffle_epi8(scales16, packed_scale_index[1]));
+    } else {
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        const __m512i packed = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c)));
+        __m512i q = _mm512_and_si512(_mm512_srlv_epi64(packed, nibble_shift), low_mask);
+        if constexpr (kFifthBit) {
+          q = _mm512_or_si512(q, _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi64(qh2, qh_shift[c]), one), 4));
+        }
+        const __m512i av = _mm512_loadu_si512(at.qs + 64 * c);
+        sumi = _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(q, av),
+                                   _mm512_shuffle_epi8(scales16, scale_index[c]));
+      }
     }
     const __m256i sum8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64(sumi, 1));
     const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at.bsums));
     const __m256i summ = _mm256_madd_epi16(bsums, mins16);
-    const float wd = HalfToFloat(b.d), wdmin = HalfToFloat(b.dmin);
     if constexpr (kLlamaOrder) {
       // Two super-blocks share one fold: the first's sums wait in pending_* (exact
       // integers), then both become [isum0, imin0, isum1, imin1] and take their two fmas
-      // in block order.
-      const __m128 scale = Q4_KLlamaScale(_mm_setr_ps(wd, wdmin, wd, wdmin), at.d);
+      // in block order. d and dmin are adjacent halves: [wd, wdmin, wd, wdmin].
+      static_assert(offsetof(Block, dmin) == sizeof(b.d));
+      int32_t d_dmin;
+      std::memcpy(&d_dmin, &b.d, sizeof(d_dmin));
+      const __m128 w2 = _mm_cvtph_ps(_mm_cvtsi32_si128(d_dmin));
+      const __m128 scale = Q4_KLlamaScale(_mm_movelh_ps(w2, w2), at.d);
       if (i % 2 == 0 && i + 1 < n_blocks) {
         pending_sumi = sum8;
         pending_summ = summ;
@@ -233,6 +271,7 @@ __attribute__((target(TANDEM_AVX512_TARGET))) float DotQ45_KAvx512One(const void
         acc_llama = Q4_KLlamaStep(sum8, summ, scale, acc_llama);
       }
     } else {
+      const float wd = HalfToFloat(b.d), wdmin = HalfToFloat(b.dmin);
       acc = _mm256_fmadd_ps(_mm256_set1_ps(at.d * wd), _mm256_cvtepi32_ps(sum8), acc);
       summs += (-at.d * wdmin) * static_cast<float>(SumLanes(summ));
     }

@@ -170,16 +170,21 @@ __attribute__((target(TANDEM_AVX512_TARGET))) inline __m512i NegateWhere(__mmask
   return _mm512_mask_sub_epi8(x, negative, _mm512_setzero_si512(), x);
 }
 
-// The 8 six-bit scales and mins of a Q4_K / Q5_K super-block (ScaleMinK4's values)
-// unpacked with 32-bit ops: u[0..1] = scales 0..7, u[2..3] = mins 0..7, one byte each.
-inline void UnpackScalesMinsK4(const uint8_t scales[12], uint32_t u[4]) {
-  std::memcpy(u, scales, 12);
-  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kTop2 = 0x03030303;
-  u[3] = ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kTop2) << 4);
-  const uint32_t mins_lo = u[1] & kLow6;
-  u[1] = (u[2] & kLow4) | (((u[0] >> 6) & kTop2) << 4);
-  u[2] = mins_lo;
-  u[0] &= kLow6;
+// The 8 six-bit scales and mins of a Q4_K / Q5_K super-block (ScaleMinK4's values) in
+// one vector: bytes 0..7 scales 0..7, bytes 8..15 mins 0..7. It loads 16 bytes from
+// `scales` (the 12 scale bytes and the first 4 of qs, which follow them in both blocks).
+// Byte j < 4 of the 12 holds scale j (low 6 bits) and the top bits of scale j + 4;
+// bytes 4..7 the mins likewise; bytes 8..11 the low 4 bits of scale / min j + 4.
+__attribute__((target("avx2,fma,f16c"))) inline __m128i UnpackScalesMinsK4(const uint8_t* scales) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales));
+  // low: [b0..3 | b8..11 | b4..7 | b8..11], top: b0..3 / b4..7 under scales / mins 4..7.
+  const __m128i low = _mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+  const __m128i top = _mm_shuffle_epi8(v, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
+  const __m128i six = _mm_setr_epi8(63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 0, 0, 0, 0);
+  const __m128i high_nibble = _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 15, 15, 15);
+  // 16-bit shifts: the bits they carry across bytes fall outside the masks.
+  const __m128i r = _mm_or_si128(_mm_and_si128(low, six), _mm_and_si128(_mm_srli_epi16(low, 4), high_nibble));
+  return _mm_or_si128(r, _mm_and_si128(_mm_srli_epi16(top, 2), _mm_set1_epi8(0x30)));
 }
 
 // One Q4_K / Q5_K super-block unpacked for the dots: lo[c] / hi[c] the values of
@@ -192,11 +197,9 @@ __attribute__((target("avx2,fma,f16c"))) inline void UnpackQ45_KAvx2(const Block
                                                                      __m256i* mins16) {
   constexpr bool kFifthBit = std::is_same_v<Block, BlockQ5_K>;
   const __m256i kLowMask = _mm256_set1_epi8(0x0F);
-  uint32_t u[4];
-  UnpackScalesMinsK4(b.scales, u);
+  const __m128i scales_mins = UnpackScalesMinsK4(b.scales);
   // Scales as int16 in both 128-bit lanes; sc_lo/sc_hi[c] broadcast scale 2c / 2c + 1.
-  const __m256i scales16 = _mm256_broadcastsi128_si256(
-      _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, static_cast<int>(u[1]), static_cast<int>(u[0]))));
+  const __m256i scales16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scales_mins));
   for (int c = 0; c < 4; ++c) {
     const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c));
     lo[c] = _mm256_and_si256(packed, kLowMask);
@@ -215,8 +218,7 @@ __attribute__((target("avx2,fma,f16c"))) inline void UnpackQ45_KAvx2(const Block
   }
   // The mins, each twice (one per bsum of 16 values): sum_j m[j] * (bsums[2j] +
   // bsums[2j+1]) becomes one madd against the 16 bsums.
-  const __m128i m8 = _mm_set_epi32(0, 0, static_cast<int>(u[3]), static_cast<int>(u[2]));
-  *mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+  *mins16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scales_mins, scales_mins));
 }
 
 // One Q6_K super-block unpacked for the dots: v[4h + k] the 32 values l + 32k of half h

@@ -11,6 +11,7 @@
 
 #include "common/thread_pool.h"
 #include "kernels/dequant.h"
+#include "kernels/quant_dot_internal.h"
 #include "kernels/half.h"
 #include "kernels/int8_tile.h"
 #include "kernels/matmul.h"
@@ -118,6 +119,30 @@ TEST(QuantDotTest, KQuantVectorDotsEqualLlamaOrderReferencesBitForBit) {
         EXPECT_EQ(VecDotQ8(type, w.data(), xq.data(), n), VecDotQ8Reference(type, w.data(), xq.data(), n))
             << TraitsOf(type).name << " n=" << n << " trial " << trial;
       }
+    }
+  }
+}
+
+// The K-quant kernels' vector unpack of a Q4_K / Q5_K super-block's 6-bit scales and mins
+// gives ScaleMinK4's values for every bit pattern of the 12 bytes (random blocks, and
+// each byte all-ones / zero).
+TEST(QuantDotTest, VectorScaleMinUnpackEqualsScaleMinK4) {
+  if (!__builtin_cpu_supports("avx2")) GTEST_SKIP() << "the vector unpack needs AVX2";
+  std::mt19937 rng(77);
+  for (int trial = 0; trial < 2000; ++trial) {
+    uint8_t bytes[16];
+    for (uint8_t& v : bytes) v = static_cast<uint8_t>(rng());
+    if (trial < 12) {
+      std::memset(bytes, 0, sizeof(bytes));
+      bytes[trial] = 0xFF;
+    }
+    alignas(16) uint8_t got[16];
+    _mm_store_si128(reinterpret_cast<__m128i*>(got), UnpackScalesMinsK4(bytes));
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, m;
+      ScaleMinK4(j, bytes, &sc, &m);
+      EXPECT_EQ(got[j], sc) << "scale " << j << " trial " << trial;
+      EXPECT_EQ(got[8 + j], m) << "min " << j << " trial " << trial;
     }
   }
 }
