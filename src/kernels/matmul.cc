@@ -238,9 +238,8 @@ void MatMulRowsQ0Tiled(const WeightMatrix& w, const Q0Tokens& a, float* y, int64
 // Chunks of rows per pool thread (see ForRows): many for the products bound by
 // arithmetic, few for a few tokens' (decode's), bound by memory: each chunk starts its
 // interleaved runs (row_runs.h) as new streams (`tandem bench model` decode on the
-// Qwen3-30B-A3B-shaped MoE, 2 threads, AVX-512 Xeon: the attention projections' share of
-// a decode step 18.4-19.4% with 8 chunks per thread, 16.9-17.9% with 2; decode 74.8-79.3
-// tok/s against 71.2-75.3 with 8, four pairs alternating).
+// Qwen3-30B-A3B-shaped MoE, 2 threads, AVX-512 Xeon: 74.8-79.3 tok/s with 2 chunks per
+// thread against 71.2-75.3 with 8, four pairs alternating; docs/PERFORMANCE.md).
 constexpr int64_t kChunksPerThread = 8;
 constexpr int64_t kDecodeChunksPerThread = 2;
 
