@@ -265,6 +265,67 @@ __attribute__((target("avx2,fma,f16c"))) void DotQ45_KAvx2N(const void* w_row,
   for (int t = 0; t < NT; ++t) out[t] = kLlamaOrder ? Q4_KLlamaResult(acc_llama[t]) : HorizontalSum(acc[t]) + summs[t];
 }
 
+// VecDotQ8x4's Q4_K / Q5_K dot at the avx2 level: DotQ45_KAvx2N's integers and float steps
+// per token, with sub-block pair c outermost, so only its values and scales and the tokens'
+// sums stay live (16 ymm registers hold no whole unpacked super-block), and for Q4_K two
+// tokens sharing one fold (Q4_KLlamaStep2). The same bits as DotQ45_KAvx2N.
+template <int NT, typename Block>
+__attribute__((target("avx2,fma,f16c"))) void DotQ45_KAvx2Tokens(const void* w_row, const void* const* a_rows,
+                                                                 int64_t n_blocks, float* out) {
+  static_assert(NT % 2 == 0);
+  constexpr bool kLlamaOrder = std::is_same_v<Block, BlockQ4_K>;
+  const Block* w = static_cast<const Block*>(w_row);
+  const BlockQ8_K* a[NT];
+  for (int t = 0; t < NT; ++t) a[t] = static_cast<const BlockQ8_K*>(a_rows[t]);
+  __m256 acc[NT];
+  __m128 acc_llama[NT / 2];  // [acc, acc_min] of tokens 2p and 2p + 1
+  float summs[NT] = {};
+  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int p = 0; p < NT / 2; ++p) acc_llama[p] = _mm_setzero_ps();
+  for (int64_t i = 0; i < n_blocks; ++i) {
+    const __m128i scales_mins = UnpackScalesMinsK4(w[i].scales);
+    const __m256i scales16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scales_mins));
+    const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scales_mins, scales_mins));
+    __m256i sumi[NT];
+    for (int t = 0; t < NT; ++t) sumi[t] = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      __m256i lo, hi, sc_lo, sc_hi;
+      UnpackQ45_KPairAvx2(w[i], scales16, c, &lo, &hi, &sc_lo, &sc_hi);
+      for (int t = 0; t < NT; ++t) {
+        const int8_t* q = a[t][i].qs + 64 * c;
+        const __m256i p_lo = _mm256_madd_epi16(
+            _mm256_maddubs_epi16(lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q))), sc_lo);
+        const __m256i p_hi = _mm256_madd_epi16(
+            _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32))), sc_hi);
+        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(p_lo, p_hi));
+      }
+    }
+    const float wd = HalfToFloat(w[i].d), wdmin = HalfToFloat(w[i].dmin);
+    __m256i summ[NT];
+    for (int t = 0; t < NT; ++t) {
+      summ[t] = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t][i].bsums)), mins16);
+    }
+    if constexpr (kLlamaOrder) {
+      const __m128 w_scales = _mm_setr_ps(wd, wdmin, wd, wdmin);
+      for (int t = 0; t < NT; t += 2) {
+        acc_llama[t / 2] = Q4_KLlamaStep2(sumi[t], summ[t], sumi[t + 1], summ[t + 1], w_scales, a[t][i].d,
+                                          a[t + 1][i].d, acc_llama[t / 2]);
+      }
+    } else {
+      for (int t = 0; t < NT; ++t) {
+        const float dx = a[t][i].d;
+        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dx * wd), _mm256_cvtepi32_ps(sumi[t]), acc[t]);
+        summs[t] += (-dx * wdmin) * static_cast<float>(SumLanes(summ[t]));
+      }
+    }
+  }
+  if constexpr (kLlamaOrder) {
+    for (int t = 0; t < NT; t += 2) Q4_KLlamaResult2(acc_llama[t / 2], &out[t]);
+  } else {
+    for (int t = 0; t < NT; ++t) out[t] = HorizontalSum(acc[t]) + summs[t];
+  }
+}
+
 template <int NT>
 __attribute__((target("avx2,fma,f16c"))) void DotQ6_KAvx2N(const void* w_row, const void* const* a_rows,
                                                          int64_t n_blocks, float* out) {
@@ -281,19 +342,30 @@ __attribute__((target("avx2,fma,f16c"))) void DotQ6_KAvx2N(const void* w_row, co
       _mm_prefetch(ahead + 128, _MM_HINT_T0);
       _mm_prefetch(ahead + 192, _MM_HINT_T0);
     }
-    __m256i v[8], scales[8], scales16;
-    UnpackQ6_KAvx2(w[i], v, scales, &scales16);
     const float wd = HalfToFloat(w[i].d);
+    const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[i].scales)));
+    __m256i sumi_t[NT];
+    for (int t = 0; t < NT; ++t) {
+      // sum(scale[s] * bsums[s]) * 32: the -32 offset of every value, spread over lanes.
+      const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t][i].bsums));
+      sumi_t[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(bsums, scales16), 5));
+    }
+    // Half h outermost (as in DotQ45_KAvx2N: only its values, scales and the tokens' sums
+    // stay live); the same integers per lane.
+    for (int h = 0; h < 2; ++h) {
+      __m256i v[4];
+      UnpackQ6_KHalfAvx2(w[i], h, v);
+      for (int k = 0; k < 4; ++k) {
+        const __m256i scale = Q6_KScalePair(scales16, 4 * h + k);
+        for (int t = 0; t < NT; ++t) {
+          const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t][i].qs + 128 * h + 32 * k));
+          sumi_t[t] = _mm256_add_epi32(sumi_t[t], _mm256_madd_epi16(_mm256_maddubs_epi16(v[k], av), scale));
+        }
+      }
+    }
     for (int t = 0; t < NT; ++t) {
       const BlockQ8_K& at = a[t][i];
-      // sum(scale[s] * bsums[s]) * 32: the -32 offset of every value, spread over lanes.
-      const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at.bsums));
-      __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(),
-                                      _mm256_slli_epi32(_mm256_madd_epi16(bsums, scales16), 5));
-      for (int k = 0; k < 8; ++k) {
-        const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at.qs + 32 * k));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(v[k], av), scales[k]));
-      }
+      const __m256i sumi = sumi_t[t];
       const float d = at.d * wd;
       acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc[t]);
     }
@@ -386,8 +458,8 @@ void VecDotQ8x4(TensorType type, const void* w_row, const void* const a_rows[4],
     return;
   }
   if (kUseAvx512) return KQuantDotAvx512(2, type, w_row, a_rows, cols / 256, out);
-  if (type == TensorType::kQ4_K) return DotQ45_KAvx2N<4, BlockQ4_K>(w_row, a_rows, cols / 256, out);
-  if (type == TensorType::kQ5_K) return DotQ45_KAvx2N<4, BlockQ5_K>(w_row, a_rows, cols / 256, out);
+  if (type == TensorType::kQ4_K) return DotQ45_KAvx2Tokens<4, BlockQ4_K>(w_row, a_rows, cols / 256, out);
+  if (type == TensorType::kQ5_K) return DotQ45_KAvx2Tokens<4, BlockQ5_K>(w_row, a_rows, cols / 256, out);
   if (type == TensorType::kQ6_K) return DotQ6_KAvx2N<4>(w_row, a_rows, cols / 256, out);
   for (int t = 0; t < 4; ++t) out[t] = VecDotQ8(type, w_row, a_rows[t], cols);
 }

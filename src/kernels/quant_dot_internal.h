@@ -107,6 +107,26 @@ __attribute__((target("avx2,fma"))) inline __m128 Q4_KLlamaScale(__m128 w_scales
   return _mm_mul_ps(w_scales, _mm_set1_ps(d_x));
 }
 
+// Q4_KLlamaStep for two tokens' sums of one super-block: [isum0, imin0, isum1, imin1] exact,
+// scaled by [wd * d_x0, wdmin * d_x0, wd * d_x1, wdmin * d_x1] (w_scales = [wd, wdmin, wd,
+// wdmin]) and fma'd into acc = [acc0, acc_min0, acc1, acc_min1]: per lane Q4_KLlamaStep's
+// operations, so the same bits.
+__attribute__((target("avx2,fma"))) inline __m128 Q4_KLlamaStep2(__m256i sumi0, __m256i summ0, __m256i sumi1,
+                                                                __m256i summ1, __m128 w_scales, float d_x0,
+                                                                float d_x1, __m128 acc) {
+  const __m256i x = _mm256_hadd_epi32(_mm256_hadd_epi32(sumi0, summ0), _mm256_hadd_epi32(sumi1, summ1));
+  const __m128i q = _mm_add_epi32(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1));
+  const __m128 dx = _mm_blend_ps(_mm_set1_ps(d_x0), _mm_set1_ps(d_x1), 0b1100);
+  return _mm_fmadd_ps(_mm_cvtepi32_ps(q), _mm_mul_ps(w_scales, dx), acc);
+}
+
+// out[0..1] = acc - acc_min of the two tokens of Q4_KLlamaStep2's accumulator.
+__attribute__((target("avx2"))) inline void Q4_KLlamaResult2(__m128 acc, float out[2]) {
+  out[0] = _mm_cvtss_f32(acc) - _mm_cvtss_f32(_mm_movehdup_ps(acc));
+  const __m128 hi = _mm_movehl_ps(acc, acc);
+  out[1] = _mm_cvtss_f32(hi) - _mm_cvtss_f32(_mm_movehdup_ps(hi));
+}
+
 // acc - acc_min of Q4_KLlamaStep's accumulator.
 __attribute__((target("avx2,fma"))) inline float Q4_KLlamaResult(__m128 acc) {
   return _mm_cvtss_f32(acc) - _mm_cvtss_f32(_mm_movehdup_ps(acc));
@@ -187,6 +207,27 @@ __attribute__((target("avx2,fma,f16c"))) inline __m128i UnpackScalesMinsK4(const
   return _mm_or_si128(r, _mm_and_si128(_mm_srli_epi16(top, 2), _mm_set1_epi8(0x30)));
 }
 
+// Sub-blocks 2c and 2c + 1 of a Q4_K / Q5_K super-block, as UnpackQ45_KAvx2's lo[c],
+// hi[c], sc_lo[c] and sc_hi[c] (scales16: the 8 scales as int16, in both 128-bit lanes).
+template <typename Block>
+__attribute__((target("avx2,fma,f16c"))) inline void UnpackQ45_KPairAvx2(const Block& b, __m256i scales16, int c,
+                                                                         __m256i* lo, __m256i* hi,
+                                                                         __m256i* sc_lo, __m256i* sc_hi) {
+  const __m256i kLowMask = _mm256_set1_epi8(0x0F);
+  const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c));
+  *lo = _mm256_and_si256(packed, kLowMask);
+  *hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), kLowMask);
+  if constexpr (std::is_same_v<Block, BlockQ5_K>) {
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
+    const __m256i one = _mm256_set1_epi8(1);
+    // Per byte: bit s of qh[l], moved to bit 4 (16-bit shifts stay inside bytes here).
+    *lo = _mm256_or_si256(*lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
+    *hi = _mm256_or_si256(*hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
+  }
+  *sc_lo = _mm256_shuffle_epi8(scales16, _mm256_set1_epi16(static_cast<int16_t>(0x0100 * (4 * c + 1) + 4 * c)));
+  *sc_hi = _mm256_shuffle_epi8(scales16, _mm256_set1_epi16(static_cast<int16_t>(0x0100 * (4 * c + 3) + 4 * c + 2)));
+}
+
 // One Q4_K / Q5_K super-block unpacked for the dots: lo[c] / hi[c] the values of
 // sub-blocks 2c / 2c + 1 (0..15, or 0..31 with Q5_K's fifth bit), sc_lo[c] / sc_hi[c]
 // their scales as int16 in every lane, mins16 each sub-block's min twice (one per bsum).
@@ -195,30 +236,41 @@ __attribute__((target("avx2,fma,f16c"))) inline void UnpackQ45_KAvx2(const Block
                                                                      __m256i hi[4], __m256i sc_lo[4],
                                                                      __m256i sc_hi[4],
                                                                      __m256i* mins16) {
-  constexpr bool kFifthBit = std::is_same_v<Block, BlockQ5_K>;
-  const __m256i kLowMask = _mm256_set1_epi8(0x0F);
   const __m128i scales_mins = UnpackScalesMinsK4(b.scales);
   // Scales as int16 in both 128-bit lanes; sc_lo/sc_hi[c] broadcast scale 2c / 2c + 1.
   const __m256i scales16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scales_mins));
-  for (int c = 0; c < 4; ++c) {
-    const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs + 32 * c));
-    lo[c] = _mm256_and_si256(packed, kLowMask);
-    hi[c] = _mm256_and_si256(_mm256_srli_epi16(packed, 4), kLowMask);
-    if constexpr (kFifthBit) {
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
-      const __m256i one = _mm256_set1_epi8(1);
-      // Per byte: bit s of qh[l], moved to bit 4 (16-bit shifts stay inside bytes here).
-      lo[c] = _mm256_or_si256(
-          lo[c], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
-      hi[c] = _mm256_or_si256(
-          hi[c], _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
-    }
-    sc_lo[c] = _mm256_shuffle_epi8(scales16, _mm256_set1_epi16(static_cast<int16_t>(0x0100 * (4 * c + 1) + 4 * c)));
-    sc_hi[c] = _mm256_shuffle_epi8(scales16, _mm256_set1_epi16(static_cast<int16_t>(0x0100 * (4 * c + 3) + 4 * c + 2)));
-  }
+  for (int c = 0; c < 4; ++c) UnpackQ45_KPairAvx2(b, scales16, c, &lo[c], &hi[c], &sc_lo[c], &sc_hi[c]);
   // The mins, each twice (one per bsum of 16 values): sum_j m[j] * (bsums[2j] +
   // bsums[2j+1]) becomes one madd against the 16 bsums.
   *mins16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scales_mins, scales_mins));
+}
+
+// The scales of values 32j..32j+31 of a Q6_K super-block as int16: scale 2j in the low
+// 128-bit lane, 2j + 1 in the high one (scales16: the 16 scales as int16).
+__attribute__((target("avx2,fma,f16c"))) inline __m256i Q6_KScalePair(__m256i scales16, int j) {
+  // Scales 8h..8h+7 (h = j / 4) in both lanes, then word 2(j % 4) / 2(j % 4) + 1 of them.
+  const __m256i half = j < 4 ? _mm256_permute4x64_epi64(scales16, 0x44) : _mm256_permute4x64_epi64(scales16, 0xEE);
+  const int w = 2 * (j % 4);  // bytes 2w, 2w + 1 in every word of the low lane, the next word's in the high
+  const __m256i index = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(0x0100 * (2 * w + 3) + 2 * w + 2)),
+                                         _mm_set1_epi16(static_cast<int16_t>(0x0100 * (2 * w + 1) + 2 * w)));
+  return _mm256_shuffle_epi8(half, index);
+}
+
+// Half h of a Q6_K super-block: v[k] its 32 values l + 32k (0..63, before the -32).
+__attribute__((target("avx2,fma,f16c"))) inline void UnpackQ6_KHalfAvx2(const BlockQ6_K& b, int h, __m256i v[4]) {
+  const __m256i low_mask = _mm256_set1_epi8(0x0F);
+  const __m256i two_bits = _mm256_set1_epi8(0x03);
+  const uint8_t* ql = b.ql + 64 * h;
+  const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
+  const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
+  const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
+  v[0] = _mm256_or_si256(_mm256_and_si256(ql0, low_mask), _mm256_slli_epi16(_mm256_and_si256(qh, two_bits), 4));
+  v[1] = _mm256_or_si256(_mm256_and_si256(ql1, low_mask),
+                         _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), two_bits), 4));
+  v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low_mask),
+                         _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), two_bits), 4));
+  v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low_mask),
+                         _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), two_bits), 4));
 }
 
 // One Q6_K super-block unpacked for the dots: v[4h + k] the 32 values l + 32k of half h
@@ -227,29 +279,12 @@ __attribute__((target("avx2,fma,f16c"))) inline void UnpackQ45_KAvx2(const Block
 __attribute__((target("avx2,fma,f16c"))) inline void UnpackQ6_KAvx2(const BlockQ6_K& b, __m256i v[8],
                                                                     __m256i scales[8],
                                                                     __m256i* scales16) {
-  const __m256i low_mask = _mm256_set1_epi8(0x0F);
-  const __m256i two_bits = _mm256_set1_epi8(0x03);
   // The 256 values (0..63, before the -32) as 8 vectors: half h, values l + 32k.
-  for (int h = 0; h < 2; ++h) {
-    const uint8_t* ql = b.ql + 64 * h;
-    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh + 32 * h));
-    const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql));
-    const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 32));
-    v[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(ql0, low_mask), _mm256_slli_epi16(_mm256_and_si256(qh, two_bits), 4));
-    v[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(ql1, low_mask),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), two_bits), 4));
-    v[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low_mask),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), two_bits), 4));
-    v[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low_mask),
-                                   _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), two_bits), 4));
-    for (int k = 0; k < 4; ++k) {
-      const int base = 128 * h + 32 * k;  // two sub-blocks of 16: base/16 and base/16 + 1
-      scales[4 * h + k] = _mm256_set_m128i(_mm_set1_epi16(b.scales[base / 16 + 1]),
-                                           _mm_set1_epi16(b.scales[base / 16]));
-    }
-  }
+  UnpackQ6_KHalfAvx2(b, 0, v);
+  UnpackQ6_KHalfAvx2(b, 1, v + 4);
   *scales16 =
       _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+  for (int j = 0; j < 8; ++j) scales[j] = Q6_KScalePair(*scales16, j);
 }
 
 // The avx512 K-quant dots (quant_dot_avx512.cc), for a CPU at the avx512 level: Q4_K,
