@@ -298,6 +298,9 @@ __attribute__((target("avx2,fma,f16c"))) void DotQ45_KAvx2Tokens(const void* w_r
         const __m256i p_hi = _mm256_madd_epi16(
             _mm256_maddubs_epi16(hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32))), sc_hi);
         sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(p_lo, p_hi));
+        // Keeps the sums a running total in registers: without it GCC reassociates the
+        // adds into a tree whose products it spills to the stack.
+        asm("" : "+x"(sumi[t]));
       }
     }
     const float wd = HalfToFloat(w[i].d), wdmin = HalfToFloat(w[i].dmin);
@@ -360,6 +363,7 @@ __attribute__((target("avx2,fma,f16c"))) void DotQ6_KAvx2N(const void* w_row, co
         for (int t = 0; t < NT; ++t) {
           const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t][i].qs + 128 * h + 32 * k));
           sumi_t[t] = _mm256_add_epi32(sumi_t[t], _mm256_madd_epi16(_mm256_maddubs_epi16(v[k], av), scale));
+          asm("" : "+x"(sumi_t[t]));  // a running total in registers (as in DotQ45_KAvx2Tokens)
         }
       }
     }
