@@ -214,75 +214,33 @@ float DotQ6_KReference(const void* w_row, const void* a_row, int64_t n_blocks) {
 // never changes outputs).
 // Q4_K and Q5_K share the layout of scales, mins and low nibbles; Q5_K adds a fifth
 // bit per value from qh (bit s of qh[l] for value l of sub-block s).
+// Q4_K in llama.cpp's repack order (DotQ4_KReference), Q5_K in ggml's vec_dot order
+// (DotQ5_KReference). Sub-block pair c is outermost, so only its values and scales and the
+// tokens' sums stay live (16 ymm registers hold no whole unpacked super-block), and with
+// an even NT two Q4_K tokens share one fold (Q4_KLlamaStep2, the same lanes' operations).
 template <int NT, typename Block>
-__attribute__((target("avx2,fma,f16c"))) void DotQ45_KAvx2N(const void* w_row,
-                                                            const void* const* a_rows,
+__attribute__((target("avx2,fma,f16c"))) void DotQ45_KAvx2N(const void* w_row, const void* const* a_rows,
                                                             int64_t n_blocks, float* out) {
-  // Q4_K in llama.cpp's repack order (DotQ4_KReference), Q5_K in ggml's vec_dot order
-  // (DotQ5_KReference).
+  static_assert(NT == 1 || NT % 2 == 0);
   constexpr bool kLlamaOrder = std::is_same_v<Block, BlockQ4_K>;
+  constexpr int kFolds = NT == 1 ? 1 : NT / 2;
   const Block* w = static_cast<const Block*>(w_row);
   const BlockQ8_K* a[NT];
   for (int t = 0; t < NT; ++t) a[t] = static_cast<const BlockQ8_K*>(a_rows[t]);
   __m256 acc[NT];
-  __m128 acc_llama[NT];
+  __m128 acc_llama[kFolds];  // [acc, acc_min] of tokens 2p and 2p + 1 (of the token if NT = 1)
   float summs[NT] = {};
   for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-  for (int t = 0; t < NT; ++t) acc_llama[t] = _mm_setzero_ps();
+  for (int p = 0; p < kFolds; ++p) acc_llama[p] = _mm_setzero_ps();
   for (int64_t i = 0; i < n_blocks; ++i) {
-    // Decode reads each weight once: fetch ~1.5 KB ahead (the next row's start at a row's
-    // end, which is the row this thread dots next).
     if constexpr (NT == 1) {
+      // Decode reads each weight once: fetch ~1.5 KB ahead (the next row's start at a row's
+      // end, which is the row this thread dots next).
       const char* ahead = reinterpret_cast<const char*>(w + i) + 1536;
       _mm_prefetch(ahead, _MM_HINT_T0);
       _mm_prefetch(ahead + 64, _MM_HINT_T0);
       _mm_prefetch(ahead + 128, _MM_HINT_T0);
     }
-    __m256i lo[4], hi[4], sc_lo[4], sc_hi[4], mins16;
-    UnpackQ45_KAvx2(w[i], lo, hi, sc_lo, sc_hi, &mins16);
-    const float wd = HalfToFloat(w[i].d), wdmin = HalfToFloat(w[i].dmin);
-    const __m128 w_scales = _mm_setr_ps(wd, wdmin, wd, wdmin);
-    for (int t = 0; t < NT; ++t) {
-      const BlockQ8_K& at = a[t][i];
-      const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at.bsums));
-      const __m256i summ = _mm256_madd_epi16(bsums, mins16);
-      __m256i sumi = _mm256_setzero_si256();
-      for (int c = 0; c < 4; ++c) {
-        const __m256i a_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at.qs + 64 * c));
-        const __m256i a_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at.qs + 64 * c + 32));
-        const __m256i p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo[c], a_lo), sc_lo[c]);
-        const __m256i p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi[c], a_hi), sc_hi[c]);
-        sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
-      }
-      if constexpr (kLlamaOrder) {
-        acc_llama[t] = Q4_KLlamaStep(sumi, summ, Q4_KLlamaScale(w_scales, at.d), acc_llama[t]);
-      } else {
-        acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(at.d * wd), _mm256_cvtepi32_ps(sumi), acc[t]);
-        summs[t] += (-at.d * wdmin) * static_cast<float>(SumLanes(summ));
-      }
-    }
-  }
-  for (int t = 0; t < NT; ++t) out[t] = kLlamaOrder ? Q4_KLlamaResult(acc_llama[t]) : HorizontalSum(acc[t]) + summs[t];
-}
-
-// VecDotQ8x4's Q4_K / Q5_K dot at the avx2 level: DotQ45_KAvx2N's integers and float steps
-// per token, with sub-block pair c outermost, so only its values and scales and the tokens'
-// sums stay live (16 ymm registers hold no whole unpacked super-block), and for Q4_K two
-// tokens sharing one fold (Q4_KLlamaStep2). The same bits as DotQ45_KAvx2N.
-template <int NT, typename Block>
-__attribute__((target("avx2,fma,f16c"))) void DotQ45_KAvx2Tokens(const void* w_row, const void* const* a_rows,
-                                                                 int64_t n_blocks, float* out) {
-  static_assert(NT % 2 == 0);
-  constexpr bool kLlamaOrder = std::is_same_v<Block, BlockQ4_K>;
-  const Block* w = static_cast<const Block*>(w_row);
-  const BlockQ8_K* a[NT];
-  for (int t = 0; t < NT; ++t) a[t] = static_cast<const BlockQ8_K*>(a_rows[t]);
-  __m256 acc[NT];
-  __m128 acc_llama[NT / 2];  // [acc, acc_min] of tokens 2p and 2p + 1
-  float summs[NT] = {};
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-  for (int p = 0; p < NT / 2; ++p) acc_llama[p] = _mm_setzero_ps();
-  for (int64_t i = 0; i < n_blocks; ++i) {
     const __m128i scales_mins = UnpackScalesMinsK4(w[i].scales);
     const __m256i scales16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scales_mins));
     const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(scales_mins, scales_mins));
@@ -308,7 +266,10 @@ __attribute__((target("avx2,fma,f16c"))) void DotQ45_KAvx2Tokens(const void* w_r
     for (int t = 0; t < NT; ++t) {
       summ[t] = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t][i].bsums)), mins16);
     }
-    if constexpr (kLlamaOrder) {
+    if constexpr (kLlamaOrder && NT == 1) {
+      acc_llama[0] = Q4_KLlamaStep(sumi[0], summ[0], Q4_KLlamaScale(_mm_setr_ps(wd, wdmin, wd, wdmin), a[0][i].d),
+                                   acc_llama[0]);
+    } else if constexpr (kLlamaOrder) {
       const __m128 w_scales = _mm_setr_ps(wd, wdmin, wd, wdmin);
       for (int t = 0; t < NT; t += 2) {
         acc_llama[t / 2] = Q4_KLlamaStep2(sumi[t], summ[t], sumi[t + 1], summ[t + 1], w_scales, a[t][i].d,
@@ -322,7 +283,9 @@ __attribute__((target("avx2,fma,f16c"))) void DotQ45_KAvx2Tokens(const void* w_r
       }
     }
   }
-  if constexpr (kLlamaOrder) {
+  if constexpr (kLlamaOrder && NT == 1) {
+    out[0] = Q4_KLlamaResult(acc_llama[0]);
+  } else if constexpr (kLlamaOrder) {
     for (int t = 0; t < NT; t += 2) Q4_KLlamaResult2(acc_llama[t / 2], &out[t]);
   } else {
     for (int t = 0; t < NT; ++t) out[t] = HorizontalSum(acc[t]) + summs[t];
@@ -363,7 +326,7 @@ __attribute__((target("avx2,fma,f16c"))) void DotQ6_KAvx2N(const void* w_row, co
         for (int t = 0; t < NT; ++t) {
           const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[t][i].qs + 128 * h + 32 * k));
           sumi_t[t] = _mm256_add_epi32(sumi_t[t], _mm256_madd_epi16(_mm256_maddubs_epi16(v[k], av), scale));
-          asm("" : "+x"(sumi_t[t]));  // a running total in registers (as in DotQ45_KAvx2Tokens)
+          asm("" : "+x"(sumi_t[t]));  // a running total in registers (as in DotQ45_KAvx2N)
         }
       }
     }
@@ -462,8 +425,8 @@ void VecDotQ8x4(TensorType type, const void* w_row, const void* const a_rows[4],
     return;
   }
   if (kUseAvx512) return KQuantDotAvx512(2, type, w_row, a_rows, cols / 256, out);
-  if (type == TensorType::kQ4_K) return DotQ45_KAvx2Tokens<4, BlockQ4_K>(w_row, a_rows, cols / 256, out);
-  if (type == TensorType::kQ5_K) return DotQ45_KAvx2Tokens<4, BlockQ5_K>(w_row, a_rows, cols / 256, out);
+  if (type == TensorType::kQ4_K) return DotQ45_KAvx2N<4, BlockQ4_K>(w_row, a_rows, cols / 256, out);
+  if (type == TensorType::kQ5_K) return DotQ45_KAvx2N<4, BlockQ5_K>(w_row, a_rows, cols / 256, out);
   if (type == TensorType::kQ6_K) return DotQ6_KAvx2N<4>(w_row, a_rows, cols / 256, out);
   for (int t = 0; t < 4; ++t) out[t] = VecDotQ8(type, w_row, a_rows[t], cols);
 }
