@@ -11,10 +11,10 @@
 
 #include "common/thread_pool.h"
 #include "kernels/dequant.h"
-#include "kernels/quant_dot_internal.h"
 #include "kernels/half.h"
 #include "kernels/int8_tile.h"
 #include "kernels/matmul.h"
+#include "kernels/quant_dot_internal.h"
 
 namespace tandem {
 namespace {
