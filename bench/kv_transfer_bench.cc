@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
         const int chunk = 1 + r + (shm ? reps + 2 : 0);
         for (int i = 0; i < n_blocks; ++i) src[i] = dst[i] = chunk * n_blocks + i;
       }
-      if (!leases.Park(id, src).ok()) return 1;
+      if (!leases.Keep(id, src).ok()) return 1;
       const auto t0 = std::chrono::steady_clock::now();
       StatusOr<PullResult> res = client.Pull({"127.0.0.1", server.port(), id, src, dst});
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

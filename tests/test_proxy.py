@@ -236,7 +236,7 @@ def test_client_disconnect_mid_stream_releases_the_backends(cluster):
         assert running(d0) == 1.0
     # The client is gone: the decoder stops generating within 5 s.
     assert wait_for(lambda: running(d0) == 0.0 and running(p0) == 0.0, 5.0)
-    # Nothing stays pinned: the decoder's blocks and the prefiller's parked ones are free.
+    # Nothing stays pinned: the decoder's blocks and the prefiller's kept ones are free.
     assert wait_for(lambda: d0.metric("vllm:kv_cache_usage_perc") == 0.0
                     and p0.metric("vllm:kv_cache_usage_perc") == 0.0, 5.0)
     assert wait_for(lambda: proxy.health()["request_num"] == 0, 5.0)
@@ -396,7 +396,7 @@ def test_decoder_out_of_blocks_hands_back_and_the_proxy_recomputes(tandem_bin, f
 
 def test_client_disconnect_while_prefilling_aborts_the_prefiller(tandem_bin, default_model, tmp_path):
     """The client leaves while the prefiller is still computing the prompt: the proxy
-    drops its call, the prefiller aborts at once (no lease is parked for a decoder that
+    drops its call, the prefiller aborts at once (no lease is kept for a decoder that
     will never come). Fails if the proxy does not cancel the prefill call."""
     procs = []  # stopped in `finally`, also when a later one fails to start
     try:

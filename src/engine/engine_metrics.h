@@ -38,7 +38,7 @@ class EngineMetrics {
   // One KV pull from a producer (PD consumer); `used_shm`: through the same-host arena.
   void OnKvPull(bool ok, uint64_t bytes, double seconds, bool used_shm);
   void SetGauges(int running, int waiting, double kv_usage, const kv::PrefixCacheStats& prefix);
-  // PD producer: prompts parked under a transfer lease (their blocks wait for a decoder).
+  // PD producer: prompts kept under a transfer lease (their blocks wait for a decoder).
   void SetKvLeases(size_t leases);
   // Expert parallelism, after a step: `idle` when this rank ran the dummy batch; the MoE
   // collectives' seconds and bytes sent so far (totals, from the forward pass).

@@ -1,5 +1,5 @@
 // KvConnector: how KV cache moves between this engine and the outside — a producer's
-// parked prompts, a consumer's pulls from a producer, the KV pool — behind one
+// kept prompts, a consumer's pulls from a producer, the KV pool — behind one
 // interface modelled on vLLM v1's KVConnectorBase_V1 (vllm/distributed/kv_transfer/
 // kv_connector/v1/base.py). The engine loop knows nothing of any particular connector.
 //
@@ -7,13 +7,13 @@
 //   GetNumNewMatchedTokens  a waiting request with a local prefix hit of N tokens: how
 //                           many more tokens can the connector load into its blocks?
 //   UpdateStateAfterAlloc   the blocks for those tokens are allocated: remember the load.
-//   RequestFinished         the request is done: keep its blocks (a producer parks them
+//   RequestFinished         the request is done: keep its blocks (a producer keeps them
 //                           for a decode instance) and the kv_transfer_params to answer.
 // Worker side (what vLLM runs in the model runner):
 //   StartLoadKv             start the loads remembered this step (asynchronously or not).
 //   SaveKv                  after a forward pass: the request's blocks up to its
 //                           num_computed_tokens hold computed KV (the pool saves them).
-//   GetFinished             loads that completed, and parked requests whose blocks may
+//   GetFinished             loads that completed, and kept requests whose blocks may
 //                           now be freed (vLLM's finished_recving / finished_sending).
 //
 // A request that GetNumNewMatchedTokens matched waits (RequestStatus::kWaitingForRemoteKvs,
@@ -122,7 +122,7 @@ class KvConnector {
 
   // The next time GetFinished may have something without a wake (a lease expiring).
   virtual std::optional<std::chrono::steady_clock::time_point> NextDeadline() const { return std::nullopt; }
-  // Any thread: ends the lease of a parked request (the proxy's abort). False if none.
+  // Any thread: ends the lease of a kept request (the proxy's abort). False if none.
   virtual bool ReleaseKvBlocks(const std::string& /*remote_request_id*/) { return false; }
   // Any thread: the producer's transfer port (0 if not a producer).
   virtual int kv_transfer_port() const { return 0; }

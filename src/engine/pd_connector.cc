@@ -194,7 +194,7 @@ KvLoadResult PdConnector::OnPullDone(const PullDone& done) {
 
 // ---- Producer ----
 
-std::optional<KvTransferParams> PdConnector::Park(const Request& r) {
+std::optional<KvTransferParams> PdConnector::Keep(const Request& r) {
   const std::vector<int32_t>& table = context_.kv->GetBlockTable(r.id);
   const int n_blocks = (r.prompt_len + block_size_ - 1) / block_size_;
   if (static_cast<int>(table.size()) < n_blocks || r.num_output_tokens() < 1) return std::nullopt;
@@ -207,8 +207,8 @@ std::optional<KvTransferParams> PdConnector::Park(const Request& r) {
   p.remote_block_size = block_size_;
   p.num_prompt_blocks = n_blocks;
   p.last_token_id = r.tokens[r.prompt_len];
-  if (!leases_->Park(r.id, p.remote_block_ids).ok()) return std::nullopt;
-  ++num_parked_;
+  if (!leases_->Keep(r.id, p.remote_block_ids).ok()) return std::nullopt;
+  ++num_kept_;
   context_.metrics->SetKvLeases(leases_->size());
   return p;
 }
@@ -217,7 +217,7 @@ KvFinishAction PdConnector::RequestFinished(const Request& r, std::string_view r
   pulled_.erase(r.id);
   KvFinishAction action;
   if (r.kv_transfer.do_remote_decode && leases_ && (reason == "stop" || reason == "length")) {
-    action.kv_transfer_params = Park(r);
+    action.kv_transfer_params = Keep(r);
     action.keep_blocks = action.kv_transfer_params.has_value();
   }
   return action;
@@ -234,7 +234,7 @@ void PdConnector::GetFinished(bool stopping, std::vector<KvLoadResult>* loads, s
   const auto now = stopping ? transfer::LeaseTable::Clock::time_point::max() : transfer::LeaseTable::Clock::now();
   std::vector<std::string> ids = leases_->TakeFreeable(now);
   if (ids.empty()) return;
-  num_parked_ -= static_cast<int>(ids.size());
+  num_kept_ -= static_cast<int>(ids.size());
   context_.metrics->SetKvLeases(leases_->size());
   freeable->insert(freeable->end(), ids.begin(), ids.end());
 }

@@ -2,7 +2,7 @@
 // MooncakeConnector in the seeds) as a KvConnector.
 //
 // Producer (kv_producer / kv_both): a finished do_remote_decode request's prompt blocks
-// are parked under a lease (transfer::LeaseTable) instead of freed, and the final output
+// are kept under a lease (transfer::LeaseTable) instead of freed, and the final output
 // carries the kv_transfer_params a decode instance needs; the transfer server serves
 // them; the blocks are freed when the decoder is done (DONE), the proxy aborts, or the
 // lease expires.
@@ -56,7 +56,7 @@ class PdConnector final : public KvConnector {
   std::optional<std::chrono::steady_clock::time_point> NextDeadline() const override;
   bool ReleaseKvBlocks(const std::string& remote_request_id) override;
   int kv_transfer_port() const override;
-  int num_kept() const override { return num_parked_; }
+  int num_kept() const override { return num_kept_; }
 
  private:
   // One pull, or (empty remote_block_ids) only a release of the producer's lease.
@@ -82,7 +82,7 @@ class PdConnector final : public KvConnector {
   void Enqueue(PullJob job);
   void EnqueueRelease(const KvTransferParams& remote);
   KvLoadResult OnPullDone(const PullDone& done);
-  std::optional<KvTransferParams> Park(const Request& r);
+  std::optional<KvTransferParams> Keep(const Request& r);
 
   const KvConnectorContext context_;
   const KvTransferOptions& options_;
@@ -92,7 +92,7 @@ class PdConnector final : public KvConnector {
   std::unordered_map<std::string, Pull> pulls_;        // admitted, pull pending or running
   std::vector<PullJob> to_start_;                      // UpdateStateAfterAlloc -> StartLoadKv
   std::unordered_set<std::string> pulled_;             // pull attempted: never again
-  int num_parked_ = 0;
+  int num_kept_ = 0;
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -1,4 +1,4 @@
-// Prefill/decode disaggregation inside the engine: a producer engine parks a request's
+// Prefill/decode disaggregation inside the engine: a producer engine keeps a request's
 // KV blocks, a consumer engine pulls them over the real transfer server (TCP or the
 // same-host memfd path) and continues; outputs must equal one colocated engine's.
 #include <gtest/gtest.h>
@@ -78,7 +78,7 @@ double MetricValue(MetricsRegistry& m, const std::string& series_prefix) {
   return std::stod(text.substr(sp + 1, text.find('\n', sp) - sp - 1));
 }
 
-// Runs `prompt` through P (1 token, parked) and returns P's kv_transfer_params.
+// Runs `prompt` through P (1 token, kept) and returns P's kv_transfer_params.
 KvTransferParams Prefill(Harness& p, const std::string& id, const std::vector<int32_t>& prompt,
                          GenerationParams params = Greedy(1)) {
   params.max_tokens = 1;
@@ -112,7 +112,7 @@ TEST_P(PdTest, DecodeAfterPullEqualsColocated) {
     EXPECT_EQ(params.remote_block_size, 16);
     EXPECT_EQ(params.num_prompt_blocks, static_cast<int>((prompts[i].size() + 15) / 16));
     EXPECT_EQ(params.remote_block_ids.size(), static_cast<size_t>(params.num_prompt_blocks));
-    EXPECT_EQ(p.engine().Snapshot().num_parked, 1);
+    EXPECT_EQ(p.engine().Snapshot().num_kept, 1);
     d.Submit(id, prompts[i], Greedy(12), [&](EngineRequest& r) { r.kv_transfer.remote_prefill = params; });
     auto got = d.Wait();
     auto want = colocated.Wait();
@@ -121,7 +121,7 @@ TEST_P(PdTest, DecodeAfterPullEqualsColocated) {
     EXPECT_EQ(got[id].last.cached_tokens, 0) << "pulled tokens are not prefix-cache hits";
     EXPECT_EQ(params.last_token_id, want[id].tokens[0]);
     // DONE freed the producer's blocks.
-    EXPECT_TRUE(WaitFor([&] { return p.engine().Snapshot().num_parked == 0; }, std::chrono::seconds(5)));
+    EXPECT_TRUE(WaitFor([&] { return p.engine().Snapshot().num_kept == 0; }, std::chrono::seconds(5)));
   }
   EXPECT_TRUE(WaitFor([&] { return p.engine().Snapshot().kv_cache_usage == 0; }, std::chrono::seconds(5)));
   EXPECT_EQ(MetricValue(d.metrics(), "tandem_kv_transfer_pulls_total{engine=\"0\",model_name=\"tandem\",result=\"ok\"}"),
@@ -189,7 +189,7 @@ TEST(PdEngineTest, UnpulledBlocksAreFreedWhenTheLeaseExpires) {
   Prefill(p, "lonely", PdPrompts(*model)[6]);
   EXPECT_GT(p.engine().Snapshot().kv_cache_usage, 0);
   EXPECT_TRUE(WaitFor([&] { return p.engine().Snapshot().kv_cache_usage == 0; }, std::chrono::seconds(3)));
-  EXPECT_EQ(p.engine().Snapshot().num_parked, 0);
+  EXPECT_EQ(p.engine().Snapshot().num_kept, 0);
   // The id is free again once the lease is gone.
   Prefill(p, "lonely", PdPrompts(*model)[0]);
 }

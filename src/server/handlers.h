@@ -29,7 +29,7 @@ void HandleDetokenize(ServingContext& ctx, const net::HttpRequest& request,
                       const WriterPtr& writer);
 // GET /v1/models
 void HandleModels(ServingContext& ctx, const net::HttpRequest& request, const WriterPtr& writer);
-// POST /kv_transfer/abort {"remote_request_id": ID}: a producer frees a parked request's
+// POST /kv_transfer/abort {"remote_request_id": ID}: a producer frees a kept request's
 // KV blocks at once (the proxy, when the client left or no decoder took the request).
 void HandleKvTransferAbort(ServingContext& ctx, const net::HttpRequest& request, const WriterPtr& writer);
 // POST /reset_prefix_cache (vLLM's): drops the engine's prefix cache before its next step;

@@ -23,7 +23,7 @@ RequestKvTransfer ParseRequestKvTransfer(const nlohmann::ordered_json& j);
 // The same from JSON text (empty = absent).
 RequestKvTransfer ParseRequestKvTransfer(const std::string& json);
 
-// The response's `kv_transfer_params` object for a parked producer request.
+// The response's `kv_transfer_params` object for a kept producer request.
 std::string KvTransferParamsJson(const KvTransferParams& params);
 
 }  // namespace tandem::server

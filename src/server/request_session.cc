@@ -202,7 +202,7 @@ Status SubmitGeneration(Engine& engine, std::vector<int32_t> prompt_tokens, Sess
                         std::shared_ptr<net::HttpResponseWriter> writer,
                         std::vector<std::unique_ptr<parsers::ChatOutputParser>> output_parsers) {
   // A prefill-phase request runs under its own engine id: on a kv_both instance the
-  // decode phase of the same request (same X-Request-Id) may arrive while it is parked.
+  // decode phase of the same request (same X-Request-Id) may arrive while it is kept.
   RequestKvTransfer kv = std::move(options.kv_transfer);
   const std::string id = options.response.id + (kv.do_remote_decode ? "-prefill" : "");
   auto session =

@@ -8,7 +8,7 @@ LeaseTable::LeaseTable(std::chrono::milliseconds lease, std::chrono::millisecond
                        std::function<void()> on_change)
     : lease_(lease), hard_cap_(std::max(hard_cap, lease)), on_change_(std::move(on_change)) {}
 
-Status LeaseTable::Park(const std::string& id, std::vector<int32_t> blocks, Clock::time_point now) {
+Status LeaseTable::Keep(const std::string& id, std::vector<int32_t> blocks, Clock::time_point now) {
   std::sort(blocks.begin(), blocks.end());
   std::lock_guard<std::mutex> lock(mu_);
   if (leases_.count(id)) return AlreadyExistsError("a KV lease named " + id + " exists");
@@ -24,7 +24,7 @@ Status LeaseTable::Acquire(const std::string& id, std::span<const int32_t> block
   std::lock_guard<std::mutex> lock(mu_);
   auto it = leases_.find(id);
   if (it == leases_.end() || !LiveLocked(it->second, now)) {
-    return NotFoundError("no live KV lease for request " + id + " (expired, released or never parked)");
+    return NotFoundError("no live KV lease for request " + id + " (expired, released or never kept)");
   }
   Lease& l = it->second;
   for (int32_t b : blocks) {

@@ -1,7 +1,7 @@
-// LeaseTable: the producer's parked requests — KV blocks kept for a decode instance to
+// LeaseTable: the producer's kept requests — KV blocks kept for a decode instance to
 // pull — each under a lease (docs/KV_TRANSFER.md "Leases").
 //
-// The engine thread parks and, from TakeFreeable(), frees; transfer-server threads pin a
+// The engine thread keeps and, from TakeFreeable(), frees; transfer-server threads pin a
 // lease while they read its blocks (Acquire/Unpin), renew it per frame, and release it
 // on DONE; the HTTP abort releases it too. A pinned lease is never handed out for
 // freeing, so blocks are never freed under a reader.
@@ -32,7 +32,7 @@ class LeaseTable {
 
   // Starts a lease named `id` over `blocks` (AlreadyExists if it is live).
   // `now` is for tests (a clock they control).
-  Status Park(const std::string& id, std::vector<int32_t> blocks, Clock::time_point now = Clock::now());
+  Status Keep(const std::string& id, std::vector<int32_t> blocks, Clock::time_point now = Clock::now());
   // Pins the lease for one reader and renews it. NotFound for an unknown, released or
   // expired lease; PermissionDenied if a block does not belong to it.
   Status Acquire(const std::string& id, std::span<const int32_t> blocks);

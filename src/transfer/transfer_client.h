@@ -1,5 +1,5 @@
 // TransferClient: the consumer's side of the KV transfer (docs/KV_TRANSFER.md). Pulls a
-// parked request's blocks from a producer into this engine's arena, then sends DONE so
+// kept request's blocks from a producer into this engine's arena, then sends DONE so
 // the producer frees them. Same-host producers are read through their memfd arena
 // (mapped once per arena and cached); others over TCP, blocks received straight into
 // place.

@@ -1,5 +1,5 @@
 // TransferServer: the producer's side of the KV transfer (docs/KV_TRANSFER.md). Serves
-// parked requests' blocks to decode instances over TCP, and over an abstract Unix
+// kept requests' blocks to decode instances over TCP, and over an abstract Unix
 // socket by passing the arena's memfd (same-host path).
 //
 // One thread accepts per listener; each connection gets a thread (at most

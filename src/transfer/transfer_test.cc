@@ -109,7 +109,7 @@ std::vector<int32_t> Range(int32_t from, int32_t n) {
 TEST_F(TransferTest, TcpPullManyFramesThenDoneFreesTheLease) {
   std::vector<int32_t> remote = Range(10, 37);  // 37 blocks: three BLOCKS frames
   std::reverse(remote.begin(), remote.end());
-  ASSERT_TRUE(leases_.Park("req-1", remote).ok());
+  ASSERT_TRUE(leases_.Keep("req-1", remote).ok());
   TransferClient client(&sockets_, consumer_.memory(), "model-A", /*enable_shm=*/false);
   PullSpec spec = Spec("req-1", remote, Range(0, 37));
   StatusOr<PullResult> r = client.Pull(spec);
@@ -122,7 +122,7 @@ TEST_F(TransferTest, TcpPullManyFramesThenDoneFreesTheLease) {
 }
 
 TEST_F(TransferTest, SameHostPullUsesTheSharedArena) {
-  ASSERT_TRUE(leases_.Park("req-2", Range(0, 20)).ok());
+  ASSERT_TRUE(leases_.Keep("req-2", Range(0, 20)).ok());
   TransferClient client(&sockets_, consumer_.memory(), "model-A", /*enable_shm=*/true);
   PullSpec spec = Spec("req-2", Range(3, 17), Range(40, 17));
   StatusOr<PullResult> r = client.Pull(spec);
@@ -131,14 +131,14 @@ TEST_F(TransferTest, SameHostPullUsesTheSharedArena) {
   ExpectCopied(spec);
   EXPECT_EQ(leases_.TakeFreeable(), std::vector<std::string>{"req-2"});
   // A second pull reuses the cached mapping.
-  ASSERT_TRUE(leases_.Park("req-3", Range(0, 2)).ok());
+  ASSERT_TRUE(leases_.Keep("req-3", Range(0, 2)).ok());
   r = client.Pull(Spec("req-3", {1}, {5}));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(server_->stats().shm_pulls.load(), 2u);
 }
 
 TEST_F(TransferTest, RefusalsNameTheProblem) {
-  ASSERT_TRUE(leases_.Park("req-4", Range(0, 4)).ok());
+  ASSERT_TRUE(leases_.Keep("req-4", Range(0, 4)).ok());
   TransferClient client(&sockets_, consumer_.memory(), "model-A", false);
   EXPECT_EQ(client.Pull(Spec("nope", {0}, {0})).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(client.Pull(Spec("req-4", {0, 9}, {0, 1})).status().code(), StatusCode::kPermissionDenied);
@@ -156,7 +156,7 @@ TEST_F(TransferTest, RefusalsNameTheProblem) {
 }
 
 TEST_F(TransferTest, BrokenStreamFailsCleanlyAndTheLeaseSurvivesForARetry) {
-  ASSERT_TRUE(leases_.Park("req-5", Range(0, 40)).ok());
+  ASSERT_TRUE(leases_.Keep("req-5", Range(0, 40)).ok());
   FaultPlan plan;
   plan.fail_after_recv_bytes = 100000;  // mid-way through the second frame
   FaultInjectingTransport faulty(&sockets_, plan);
@@ -174,7 +174,7 @@ TEST_F(TransferTest, BrokenStreamFailsCleanlyAndTheLeaseSurvivesForARetry) {
   FaultPlan corrupt;
   corrupt.corrupt_recv_byte_at = 2;  // the magic of the first frame
   FaultInjectingTransport corrupting(&sockets_, corrupt);
-  ASSERT_TRUE(leases_.Park("req-6", Range(0, 2)).ok());
+  ASSERT_TRUE(leases_.Keep("req-6", Range(0, 2)).ok());
   TransferClient bad(&corrupting, consumer_.memory(), "model-A", false);
   EXPECT_EQ(bad.Pull(Spec("req-6", {0}, {0})).status().code(), StatusCode::kDataLoss);
 
@@ -206,7 +206,7 @@ TEST_F(TransferTest, GarbageFromAPeerIsRefusedAndTheServerKeepsServing) {
       EXPECT_EQ(h->type, FrameType::kError);
     }
   }
-  ASSERT_TRUE(leases_.Park("req-7", Range(0, 3)).ok());
+  ASSERT_TRUE(leases_.Keep("req-7", Range(0, 3)).ok());
   TransferClient client(&sockets_, consumer_.memory(), "model-A", false);
   EXPECT_TRUE(client.Pull(Spec("req-7", Range(0, 3), Range(0, 3))).ok());
 }
@@ -217,7 +217,7 @@ TEST_F(TransferTest, AuthTokenIsRequiredWhenSet) {
   o.auth_token = "s3cret";
   TransferServer secured(o, producer_.memory(), &leases_, "model-A");
   ASSERT_TRUE(secured.Start().ok());
-  ASSERT_TRUE(leases_.Park("req-9", Range(0, 2)).ok());
+  ASSERT_TRUE(leases_.Keep("req-9", Range(0, 2)).ok());
   for (bool shm : {false, true}) {
     PullSpec spec{"127.0.0.1", secured.port(), "req-9", {0, 1}, {0, 1}};
     TransferClient none(&sockets_, consumer_.memory(), "model-A", shm);
@@ -233,7 +233,7 @@ TEST_F(TransferTest, AuthTokenIsRequiredWhenSet) {
 }
 
 TEST_F(TransferTest, ReleaseWithoutPullAndPromptStop) {
-  ASSERT_TRUE(leases_.Park("req-8", Range(0, 3)).ok());
+  ASSERT_TRUE(leases_.Keep("req-8", Range(0, 3)).ok());
   TransferClient client(&sockets_, consumer_.memory(), "model-A", false);
   ASSERT_TRUE(client.Release("127.0.0.1", server_->port(), "req-8").ok());
   EXPECT_EQ(leases_.TakeFreeable(), std::vector<std::string>{"req-8"});
