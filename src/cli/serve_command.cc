@@ -413,8 +413,9 @@ void RegisterServe(CLI::App& app, RunFn* run) {
          "--health-watchdog-s", c.health_watchdog_s,
          "/health answers 503 when work is queued and no engine step completed for this long")
       ->capture_default_str();
-  cmd->add_flag("--enable-chunked-prefill", c.enable_chunked_prefill,
-                "accepted (chunked prefill is always on)");
+  cmd->add_flag("--enable-chunked-prefill,!--no-enable-chunked-prefill", c.enable_chunked_prefill,
+                "split long prompts over steps of --max-num-batched-tokens (default on; off: a "
+                "prompt runs in one step, the budget must hold --max-model-len)");
   cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", c.enable_prefix_caching,
                 "prefix caching (default on)");
   cmd->add_option("--block-size", c.block_size, "tokens per KV block")->capture_default_str();

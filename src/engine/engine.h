@@ -7,8 +7,10 @@
 // logprobs), and exactly once with finished = true. AbortRequest (e.g. on client
 // disconnect) finishes a request with finish_reason "abort" and frees its KV blocks.
 //
-// Thread safety: AddRequest, AbortRequest, Snapshot and Shutdown may be called from any
-// thread. Callbacks run on the engine thread and must not block (post work elsewhere).
+// Thread safety: every public method may be called from any thread, at any time until
+// the engine is destroyed (each method says what it synchronises with); Shutdown may be
+// called more than once and from several threads, and never races the other methods.
+// Callbacks run on the engine thread and must not block (post work elsewhere).
 #pragma once
 
 #include <cstdint>
@@ -36,7 +38,7 @@ class GrammarAutomaton;
 
 // The P->D transfer connector's part in this engine (docs/KV_TRANSFER.md).
 struct KvTransferOptions {
-  bool producer = false;           // park do_remote_decode requests' blocks; serve them to D
+  bool producer = false;           // keep do_remote_decode requests' blocks; serve them to D
   bool consumer = false;           // pull do_remote_prefill requests' blocks from P
   std::string engine_id;           // remote_engine_id in the answers
   std::string bind_host = "127.0.0.1";       // `tandem serve` passes --host
@@ -49,7 +51,7 @@ struct KvTransferOptions {
   std::string auth_token;          // shared secret on every transfer connection (empty = none)
 };
 
-// The KV-pool connector (AscendStoreConnector; DESIGN section 4).
+// The KV-pool connector (AscendStoreConnector; docs/POOL.md).
 struct PoolOptions {
   bool enabled = false;
   std::string worker_address;  // empty = $DS_WORKER_ADDR
@@ -99,6 +101,10 @@ struct EngineOptions {
   int max_num_seqs = 256;              // --max-num-seqs
   int max_num_batched_tokens = 2048;   // --max-num-batched-tokens (per step)
   int max_model_len = 0;               // --max-model-len (0 = the model's context)
+  // --enable-chunked-prefill / --no-enable-chunked-prefill: off, a prompt runs in one step
+  // (it waits until the step's budget holds all of it; max_num_batched_tokens must then
+  // be at least max_model_len).
+  bool enable_chunked_prefill = true;
   int max_waiting = 1024;              // queue bound; AddRequest fails beyond it (-> HTTP 503)
   bool enable_prefix_caching = true;
   int threads = 0;                     // compute threads (0: one per cpu_ids core, else per core available)
@@ -224,48 +230,59 @@ struct EngineSnapshot {
   double kv_cache_usage = 0;           // fraction of KV blocks in use
   int64_t num_kv_blocks = 0;
   int64_t max_tokens_in_cache = 0;
-  int num_parked = 0;                  // producer: requests whose blocks wait for a pull
+  int num_kept = 0;                    // producer: requests whose blocks are kept for a decoder's pull
   int compute_threads = 0;             // the forward's thread pool (EngineOptions::threads resolved)
 };
 
 class Engine {
  public:
   // Builds the KV arena, the scheduler and the step thread. `model` must outlive it.
-  // `metrics` (may be null) receives the vllm:* series.
+  // `metrics` (may be null) receives the vllm:* series. InvalidArgument for options that
+  // cannot run (NormalizeEngineOptions, kv_cache_utils.h).
   static StatusOr<std::unique_ptr<Engine>> Create(const Model& model, const EngineOptions& options,
                                                   MetricsRegistry* metrics);
+  // Shuts down (if not yet) and frees everything.
   virtual ~Engine() = default;
 
-  // Queues a request. InvalidArgument if the prompt is empty or does not fit
-  // max_model_len, if params.n is out of [1, max_num_seqs] or n > 1 comes with
-  // kv_transfer_params, or for a nonzero priority under fcfs; AlreadyExists for a duplicate
-  // live id; ResourceExhausted when the waiting queue is full; Unavailable after Shutdown.
+  // Any thread. Queues a request (the engine thread takes it at its next step).
+  // InvalidArgument if the prompt is empty or does not fit max_model_len, if params.n is
+  // out of [1, max_num_seqs] or n > 1 comes with kv_transfer_params, or for a nonzero
+  // priority under fcfs; AlreadyExists for a duplicate live id; ResourceExhausted when
+  // the waiting queue is full; Unavailable after Shutdown.
   virtual Status AddRequest(EngineRequest request) = 0;
 
-  // Finishes the request with "abort" (no-op if unknown or already finished).
+  // Any thread. Finishes the request with "abort" at the engine's next step (no-op if
+  // unknown or already finished).
   virtual void AbortRequest(const std::string& request_id) = 0;
 
-  // Producer: ends the lease of a parked request (the proxy's abort); its blocks are
-  // freed at once. False if no such lease is live.
+  // Any thread (the HTTP threads: the proxy's abort). Producer: ends the lease of a kept
+  // request; its blocks are freed at the engine's next step. False if no such lease is
+  // live. Still answers (false) after Shutdown.
   virtual bool ReleaseKvBlocks(const std::string& remote_request_id) = 0;
 
-  // Drops every prefix-cache entry (vLLM's POST /reset_prefix_cache) before the engine's
-  // next step: requests added after this call never reuse blocks cached before it. Running
-  // requests keep their blocks. Reported as AllBlocksCleared to the KV event sink.
+  // Any thread. Drops every prefix-cache entry (vLLM's POST /reset_prefix_cache) before
+  // the engine's next step: requests added after this call never reuse blocks cached
+  // before it. Running requests keep their blocks. Reported as AllBlocksCleared to the KV
+  // event sink.
   virtual void ResetPrefixCache() = 0;
 
-  // Producer: the transfer server's port (0 when not a producer).
+  // Any thread. Producer: the transfer server's port (0 when not a producer); fixed from
+  // Create on.
   virtual int kv_transfer_port() const = 0;
 
+  // Any thread: figures the engine thread published at its last step (atomics).
   virtual EngineSnapshot Snapshot() const = 0;
 
-  // Unhealthy when the step loop has exited (Shutdown) or when work is queued and no step
-  // completed within options().health_watchdog_s (a stuck loop). An idle engine is
-  // healthy however long ago its last step was.
+  // Any thread. Unhealthy when the step loop has exited (Shutdown), when the
+  // expert-parallel group is broken, or when work is queued and no step completed within
+  // options().health_watchdog_s (a stuck loop). An idle engine is healthy however long
+  // ago its last step was.
   virtual EngineHealth Health() const = 0;
+  // Any thread: the options after Create normalised them; never change.
   virtual const EngineOptions& options() const = 0;
 
-  // Aborts everything still running and stops the step thread.
+  // Any thread, any number of times (a second call waits for the first to finish).
+  // Aborts everything still running, stops the step thread, then the connectors' threads.
   virtual void Shutdown() = 0;
 };
 

@@ -2,23 +2,31 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "model/tokenizer.h"
 
 namespace tandem {
 
-void ApplyLogitsProcessors(const Request& r, const Tokenizer& tokenizer, float* logits, int32_t n_vocab) {
+void ApplyLogitsProcessors(const Request& r, const Tokenizer& tokenizer, float* logits, int32_t n_vocab,
+                           std::span<const int32_t> pending) {
   const GenerationParams& p = r.params;
   if (p.repetition_penalty != 1.0f) {
     std::unordered_set<int32_t> seen(r.tokens.begin(), r.tokens.end());
+    seen.insert(pending.begin(), pending.end());
     for (int32_t t : seen) {
       if (t < 0 || t >= n_vocab) continue;
       logits[t] = logits[t] > 0 ? logits[t] / p.repetition_penalty : logits[t] * p.repetition_penalty;
     }
   }
   if (p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) {
-    for (const auto& [t, count] : r.output_counts) {
+    std::unordered_map<int32_t, int> with_pending;  // the counts with `pending` (rarely needed)
+    if (!pending.empty()) {
+      with_pending = r.output_counts;
+      for (int32_t t : pending) ++with_pending[t];
+    }
+    for (const auto& [t, count] : pending.empty() ? r.output_counts : with_pending) {
       if (t < 0 || t >= n_vocab) continue;
       logits[t] -= p.frequency_penalty * static_cast<float>(count) + p.presence_penalty;
     }
@@ -26,7 +34,7 @@ void ApplyLogitsProcessors(const Request& r, const Tokenizer& tokenizer, float* 
   for (const auto& [t, bias] : p.logit_bias) {
     if (t >= 0 && t < n_vocab) logits[t] += bias;
   }
-  if (r.num_output_tokens() < p.min_tokens) {
+  if (r.num_output_tokens() + static_cast<int>(pending.size()) < p.min_tokens) {
     for (int32_t t : tokenizer.vocab().eog_ids) {
       if (t >= 0 && t < n_vocab) logits[t] = -INFINITY;
     }

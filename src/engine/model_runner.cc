@@ -9,7 +9,7 @@ namespace tandem {
 
 ModelRunner::ModelRunner(const ModelConfig& config, const ModelWeights& weights, ThreadPool* pool, KvArena* arena,
                          const kv::KvCacheManager* kv, bool keep_hidden)
-    : forward_(config, weights, pool), arena_(arena), kv_(kv), n_vocab_(config.n_vocab), keep_hidden_(keep_hidden) {}
+    : forward_(config, weights, pool), pool_(pool), arena_(arena), kv_(kv), n_vocab_(config.n_vocab), keep_hidden_(keep_hidden) {}
 
 StepLogits ModelRunner::Run(const std::vector<ScheduledRequest>& scheduled) {
   StepLogits out;

@@ -1,7 +1,8 @@
-// ModelRunner: one engine step's forward pass (vLLM's model runner): turns the
-// scheduler's plan into a ragged batch over the paged KV cache — a prompt chunk, a
+// ModelRunner: one engine step's forward pass and sampling (vLLM's model runner): turns
+// the scheduler's plan into a ragged batch over the paged KV cache — a prompt chunk, a
 // decode token, or (speculative decoding) the last token followed by its drafts with
-// every logits row — runs it, and says where each request's logits rows are.
+// every logits row — runs it, says where each request's logits rows are, and samples
+// them (rejection_sampler.h: the tokens each request accepts, drafts verified).
 //
 // Thread safety: engine thread only. Row pointers stay valid until the next Run.
 #pragma once
@@ -9,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/rejection_sampler.h"
 #include "engine/scheduler.h"
 #include "model/forward.h"
 
@@ -16,6 +18,7 @@ namespace tandem {
 
 class KvArena;
 class ThreadPool;
+class Tokenizer;
 
 struct StepLogits {
   // Per scheduled request (same order): its first logits row ([n_vocab] floats; a
@@ -39,6 +42,12 @@ class ModelRunner {
 
   StepLogits Run(const std::vector<ScheduledRequest>& scheduled);
 
+  // The sampling stage over rows of the last Run (or copies of them), on the compute
+  // threads: per input, the tokens its request accepts (SampleTokens).
+  std::vector<SampledTokens> Sample(const std::vector<SampleInput>& inputs, const Tokenizer& tokenizer) {
+    return SampleTokens(inputs, tokenizer, n_vocab_, pool_);
+  }
+
   // Expert parallelism (see EngineOptions::expert_exchange): the MoE layers' group, and
   // an idle rank's turn in a step of its group (the dummy batch).
   void set_expert_exchange(ExpertExchange* exchange) { forward_.set_expert_exchange(exchange); }
@@ -48,6 +57,7 @@ class ModelRunner {
 
  private:
   Forward forward_;
+  ThreadPool* pool_;
   KvArena* arena_;
   const kv::KvCacheManager* kv_;
   int32_t n_vocab_;

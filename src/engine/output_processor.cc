@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/logging.h"
+#include "engine/engine_metrics.h"
 #include "model/tokenizer.h"
 
 namespace tandem {
@@ -89,6 +91,51 @@ RequestOutput OutputProcessor::TakeOutput(Request& r, const std::string& finish_
   out.completion_tokens = r.num_output_tokens();
   out.cached_tokens = std::max(0, r.num_cached_tokens);
   return out;
+}
+
+EmitResult OutputProcessor::Emit(Request& r, int32_t token, const TokenLogprob* lp) {
+  metrics_->OnToken(&r);
+  EmitResult result;
+  const bool constrained = r.constraint != nullptr && r.params.scripted_tokens.empty();
+  if (constrained && !tokenizer_.IsEog(token) && !r.constraint->Accept(tokenizer_.TokenToPiece(token, false))) {
+    result.finish_reason = "error";
+    result.error = InvalidArgumentError("token " + std::to_string(token) +
+                                        " does not fit the request's structured output grammar");
+    return result;
+  }
+  if (std::optional<std::string> finish = AppendToken(r, token, lp)) {
+    result.finish_reason = *finish;
+  } else if (constrained && r.constraint->Terminated()) {
+    result.finish_reason = "stop";  // nothing may follow
+  }
+  return result;
+}
+
+bool OutputProcessor::CanContinueAfter(const Request& r, int32_t token) const {
+  return r.params.logprobs < 0 && r.params.scripted_tokens.empty() &&
+         (r.constraint == nullptr || tokenizer_.IsEog(token) ||
+          r.constraint->CanAccept(tokenizer_.TokenToPiece(token, false)));
+}
+
+void OutputProcessor::Send(Request& r) {
+  RequestOutput out = TakeOutput(r, "");
+  out.index = r.choice_index;
+  if (!out.new_tokens.empty() || !out.new_text.empty()) r.on_output(out);
+}
+
+void OutputProcessor::Finish(Request& r, const std::string& reason, const Status& error,
+                             const std::string& stop_reason, std::optional<KvTransferParams> kv_transfer_params) {
+  RequestOutput out = TakeOutput(r, reason);
+  out.index = r.choice_index;
+  out.kv_transfer_params = std::move(kv_transfer_params);
+  if (!stop_reason.empty()) out.stop_reason = stop_reason;
+  if (reason == "error") out.error = error.ok() ? InternalError("the request failed") : error;
+  metrics_->OnFinished(r, reason);
+  TANDEM_LOG(INFO) << "request " << r.id << " finished: reason=" << reason << " prompt_tokens=" << r.prompt_len
+                   << " num_computed_tokens=" << (r.prompt_len - std::max(0, r.num_cached_tokens))
+                   << " cached_tokens=" << std::max(0, r.num_cached_tokens)
+                   << " completion_tokens=" << r.num_output_tokens();
+  r.on_output(out);
 }
 
 }  // namespace tandem

@@ -17,11 +17,12 @@ bool RunsBefore(const Request* a, const Request* b) {
 }  // namespace
 
 Scheduler::Scheduler(kv::KvCacheManager* kv, int max_num_seqs, int max_num_batched_tokens,
-                     Policy policy)
+                     Policy policy, bool enable_chunked_prefill)
     : kv_(kv),
       max_num_seqs_(max_num_seqs),
       max_num_batched_tokens_(max_num_batched_tokens),
-      policy_(policy) {}
+      policy_(policy),
+      enable_chunked_prefill_(enable_chunked_prefill) {}
 
 void Scheduler::AddRequest(Request* request) {
   request->status = RequestStatus::kWaiting;
@@ -61,10 +62,15 @@ int Scheduler::NumSeats() const {
   return seats;
 }
 
-void Scheduler::FinishRequest(Request* request) {
+KvFinishAction Scheduler::FinishRequest(Request* request, std::string_view reason) {
+  // The connector's promise: its blocks are still allocated while it decides.
+  KvFinishAction action = connector_ != nullptr ? connector_->RequestFinished(*request, reason) : KvFinishAction{};
   DetachRequest(request);
-  kv_->Free(request->id);
+  if (!action.keep_blocks) kv_->Free(request->id);
+  return action;
 }
+
+void Scheduler::FreeKept(const std::string& request_id) { kv_->Free(request_id); }
 
 void Scheduler::DetachRequest(Request* request) {
   if (auto it = std::find(running_.begin(), running_.end(), request); it != running_.end()) running_.erase(it);
@@ -125,9 +131,7 @@ SchedulerOutput Scheduler::Schedule() {
                                          }),
                           out.scheduled.end());
       if (hand_back_) {
-        kv_->Free(victim->id);
-        victim->status = RequestStatus::kFinished;
-        out.handed_back.push_back(victim);
+        out.handed_back.emplace_back(victim, FinishRequest(victim, "stop"));
       } else {
         Preempt(victim);
       }
@@ -164,7 +168,9 @@ SchedulerOutput Scheduler::Schedule() {
       out.loads.push_back(r);
       continue;
     }
-    const int n = std::min(static_cast<int>(r->tokens.size()) - computed, budget);
+    const int remaining = static_cast<int>(r->tokens.size()) - computed;
+    if (!enable_chunked_prefill_ && remaining > budget) break;  // the whole prompt or nothing
+    const int n = std::min(remaining, budget);
     if (!kv_->AllocateSlots(r->id, computed, n, hit)) break;
     waiting_.pop_front();
     r->num_computed_tokens = computed;
@@ -175,6 +181,43 @@ SchedulerOutput Scheduler::Schedule() {
     budget -= n;
   }
   return out;
+}
+
+void Scheduler::UpdateAfterForward(const std::vector<ScheduledRequest>& scheduled) {
+  for (const ScheduledRequest& s : scheduled) {
+    Request* r = s.request;
+    if (!r->spec_tokens.empty()) continue;  // its KV counts only once verified
+    r->num_computed_tokens += s.num_new_tokens;
+    kv_->CacheComputedBlocks(r->id, r->tokens, r->num_computed_tokens);
+    if (connector_ != nullptr) connector_->SaveKv(*r);
+  }
+}
+
+void Scheduler::UpdateAfterVerification(Request* r, int num_true_tokens, bool finishing) {
+  r->spec_tokens.clear();
+  r->num_computed_tokens += num_true_tokens;
+  kv_->CacheComputedBlocks(r->id, r->tokens, r->num_computed_tokens);
+  if (connector_ != nullptr) connector_->SaveKv(*r);
+  if (!finishing) kv_->FreeTail(r->id, static_cast<int32_t>(r->tokens.size()));  // the rejected drafts' slots
+}
+
+LoadOutcome Scheduler::UpdateFromLoad(Request* r, const KvLoadResult& load, bool first_token_ok) {
+  const int n_tokens = static_cast<int>(r->tokens.size());
+  if (!load.error.ok() && !r->abort_after_load) {
+    LoadFinished(r, r->num_computed_tokens);
+    return LoadOutcome::kFailed;
+  }
+  const int loaded = std::min(load.num_loaded_tokens, n_tokens);
+  kv_->CacheComputedBlocks(r->id, r->tokens, loaded);
+  if (load.counts_as_cached) r->num_cached_tokens = std::max(r->num_cached_tokens, std::min(loaded, r->prompt_len));
+  if (loaded < n_tokens || !first_token_ok || r->abort_after_load) {
+    // At least the last token is computed here: its logits draw the next token.
+    LoadFinished(r, std::min(loaded, n_tokens - 1));
+    return r->abort_after_load ? LoadOutcome::kAborted : LoadOutcome::kResumed;
+  }
+  LoadFinished(r, loaded);
+  r->sampler.Skip();  // the producer drew the first token with the request's seed
+  return LoadOutcome::kFirstTokenAccepted;
 }
 
 }  // namespace tandem

@@ -16,11 +16,30 @@
 // (priority, arrival), which goes back into the queue at its ordered place. Running
 // requests are never preempted just to admit a waiting one (as vLLM v1).
 //
+// After the step's forward pass the scheduler takes its output (vLLM's
+// update_from_output): the computed tokens of each request, the caching of its computed
+// blocks and the connector's saves (UpdateAfterForward; UpdateAfterVerification for a
+// request with drafts, by the tokens it accepted), the connector's load results
+// (UpdateFromLoad), and the end of a request (FinishRequest: the connector decides
+// while its blocks are still allocated whether it keeps them).
+//
+// Ownership: the engine core owns every Request (its request table) from admission
+// until the request's final output is delivered; the scheduler borrows the pointers in
+// its queues. A pointer it returns (scheduled, loads, handed_back) is valid until the
+// engine core finishes that request, which it does only after FinishRequest (or, for a
+// handed-back request, after Schedule) took it out of every queue.
+//
+// Without chunked prefill (--no-enable-chunked-prefill) a waiting request is admitted
+// only when the rest of its prompt fits the step's remaining budget, so every prompt
+// runs in one step (vLLM's rule; the options ensure the budget holds max_model_len).
+//
 // Thread safety: engine thread only.
 #pragma once
 
 #include <deque>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/kv_connector.h"
@@ -34,6 +53,14 @@ struct ScheduledRequest {
   int num_new_tokens;  // tokens to run this step, starting at request->num_computed_tokens
 };
 
+// What a finished load did to its request (UpdateFromLoad).
+enum class LoadOutcome {
+  kResumed,             // it runs from the loaded tokens on
+  kFailed,              // the load failed (policy "fail"): the engine finishes it with the error
+  kAborted,             // it was aborted while loading: the engine finishes it with "abort"
+  kFirstTokenAccepted,  // it runs on after the producer's first token, which the engine emits
+};
+
 struct SchedulerOutput {
   std::vector<ScheduledRequest> scheduled;
   // Admitted requests whose KV beyond the local prefix hit a connector loads
@@ -41,9 +68,10 @@ struct SchedulerOutput {
   // num_computed_tokens is the local prefix hit, UpdateStateAfterAlloc was called, and
   // they wait (counted against max_num_seqs, using no token budget) until LoadFinished().
   std::vector<Request*> loads;
-  // Preempted running requests handed back instead of re-queued (SetHandBack): their
-  // blocks are freed and they are in no queue; the engine finishes them.
-  std::vector<Request*> handed_back;
+  // Preempted running requests handed back instead of re-queued (SetHandBack): each was
+  // finished with reason "stop" (FinishRequest: the connector's action is here, the
+  // blocks it did not keep are free) and is in no queue; the engine delivers its end.
+  std::vector<std::pair<Request*, KvFinishAction>> handed_back;
   int num_preempted = 0;
 };
 
@@ -51,7 +79,7 @@ class Scheduler {
  public:
   using Policy = EngineOptions::SchedulingPolicy;
   Scheduler(kv::KvCacheManager* kv, int max_num_seqs, int max_num_batched_tokens,
-            Policy policy = Policy::kFcfs);
+            Policy policy = Policy::kFcfs, bool enable_chunked_prefill = true);
 
   // To the back of the waiting queue (fcfs), or at its (priority, arrival_seq) place.
   void AddRequest(Request* request);
@@ -59,16 +87,28 @@ class Scheduler {
   // prompt computed): runs from the next step on. Its seat was reserved when its
   // parent was admitted (a parent counts 1 + fork_children.size() against max_num_seqs).
   void AddRunning(Request* request);
-  // Removes a request from the queues and frees its blocks (finish or abort).
-  void FinishRequest(Request* request);
-  // Removes a finished request from the queues but keeps its blocks (a producer parks
-  // them for a decode instance; the engine frees them by id later).
-  void DetachRequest(Request* request);
-  // A load listed in SchedulerOutput::loads is over: the request runs from
-  // `num_computed_tokens`.
-  void LoadFinished(Request* request, int num_computed_tokens);
+  // The request is done for `reason` ("stop", "length", "abort", "error"): the
+  // connector's RequestFinished runs while its blocks are still allocated, then the
+  // request leaves every queue and its blocks are freed, unless the connector keeps
+  // them (a producer's prompt kept for a decode instance; FreeKept frees them later).
+  KvFinishAction FinishRequest(Request* request, std::string_view reason = "stop");
+  // Frees the blocks of a request whose connector kept them (KvConnector::GetFinished).
+  void FreeKept(const std::string& request_id);
 
   SchedulerOutput Schedule();
+
+  // ---- The step's output ----
+  // After the forward pass of `plan`: each scheduled request without drafts computed its
+  // tokens; its full blocks are cached and the connector saves them.
+  void UpdateAfterForward(const std::vector<ScheduledRequest>& scheduled);
+  // A request with drafts kept `num_true_tokens` of the positions it ran (its last token
+  // and the drafts it accepted): they count as computed, are cached and saved; unless it
+  // is `finishing`, the rejected drafts' slots are freed.
+  void UpdateAfterVerification(Request* request, int num_true_tokens, bool finishing);
+  // A load listed in SchedulerOutput::loads is over (`load`): the request runs from the
+  // tokens it brought, or after the producer's first token when `first_token_ok` (the
+  // request would have drawn it so) and the load brought the whole prompt.
+  LoadOutcome UpdateFromLoad(Request* request, const KvLoadResult& load, bool first_token_ok);
 
   // The connector asked, for every admission of a request with no computed tokens,
   // how many tokens beyond the local prefix hit it can load (null = none). Borrowed.
@@ -87,6 +127,10 @@ class Scheduler {
 
  private:
   void Preempt(Request* request);
+  // Out of every queue, blocks kept.
+  void DetachRequest(Request* request);
+  // The load of `request` is over: it runs from `num_computed_tokens`.
+  void LoadFinished(Request* request, int num_computed_tokens);
   // Seats taken against max_num_seqs: running and loading requests, plus the choices
   // that running requests will fork.
   int NumSeats() const;
@@ -100,6 +144,7 @@ class Scheduler {
   int max_num_seqs_;
   int max_num_batched_tokens_;
   Policy policy_;
+  bool enable_chunked_prefill_;
   std::deque<Request*> waiting_;
   std::vector<Request*> running_;  // arrival (admission) order
   std::vector<Request*> loading_;  // admitted, waiting for a connector's load

@@ -86,22 +86,8 @@ void HandleModels(ServingContext& ctx, const net::HttpRequest&, const WriterPtr&
 void HandleMetrics(ServingContext& ctx, const net::HttpRequest&, const WriterPtr& writer) {
   std::string text;
   if (MetricsRegistry* metrics = ctx.metrics()) {
-    // The engine updates these gauges on its steps; an idle engine takes none, so a
-    // scrape refreshes them from a snapshot (same series: same names and labels).
-    const EngineSnapshot snap = ctx.engine().Snapshot();
-    const MetricLabels labels = {{"model_name", ctx.engine().options().model_name},
-                                 {"engine", "0"}};
-    metrics
-        ->GetGauge("vllm:num_requests_running", "Number of requests in model execution batches.",
-                   labels)
-        ->Set(snap.num_running);
-    metrics
-        ->GetGauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.",
-                   labels)
-        ->Set(snap.num_waiting);
-    metrics
-        ->GetGauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", labels)
-        ->Set(snap.kv_cache_usage);
+    // The engine is the gauges' one writer (vllm:num_requests_running / _waiting and
+    // vllm:kv_cache_usage_perc): it publishes them after every step and every finish.
     text = metrics->RenderPrometheus();
   }
   writer->SendResponse(200, {{"Content-Type", "text/plain; version=0.0.4; charset=utf-8"}},

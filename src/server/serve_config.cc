@@ -9,6 +9,7 @@
 #include "net/kv_events_config.h"
 #include "server/json_fields.h"
 #include "common/logging.h"
+#include "engine/kv_cache_utils.h"
 #include "engine/spec_decode.h"
 #include "transfer/kv_transfer_config.h"
 
@@ -89,15 +90,6 @@ StatusOr<EngineOptions> MakeEngineOptions(const ServeConfig& config,
   }
   auto budget = ParseByteSize(config.kv_cache_memory);
   if (!budget.ok()) return InvalidArgumentError("--kv-cache-memory: " + budget.status().message());
-  if (config.block_size <= 0 || config.block_size > 1024) {
-    return InvalidArgumentError("--block-size must be in [1, 1024], got " +
-                                std::to_string(config.block_size));
-  }
-  if (config.max_num_seqs <= 0) return InvalidArgumentError("--max-num-seqs must be positive");
-  if (config.max_num_batched_tokens <= 0)
-    return InvalidArgumentError("--max-num-batched-tokens must be positive");
-  if (config.max_waiting_requests <= 0)
-    return InvalidArgumentError("--max-waiting-requests must be positive");
   if (config.max_model_len < 0) return InvalidArgumentError("--max-model-len must be positive");
   if (!(config.health_watchdog_s > 0))
     return InvalidArgumentError("--health-watchdog-s must be positive");
@@ -118,10 +110,12 @@ StatusOr<EngineOptions> MakeEngineOptions(const ServeConfig& config,
   options.max_model_len = config.max_model_len;
   options.max_waiting = config.max_waiting_requests;
   options.enable_prefix_caching = config.enable_prefix_caching;
+  options.enable_chunked_prefill = config.enable_chunked_prefill;
   options.threads = config.threads;
   options.cpu_ids = cpu_ids;
   options.model_name =
       config.served_model_names.empty() ? config.model : config.served_model_names.front();
+  TANDEM_RETURN_IF_ERROR(ValidateSchedulerLimits(options));  // the engine's own check, at flag time
   {
     std::string unsupported;
     TANDEM_ASSIGN_OR_RETURN(options.speculative, ParseSpeculativeConfig(config.speculative_config, &unsupported));

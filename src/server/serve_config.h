@@ -32,7 +32,7 @@ struct ServeConfig {
   int max_waiting_requests = 1024;      // queue bound; more get HTTP 503 (Tandem's flag)
   std::string scheduling_policy = "fcfs";  // vLLM's --scheduling-policy: fcfs | priority
   double health_watchdog_s = 60;           // /health answers 503 after this long without a step
-  bool enable_chunked_prefill = false;  // always on in this engine; accepted
+  bool enable_chunked_prefill = true;   // --no-enable-chunked-prefill: a prompt runs in one step
   bool enable_prefix_caching = true;
   int block_size = 16;
   std::optional<uint64_t> seed;
