@@ -13,11 +13,16 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tandem {
 
 using MetricLabels = std::map<std::string, std::string>;
+
+// `value` as it goes between the quotes of a label in the text format: backslash and
+// double quote escaped with a backslash, a newline written as \n.
+std::string EscapePrometheusLabelValue(std::string_view value);
 
 class Counter {
  public:
