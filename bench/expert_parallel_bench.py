@@ -3,7 +3,7 @@
 fixture served by one rank holding every expert (--threads 2) vs two expert-parallel
 ranks (--data-parallel-size 2 --enable-expert-parallel, one thread and one core each),
 interleaved A B A B. The one rank gets one `tandem bench serve` at concurrency C; the two
-ranks get one client each at C/2 (each rank is its own API server, the seeds'
+ranks get one client each at C/2 (each rank is its own API server, vllm-ascend's
 launch_online_dp.py layout), started together. Prints per run: total output tok/s (all
 tokens / the longest client's duration), TTFT p50, and for the EP ranks the all-to-all
 share of the run (tandem_expert_parallel_exchange_seconds / duration, waiting for the

@@ -175,7 +175,7 @@ def test_quantization_w8a8_generates_on_requantized_weights(tandem_bin, fixture_
     assert w8a8.returncode == 0, w8a8.stderr
     assert "--quantization w8a8: re-quantized" in w8a8.stderr and "to Q8_0" in w8a8.stderr
     assert w8a8.stdout.strip()
-    # "ascend" (the seeds' value) computes on the weights as stored, exactly as no flag.
+    # "ascend" (what vllm-ascend deployments pass) computes on the weights as stored, exactly as no flag.
     plain, ascend = run(args), run(args + ["--quantization", "ascend"])
     assert plain.returncode == 0 and ascend.returncode == 0, ascend.stderr
     assert "--quantization ascend: weights used as stored" in ascend.stderr

@@ -371,7 +371,7 @@ def test_seed_layout_engine_command_lines_serve(tandem_bin, fixture_dir, tmp_pat
         key, value = argv.pop(0).split("=", 1)
         assert key == "DS_WORKER_ADDR"
     argv[0] = tandem_bin
-    # A GLM-shaped fixture: the seeds' MTP speculation needs the model's NextN layers.
+    # A GLM-shaped fixture: the deployment's MTP speculation (docs/DEPLOY.md) needs the model's NextN layers.
     argv[argv.index("serve") + 1] = str(fixture_dir / "glm4moe-q4_k_m.gguf")
     port = free_port()
     argv[argv.index("--host") + 1] = "127.0.0.1"

@@ -1,5 +1,5 @@
 """Expert parallelism (`--enable-expert-parallel` over `--data-parallel-size` ranks): each
-rank is its own `tandem serve --data-parallel-rank r` (the seeds' launch_online_dp.py
+rank is its own `tandem serve --data-parallel-rank r` (vllm-ascend's launch_online_dp.py
 layout), holding 1/N of every MoE layer's experts; the ranks meet at rank 0's rendezvous
 store (--data-parallel-address:--data-parallel-rpc-port + 1) and exchange tokens with Gloo
 all-to-alls. Greedy output must equal one rank holding every expert, on 127.0.0.1 and

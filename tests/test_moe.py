@@ -2,7 +2,7 @@
 top-8, a shared expert, a leading dense layer, a NextN block), the deepseek2 one
 (the same with MLA: latent KV blocks), the glm-dsa and deepseek32 ones (MLA plus
 DeepSeek sparse attention: the indexer keys ride in the same KV rows) served colocated, and in
-PD through `tandem proxy` with the seeds' MultiConnector (Mooncake transfer + the pool
+PD through `tandem proxy` with docs/DEPLOY.md's MultiConnector (Mooncake transfer + the pool
 connector on a real pool worker and etcd); PD output equals colocated, and a second
 engine reuses the first one's blocks through the pool. Also: sparse GGUFs with missing,
 misshapen or miscounted experts, or a glm-dsa / deepseek32 file with a missing or

@@ -50,7 +50,7 @@ def stop_pid(proc, timeout=20):
 
 @pytest.fixture
 def glm5_server(tandem, fixture_dir, tmp_path):
-    """A fixture-model server named glm5 (the seeds' probe model) whose replies are fixed."""
+    """A fixture-model server named glm5 (the model tests/data/seed_scripts probe) whose replies are fixed."""
     script = tmp_path / "reply.txt"
     script.write_text("Hello there, all good.")
     server = Server(tandem, fixture_dir / "llama.gguf",
@@ -212,7 +212,7 @@ def test_probe_liveness_needs_a_role(tandem):
 # ---------------------------------------------------------------------------- launch
 
 TEMPLATE = """#!/bin/bash
-# run_dp_template.sh for the tests: the seeds' arguments, tandem serve instead of vllm.
+# run_dp_template.sh for the tests: launch_online_dp.py's arguments, tandem serve instead of vllm.
 # $1 devices (core ids) $2 port $3 dp size $4 dp rank $5 dp address $6 rpc port $7 tp size
 {fail}
 "$TANDEM_BIN" serve "$TANDEM_TEST_MODEL" --host 127.0.0.1 --port $2 --cpu-affinity $1 \\

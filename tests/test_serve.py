@@ -365,7 +365,7 @@ def test_cli_flags(tandem_bin, fixture_dir, tmp_path):
     r = subprocess.run([tandem_bin, "serve", str(fixture_dir / "llama.gguf"), "--kv-cache-memory", "lots"],
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "--kv-cache-memory" in r.stderr
-    # A GLM-shaped fixture: the seeds' MTP speculation needs the model's NextN layers.
+    # A GLM-shaped fixture: the deployment's MTP speculation (docs/DEPLOY.md) needs the model's NextN layers.
     server = Server(tandem_bin, fixture_dir / "glm4moe-q4_k_m.gguf", ["--served-model-name", "glm5", *SEED_FLAGS],
                     tmp_path, "seedflags")
     try:

@@ -149,8 +149,8 @@ def test_mtp_needs_nextn_layers(tandem_bin, fixture_dir):
 
 
 def test_mtp_greedy_equals_no_speculation_colocated_and_pd(tandem_bin, fixture_dir, tmp_path):
-    """The seeds' config on a glm4moe fixture with a NextN block: colocated, and as PD
-    (P and D both with MTP, as the seeds run them; the NextN layer's KV rows travel in
+    """The deployment's MTP config (docs/DEPLOY.md) on a glm4moe fixture with a NextN block: colocated, and as PD
+    (P and D both with MTP, as that deployment runs them; the NextN layer's KV rows travel in
     the blocks), the text equals a server's without speculation."""
     from tandem_procs import free_port
     model = fixture_dir / "glm4moe-q4_k_m.gguf"

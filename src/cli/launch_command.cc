@@ -1,4 +1,4 @@
-// `tandem launch`: the seeds' launch_online_dp.py — one run_dp_template.sh per local
+// `tandem launch`: vllm-ascend's launch_online_dp.py — one run_dp_template.sh per local
 // data-parallel rank, supervised (ops/launch_plan.h, ops/process_supervisor.h).
 #include <CLI/CLI.hpp>
 #include <filesystem>

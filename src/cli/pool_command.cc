@@ -31,7 +31,8 @@ struct PoolFlags {
 };
 
 // dscli worker flags with no meaning here (NPU transfer, log layout, thread counts):
-// accepted so the seeds' command lines run unchanged, and logged once as ignored.
+// accepted so the deployment's dscli command lines (docs/DEPLOY.md) run unchanged, and
+// logged once as ignored.
 constexpr const char* kIgnoredFlags[] = {"--arena_per_tenant",
                                          "--remote_h2d_device_ids",
                                          "--log_only_write_info_file",

@@ -1,11 +1,13 @@
-// `tandem probe readiness|liveness`: the seeds' vllm_probe.py and vllm_probe_yr.py
-// (+ yr_liveness_check.sh, etcd_liveness_check.sh) as one command (ops/health_probe.h).
+// `tandem probe readiness|liveness`: the deployment guide's vllm_probe.py and
+// vllm_probe_yr.py (+ yr_liveness_check.sh, etcd_liveness_check.sh; all in
+// tests/data/seed_scripts) as one command (ops/health_probe.h).
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
 
 #include "cli/commands.h"
+#include "net/host_address.h"
 #include "ops/health_probe.h"
 
 namespace tandem::cli {
@@ -13,7 +15,7 @@ namespace {
 
 struct ProbeFlags {
   std::string url;   // overrides host/port
-  std::string host;  // default: this host's address, as the seed scripts
+  std::string host;  // default: this host's address, as the probe scripts
   int port = 8000;
   std::string model = "glm5";
   std::string api_key;
@@ -25,7 +27,7 @@ struct ProbeFlags {
   std::string role_flag;
   std::string liveness_file = "/workspace/liveness";
   int liveness_timeout_s = 30;
-  std::string etcd_address;  // default: this host's address :12379, as the seed
+  std::string etcd_address;  // default: this host's address :12379, as the probe scripts
   double etcd_timeout_s = 5;
 };
 
@@ -49,7 +51,7 @@ void AddReadinessFlags(CLI::App* cmd, ProbeFlags* f) {
 
 ops::ReadinessProbeOptions ReadinessOptions(const ProbeFlags& f) {
   ops::ReadinessProbeOptions o;
-  const std::string host = f.host.empty() ? ops::LocalHostAddress() : f.host;
+  const std::string host = f.host.empty() ? net::HostnameAddress() : f.host;
   o.url = !f.url.empty() ? f.url
                          : "http://" + host + ":" + std::to_string(f.port) + "/v1/chat/completions";
   o.model = f.model;
@@ -73,7 +75,7 @@ int RunLiveness(const ProbeFlags& f) {
   o.master = role == "master";
   o.liveness_file = f.liveness_file;
   o.liveness_timeout = std::chrono::seconds(f.liveness_timeout_s);
-  o.etcd_address = !f.etcd_address.empty() ? f.etcd_address : ops::LocalHostAddress() + ":12379";
+  o.etcd_address = !f.etcd_address.empty() ? f.etcd_address : net::HostnameAddress() + ":12379";
   o.etcd_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.etcd_timeout_s * 1000));
   o.readiness = ReadinessOptions(f);
   return ops::RunLivenessProbe(o, std::cout);
@@ -83,7 +85,7 @@ int RunLiveness(const ProbeFlags& f) {
 
 void RegisterProbe(CLI::App& app, RunFn* run) {
   auto flags = std::make_shared<ProbeFlags>();
-  CLI::App* probe = app.add_subcommand("probe", "readiness and liveness probes (the seeds')");
+  CLI::App* probe = app.add_subcommand("probe", "readiness and liveness probes (the deployment guide's)");
   probe->require_subcommand(1);
 
   CLI::App* readiness = probe->add_subcommand(

@@ -1,5 +1,5 @@
 // `tandem proxy`: the OpenAI entry point of a PD-disaggregated cluster, with the flags of
-// vllm-ascend's load_balance_proxy_server_example.py (the seeds' proxy.sh runs with
+// vllm-ascend's load_balance_proxy_server_example.py (a deployment's proxy.sh runs with
 // `python load_balance_proxy_server_example.py` replaced by `tandem proxy`), plus
 // --api-key. Parses flags and wires ProxyServer; the logic lives in src/proxy.
 #include <pthread.h>

@@ -3,10 +3,6 @@
 // src/server (serve_config.h), the serving in OpenAiServer. With vLLM's data-parallel
 // flags (--data-parallel-size-local, --headless, or --data-parallel-size N > 1 without
 // --data-parallel-rank) it becomes the supervisor of N ranks instead (src/dp).
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <net/if.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -29,6 +25,7 @@
 #include "kv/kv_events.h"
 #include "model/model.h"
 #include "model/tokenizer.h"
+#include "net/host_address.h"
 #include "net/kv_event_publisher.h"
 #include "server/openai_server.h"
 #include "server/parsers/chat_output_parser.h"
@@ -37,33 +34,10 @@
 namespace tandem::cli {
 namespace {
 
-// The address decode instances should use to reach this producer's transfer server when
-// neither kv_ip nor a specific --host says: $VLLM_HOST_IP (as vLLM), else the first
-// non-loopback IPv4 address of an interface that is up, else 127.0.0.1.
-std::string DefaultAdvertiseHost() {
-  if (const char* env = std::getenv("VLLM_HOST_IP"); env != nullptr && *env != '\0') return env;
-  std::string found = "127.0.0.1";
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return found;
-  for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
-    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET || !(a->ifa_flags & IFF_UP) ||
-        (a->ifa_flags & IFF_LOOPBACK)) {
-      continue;
-    }
-    char buf[INET_ADDRSTRLEN];
-    if (inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, buf, sizeof(buf)) != nullptr) {
-      found = buf;
-      break;
-    }
-  }
-  freeifaddrs(list);
-  return found;
-}
-
 using server::ServeConfig;
 
 // Flags that only mean something on Ascend/CUDA or in vLLM's process layout: accepted
-// so the seeds' command lines run unchanged, and logged once as ignored.
+// so vllm-ascend command lines (docs/DEPLOY.md) run unchanged, and logged once as ignored.
 void AddIgnoredFlags(CLI::App* cmd, std::vector<CLI::Option*>* ignored) {
   for (const char* name : {"--enforce-eager", "--trust-remote-code", "--async-scheduling"}) {
     ignored->push_back(cmd->add_flag(std::string(name))->description("accepted; no effect on CPU"));
@@ -166,7 +140,9 @@ int RunServe(ServeConfig config, const std::vector<CLI::Option*>& ignored) {
                         << engine_options->fault_step_delay_ms << " ms";
   }
   KvTransferOptions& kv = engine_options->kv_transfer;
-  if ((kv.producer || kv.consumer) && kv.advertise_host.empty()) kv.advertise_host = DefaultAdvertiseHost();
+  // Where decode instances reach this producer's transfer server, when neither kv_ip nor
+  // a specific --host says.
+  if ((kv.producer || kv.consumer) && kv.advertise_host.empty()) kv.advertise_host = net::DefaultAdvertiseAddress();
   if (const char* token = std::getenv("TANDEM_KV_AUTH_TOKEN"); kv.auth_token.empty() && token != nullptr) {
     kv.auth_token = token;  // kept off the command line, where `ps` shows it
   }
@@ -353,7 +329,7 @@ int RunDataParallelServe(ServeConfig config, const dp::DpFlags& flags) {
   o.user_args = dp::StripSupervisorFlags(ServeArguments());
   o.rank_host = config.host;
   const bool wildcard = config.host.empty() || config.host == "0.0.0.0" || config.host == "::";
-  o.advertise_host = wildcard ? DefaultAdvertiseHost() : config.host;
+  o.advertise_host = wildcard ? net::DefaultAdvertiseAddress() : config.host;
   o.api_key = config.api_key;
   const double join_timeout_s = flags.join_timeout_s >= 0 ? flags.join_timeout_s : 300;
   o.join_timeout = std::chrono::milliseconds(static_cast<int64_t>(join_timeout_s * 1000));

@@ -49,8 +49,8 @@ struct PoolSpec {
 enum class EngineRole { kPrefill, kDecode };
 const char* EngineRoleName(EngineRole role);
 
-// A group of `tandem serve` data-parallel ranks on one node (what the seeds start with
-// launch_online_dp.py): local rank i listens on port + i and is global rank
+// A group of `tandem serve` data-parallel ranks on one node (what a vllm-ascend
+// deployment starts with launch_online_dp.py; docs/DEPLOY.md): local rank i listens on port + i and is global rank
 // data_parallel_rank_start + i.
 struct EngineSpec {
   std::string name;  // default: the role ("prefill", "decode"); unique on its node

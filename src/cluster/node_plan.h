@@ -93,8 +93,8 @@ std::string NodeDir(const ClusterSpec& spec, const std::string& node,
 StatusOr<NodePlan> PlanNode(const ClusterSpec& spec, const std::string& node,
                             const PlanOptions& options);
 
-// The --kv-transfer-config JSON for local rank `local_rank` of `engine` (the seeds'
-// MooncakeConnectorV1 config, wrapped in MultiConnector with the pool connector when
+// The --kv-transfer-config JSON for local rank `local_rank` of `engine` (vllm-ascend's
+// MooncakeConnectorV1 config, docs/DEPLOY.md "The cluster file", wrapped in MultiConnector with the pool connector when
 // engine.kv_pool), unless the engine sets its own.
 std::string EngineKvTransferConfig(const ClusterSpec& spec, const EngineSpec& engine,
                                    int local_rank);

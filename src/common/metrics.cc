@@ -26,19 +26,6 @@ std::string FormatValue(double v) {
   return buf;
 }
 
-std::string EscapeLabel(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
-
 // {a="x",b="y"} with an optional extra label (le="...").
 std::string LabelString(const MetricLabels& labels, const std::string& extra_key = "",
                         const std::string& extra_value = "") {
@@ -47,7 +34,7 @@ std::string LabelString(const MetricLabels& labels, const std::string& extra_key
   bool first = true;
   for (const auto& [k, v] : labels) {
     if (!first) out += ",";
-    out += k + "=\"" + EscapeLabel(v) + "\"";
+    out += k + "=\"" + EscapePrometheusLabelValue(v) + "\"";
     first = false;
   }
   if (!extra_key.empty()) {
@@ -58,6 +45,19 @@ std::string LabelString(const MetricLabels& labels, const std::string& extra_key
 }
 
 }  // namespace
+
+std::string EscapePrometheusLabelValue(std::string_view value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
 
 void Counter::Add(double v) { AtomicAdd(value_, v); }
 void Gauge::Add(double v) { AtomicAdd(value_, v); }

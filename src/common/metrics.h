@@ -3,8 +3,8 @@
 //
 // Series are created once (at start-up) and updated from any thread: counters and
 // gauges are lock-free atomics, histograms take a short lock. Names follow vLLM's
-// (`vllm:prompt_tokens`, label `model_name`), so existing dashboards and the seeds'
-// scripts read them unchanged.
+// (`vllm:prompt_tokens`, label `model_name`), so existing dashboards and scripts written
+// for vLLM read them unchanged.
 // Thread safety: all methods are thread-safe. Returned pointers live as long as the registry.
 #pragma once
 
@@ -13,11 +13,16 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tandem {
 
 using MetricLabels = std::map<std::string, std::string>;
+
+// `value` as it goes between the quotes of a label in the text format: backslash and
+// double quote escaped with a backslash, a newline written as \n.
+std::string EscapePrometheusLabelValue(std::string_view value);
 
 class Counter {
  public:

@@ -37,5 +37,13 @@ TEST(MetricsTest, ConcurrentUpdatesAreCounted) {
   EXPECT_EQ(c->value(), 40000);
 }
 
+TEST(MetricsTest, LabelValuesAreEscaped) {
+  EXPECT_EQ(EscapePrometheusLabelValue("plain"), "plain");
+  EXPECT_EQ(EscapePrometheusLabelValue("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+  MetricsRegistry r;
+  r.GetGauge("g", "g", {{"path", "C:\\\"x\""}})->Set(1);
+  EXPECT_NE(r.RenderPrometheus().find("g{path=\"C:\\\\\\\"x\\\"\"} 1.0"), std::string::npos) << r.RenderPrometheus();
+}
+
 }  // namespace
 }  // namespace tandem

@@ -1,12 +1,6 @@
 #include "dist/expert_parallel_group.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -23,6 +17,7 @@
 #include "common/logging.h"
 #include "dist/peer_watch.h"
 #include "dist/rendezvous_store.h"
+#include "net/host_address.h"
 
 namespace tandem::dist {
 namespace {
@@ -63,27 +58,6 @@ std::string LeftMessage(int peer) { return "rank " + std::to_string(peer) + " le
 
 }  // namespace
 
-StatusOr<std::string> LocalAddressToward(const std::string& host) {
-  sockaddr_in peer{};
-  peer.sin_family = AF_INET;
-  peer.sin_port = htons(9);
-  if (::inet_pton(AF_INET, host.c_str(), &peer.sin_addr) != 1) {
-    return InvalidArgumentError("--data-parallel-address " + host + " is not an IPv4 address");
-  }
-  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return UnavailableError("socket: " + std::string(std::strerror(errno)));
-  sockaddr_in self{};
-  socklen_t len = sizeof(self);
-  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&peer), sizeof(peer)) == 0 &&
-                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &len) == 0;
-  const int err = errno;
-  ::close(fd);
-  if (!ok) return UnavailableError("no route to --data-parallel-address " + host + ": " + std::strerror(err));
-  char text[INET_ADDRSTRLEN] = {};
-  ::inet_ntop(AF_INET, &self.sin_addr, text, sizeof(text));
-  return std::string(text);
-}
-
 StatusOr<std::unique_ptr<ExpertParallelGroup>> ExpertParallelGroup::Join(const ExpertParallelOptions& o) {
   if (o.size < 2 || o.rank < 0 || o.rank >= o.size) {
     return InvalidArgumentError("expert-parallel rank " + std::to_string(o.rank) + " of " + std::to_string(o.size));
@@ -114,7 +88,7 @@ StatusOr<ExpertParallelGroup::Generation> ExpertParallelGroup::Form() const {
   gloo::transport::tcp::attr attr;
   const char* iface = std::getenv("GLOO_SOCKET_IFNAME");
   const bool by_iface = iface != nullptr && *iface != '\0';
-  auto local = by_iface ? InterfaceAddress(iface) : LocalAddressToward(o.address);
+  auto local = by_iface ? InterfaceAddress(iface) : net::RouteSourceAddress(o.address, "--data-parallel-address");
   if (!local.ok()) return local.status();
   if (by_iface) {
     attr.iface = iface;

@@ -6,7 +6,7 @@
 //
 // Joining: rank 0 serves the rendezvous store (dist/rendezvous_store.h) on
 // address:store_port; each rank binds Gloo's device to the interface named by
-// GLOO_SOCKET_IFNAME (the seeds set it), else to its own address on the route to
+// GLOO_SOCKET_IFNAME (vllm-ascend deployments set it), else to its own address on the route to
 // `address`, publishes it, and connects to every other rank (a full mesh). A rank that
 // starts first waits, logging, up to `join_timeout`.
 //
@@ -107,9 +107,5 @@ class ExpertParallelGroup final : public ExpertExchange {
   bool rejoin_given_up_ = false;
   std::atomic<bool> stopping_{false};  // set by the destructor
 };
-
-// The local address the kernel would use to reach `host` (an IPv4 literal), for binding
-// Gloo's device when GLOO_SOCKET_IFNAME is not set.
-StatusOr<std::string> LocalAddressToward(const std::string& host);
 
 }  // namespace tandem::dist

@@ -1,7 +1,5 @@
 #include "dist/peer_watch.h"
 
-#include <arpa/inet.h>
-#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -17,6 +15,7 @@
 
 #include "common/logging.h"
 #include "dist/rendezvous_store.h"
+#include "net/host_address.h"
 #include "net/socket_connection.h"
 #include "net/socket_listener.h"
 
@@ -169,17 +168,10 @@ void PeerWatch::Disarm() {
 }
 
 StatusOr<std::string> InterfaceAddress(const std::string& name) {
-  ifaddrs* list = nullptr;
-  if (::getifaddrs(&list) != 0) return UnavailableError(std::string("getifaddrs: ") + std::strerror(errno));
-  std::string found;
-  for (ifaddrs* a = list; a != nullptr && found.empty(); a = a->ifa_next) {
-    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET || name != a->ifa_name) continue;
-    char text[INET_ADDRSTRLEN] = {};
-    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof(text));
-    found = text;
+  StatusOr<std::string> found = net::InterfaceIpv4Address({.name = name});
+  if (!found.ok() && found.status().code() == StatusCode::kNotFound) {
+    return InvalidArgumentError("GLOO_SOCKET_IFNAME=" + name + ": no IPv4 address on that interface");
   }
-  ::freeifaddrs(list);
-  if (found.empty()) return InvalidArgumentError("GLOO_SOCKET_IFNAME=" + name + ": no IPv4 address on that interface");
   return found;
 }
 

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "common/utf8.h"
+
 namespace tandem::grammar {
 namespace {
 
@@ -190,26 +192,6 @@ class GbnfParser {
     return v;
   }
 
-  static std::string Utf8(uint32_t cp) {
-    std::string s;
-    if (cp < 0x80) {
-      s += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      s += static_cast<char>(0xC0 | (cp >> 6));
-      s += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      s += static_cast<char>(0xE0 | (cp >> 12));
-      s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      s += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      s += static_cast<char>(0xF0 | (cp >> 18));
-      s += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      s += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-    return s;
-  }
-
   StatusOr<Expr> ParseAtom(int depth) {
     const char c = t_[i_];
     if (c == '"') {
@@ -218,7 +200,7 @@ class GbnfParser {
       while (!AtEnd() && t_[i_] != '"') {
         if (t_[i_] == '\n') return Error("newline in a string literal");
         TANDEM_ASSIGN_OR_RETURN(uint32_t cp, ReadChar());
-        bytes += Utf8(cp);
+        AppendUtf8(cp, &bytes);
       }
       if (AtEnd()) return Error("unterminated string literal");
       ++i_;

@@ -4,23 +4,10 @@
 #include <functional>
 #include <set>
 
+#include "common/utf8.h"
+
 namespace tandem::grammar {
 namespace {
-
-int Utf8Length(uint32_t cp) { return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4; }
-
-void EncodeUtf8(uint32_t cp, uint8_t* out) {
-  const int n = Utf8Length(cp);
-  if (n == 1) {
-    out[0] = static_cast<uint8_t>(cp);
-    return;
-  }
-  for (int i = n - 1; i > 0; --i) {
-    out[i] = static_cast<uint8_t>(0x80 | (cp & 0x3F));
-    cp >>= 6;
-  }
-  out[0] = static_cast<uint8_t>((n == 2 ? 0xC0 : n == 3 ? 0xE0 : 0xF0) | cp);
-}
 
 using ByteRangeSeq = std::vector<std::pair<uint8_t, uint8_t>>;
 
@@ -41,7 +28,7 @@ void Utf8Sequences(uint32_t lo, uint32_t hi, std::vector<ByteRangeSeq>& out) {
       return;
     }
   }
-  const int n = Utf8Length(lo);
+  const int n = Utf8EncodedLength(lo);
   for (int i = 1; i < n; ++i) {
     const uint32_t m = (1u << (6 * i)) - 1;
     if ((lo & ~m) != (hi & ~m)) {

@@ -1,6 +1,9 @@
 #include "grammar/regex_compiler.h"
 
 #include <string>
+#include <utility>
+
+#include "common/utf8.h"
 
 namespace tandem::grammar {
 namespace {
@@ -10,26 +13,6 @@ constexpr int kMaxRepeat = 1000;
 std::vector<CodeRange> DigitRanges() { return {{'0', '9'}}; }
 std::vector<CodeRange> WordRanges() { return {{'0', '9'}, {'A', 'Z'}, {'a', 'z'}, {'_', '_'}}; }
 std::vector<CodeRange> SpaceRanges() { return {{' ', ' '}, {'\t', '\r'}}; }
-
-std::string Utf8(uint32_t cp) {
-  std::string s;
-  if (cp < 0x80) {
-    s += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    s += static_cast<char>(0xC0 | (cp >> 6));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    s += static_cast<char>(0xE0 | (cp >> 12));
-    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    s += static_cast<char>(0xF0 | (cp >> 18));
-    s += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    s += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-  return s;
-}
 
 class RegexParser {
  public:
@@ -161,7 +144,9 @@ class RegexParser {
         return Expr::Lit(std::string("\\u00") + hex[cp >> 4] + hex[cp & 15]);
       }
     }
-    return Expr::Lit(Utf8(cp));
+    std::string bytes;
+    AppendUtf8(cp, &bytes);
+    return Expr::Lit(std::move(bytes));
   }
 
   // After a backslash: a class escape fills `ranges`/`negated` and returns true; a

@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "common/little_endian.h"
 #include "common/logging.h"
 
 namespace tandem::kv {
@@ -12,10 +13,9 @@ namespace {
 // Bumping the tag is how a future scheme change keeps old and new keys apart.
 constexpr std::string_view kSchemeTag = "tandem.kv.block_hash.v1";
 
-// Serialization is byte-by-byte so the result does not depend on host endianness.
-void PutU32(std::string* out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
+// Integers go in little-endian, byte by byte, so the result does not depend on host
+// endianness.
+void PutU32(std::string* out, uint32_t v) { little_endian::Append<uint32_t>(out, v); }
 
 void PutString(std::string* out, std::string_view s) {
   TANDEM_CHECK(s.size() <= UINT32_MAX) << "field too long to hash: " << s.size();

@@ -8,22 +8,13 @@
 #include "common/thread_pool.h"
 #include "kernels/ops.h"
 #include "kernels/half.h"
+#include "model/for_rows.h"
 
 namespace tandem {
 namespace {
 
 void Grow(std::vector<float>& v, size_t n) {
   if (v.size() < n) v.resize(n);
-}
-
-// Applies fn(row_begin, row_end) over n rows, in parallel when a pool is present.
-template <typename Fn>
-void ForRows(ThreadPool* pool, int64_t n, int64_t grain, Fn&& fn) {
-  if (pool == nullptr) {
-    fn(0, n);
-    return;
-  }
-  pool->ParallelFor(n, grain, [&](int, int64_t b, int64_t e) { fn(b, e); });
 }
 
 }  // namespace

@@ -20,20 +20,11 @@
 #include "kernels/attention_tiled.h"
 #include "kernels/half.h"
 #include "kernels/ops.h"
+#include "model/for_rows.h"
 #include "model/forward.h"
 
 namespace tandem {
 namespace {
-
-// Runs fn(begin, end) over [0, n), in parallel when a pool is present.
-template <typename Fn>
-void ForRows(ThreadPool* pool, int64_t n, int64_t grain, Fn&& fn) {
-  if (pool == nullptr) {
-    fn(0, n);
-    return;
-  }
-  pool->ParallelFor(n, grain, [&](int, int64_t b, int64_t e) { fn(b, e); });
-}
 
 // k-th of n tasks taken as first, last, second, second-to-last, ...: over tasks sorted
 // by cost, the pool's contiguous equal shares then get equal work.

@@ -22,6 +22,7 @@
 #include "kernels/half.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "model/for_rows.h"
 #include "model/forward.h"
 
 namespace tandem {
@@ -31,17 +32,6 @@ constexpr int kMaxIndexerDim = 1024;  // DsaConfig::head_dim's bound (checked at
 
 void Grow(std::vector<float>& v, size_t n) {
   if (v.size() < n) v.resize(n);
-}
-
-template <typename Fn>
-void ForEachToken(ThreadPool* pool, int64_t n, Fn&& fn) {
-  if (pool == nullptr) {
-    for (int64_t i = 0; i < n; ++i) fn(i);
-    return;
-  }
-  pool->ParallelFor(n, 1, [&](int, int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) fn(i);
-  });
 }
 
 }  // namespace
@@ -81,7 +71,7 @@ void Forward::DsaSelect(int il, const std::vector<ForwardSequence>& batch) {
   MatMul(w.proj, xn_.data(), n, dsa_w_.data(), pool_);
   const std::vector<float>& angles = RopeAnglesOfBatch(false);
   const float w_scale = 1.0f / std::sqrt(static_cast<float>(D * H));
-  ForEachToken(pool_, n, [&](int64_t i) {
+  ForEachRow(pool_, n, [&](int64_t i) {
     const float* cos = &angles[i * rope];
     const float* sin = cos + half;
     for (int h = 0; h < H; ++h) RopeApply(&dsa_tmp_[(i * H + h) * D], rope, cos, sin, d.rope_neox);
@@ -93,7 +83,7 @@ void Forward::DsaSelect(int il, const std::vector<ForwardSequence>& batch) {
   // The Hadamard rotation of every query head and key, in the orders ggml's matrix
   // product takes: a token's query heads are several columns (tinyBLAS), its key one
   // (ggml_vec_dot_f32). The rotated key goes into the token's K row.
-  ForEachToken(pool_, n, [&](int64_t i) {
+  ForEachRow(pool_, n, [&](int64_t i) {
     float k[kMaxIndexerDim];
     for (int h = 0; h < H; ++h) {
       const float* q = &dsa_tmp_[(i * H + h) * D];
@@ -110,7 +100,7 @@ void Forward::DsaSelect(int il, const std::vector<ForwardSequence>& batch) {
   // ReLU is 0, fall as the heap selection leaves them, so a tie at the cut keeps the
   // position llama.cpp keeps (its cache cells are positions in order for one sequence;
   // the masked cells after them score -inf and never enter the heap).
-  ForEachToken(pool_, n, [&](int64_t t) {
+  ForEachRow(pool_, n, [&](int64_t t) {
     // Causal cost grows with the position: alternate first and last tokens.
     const int64_t i = t % 2 == 0 ? t / 2 : n - 1 - t / 2;
     const int64_t len = pos_[i] + 1;

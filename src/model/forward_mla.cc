@@ -23,6 +23,7 @@
 #include "kernels/half.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
+#include "model/for_rows.h"
 #include "model/forward.h"
 
 namespace tandem {
@@ -30,18 +31,6 @@ namespace {
 
 void Grow(std::vector<float>& v, size_t n) {
   if (v.size() < n) v.resize(n);
-}
-
-// Runs fn(i) for i in [0, n) on the pool (or inline).
-template <typename Fn>
-void ForEach(ThreadPool* pool, int64_t n, Fn&& fn) {
-  if (pool == nullptr) {
-    for (int64_t i = 0; i < n; ++i) fn(i);
-    return;
-  }
-  pool->ParallelFor(n, 1, [&](int, int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) fn(i);
-  });
 }
 
 // Per head h and token t: out[t * out_stride + h * out_head_stride ..] (rows_each values)
@@ -52,7 +41,7 @@ void PerHeadMatMul(const MatrixStack& stack, const float* in, int64_t in_stride,
                    float* out, int64_t out_stride, int64_t out_head_stride, int64_t n, int n_heads,
                    ThreadPool* pool) {
   const int64_t in_w = stack.all.cols, out_w = stack.rows_each;
-  ForEach(pool, n_heads, [&](int64_t h) {
+  ForEachRow(pool, n_heads, [&](int64_t h) {
     thread_local std::vector<float> x, y;  // [n, in_w], [n, out_w]
     x.resize(static_cast<size_t>(n * in_w));
     y.resize(static_cast<size_t>(n * out_w));
@@ -94,7 +83,7 @@ void Forward::MlaAttention(int il, const std::vector<ForwardSequence>& batch) {
   Grow(mla_qabs_, static_cast<size_t>(n * H * kw));
   const std::vector<float>& angles = RopeAnglesOfBatch(false);
   const int half = c_.rope_dims / 2;
-  ForEach(pool_, n, [&](int64_t i) {
+  ForEachRow(pool_, n, [&](int64_t i) {
     const float* cos = &angles[i * c_.rope_dims];
     const float* sin = cos + half;
     float* kv = &mla_kv_[i * kw];
@@ -135,7 +124,7 @@ void Forward::MlaAttention(int il, const std::vector<ForwardSequence>& batch) {
     for (size_t sq = 0; sq < n_seqs; ++sq) {
       for (int64_t j0 = 0; j0 < mla_vt_len_[sq]; j0 += kChunk) chunks.emplace_back(sq, j0);
     }
-    ForEach(pool_, static_cast<int64_t>(chunks.size()), [&](int64_t c) {
+    ForEachRow(pool_, static_cast<int64_t>(chunks.size()), [&](int64_t c) {
       const auto [sq, j0] = chunks[c];
       const int64_t cnt = std::min(kChunk, mla_vt_len_[sq] - j0);
       const uint16_t* rows[kChunk];
@@ -148,7 +137,7 @@ void Forward::MlaAttention(int il, const std::vector<ForwardSequence>& batch) {
   Grow(mla_lat_, static_cast<size_t>(n * H * lora));
   constexpr int kHeadsPerTask = 4;
   const int parts = (H + kHeadsPerTask - 1) / kHeadsPerTask;
-  ForEach(pool_, n * parts, [&](int64_t task) {
+  ForEachRow(pool_, n * parts, [&](int64_t task) {
     thread_local std::vector<float> scores;
     thread_local std::vector<uint16_t> q16, p16;
     thread_local std::vector<float> qs;

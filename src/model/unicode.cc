@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 
+#include "common/utf8.h"
 #include "model/unicode_tables.h"
 
 namespace tandem::unicode {
@@ -111,22 +112,7 @@ std::vector<uint32_t> DecodeUtf8(std::string_view text) {
 }
 
 void AppendUtf8(uint32_t cpt, std::string* out) {
-  if (cpt > kMaxCodepoint) cpt = kReplacementChar;
-  if (cpt <= 0x7F) {
-    out->push_back(static_cast<char>(cpt));
-  } else if (cpt <= 0x7FF) {
-    out->push_back(static_cast<char>(0xC0 | (cpt >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cpt & 0x3F)));
-  } else if (cpt <= 0xFFFF) {
-    out->push_back(static_cast<char>(0xE0 | (cpt >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cpt >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cpt & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cpt >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cpt >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cpt >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cpt & 0x3F)));
-  }
+  ::tandem::AppendUtf8(cpt > kMaxCodepoint ? kReplacementChar : cpt, out);
 }
 
 std::string EncodeUtf8(uint32_t cpt) {

@@ -7,17 +7,9 @@
 #include <cstring>
 #include <string>
 
+#include "net/socket_error.h"
+
 namespace tandem::net {
-namespace {
-
-Status ErrnoStatus(const std::string& what, int err) {
-  std::string msg = what + ": " + std::strerror(err);
-  if (err == EAGAIN || err == EWOULDBLOCK || err == ETIMEDOUT)
-    return DeadlineExceededError(msg + " (timed out)");
-  return UnavailableError(msg);
-}
-
-}  // namespace
 
 StatusOr<size_t> SendWithFd(int socket_fd, const void* data, size_t size, int pass_fd) {
   iovec iov{const_cast<void*>(data), size};
@@ -38,7 +30,7 @@ StatusOr<size_t> SendWithFd(int socket_fd, const void* data, size_t size, int pa
   do {
     n = sendmsg(socket_fd, &msg, MSG_NOSIGNAL);
   } while (n < 0 && errno == EINTR);
-  if (n < 0) return ErrnoStatus("send (with a descriptor)", errno);
+  if (n < 0) return SocketErrorStatus("send (with a descriptor)", errno);
   return static_cast<size_t>(n);
 }
 
@@ -54,7 +46,7 @@ StatusOr<size_t> RecvWithFd(int socket_fd, void* data, size_t size, UniqueFd* re
   do {
     n = recvmsg(socket_fd, &msg, MSG_CMSG_CLOEXEC);
   } while (n < 0 && errno == EINTR);
-  if (n < 0) return ErrnoStatus("receive (with a descriptor)", errno);
+  if (n < 0) return SocketErrorStatus("receive (with a descriptor)", errno);
   // Descriptors are taken before looking at n: a message may carry one with no bytes
   // left to read, and one not taken here would leak.
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {

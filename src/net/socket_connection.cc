@@ -15,16 +15,10 @@
 
 #include "net/fd_passing.h"
 #include "net/socket_address.h"
+#include "net/socket_error.h"
 
 namespace tandem::net {
 namespace {
-
-Status ErrnoStatus(const std::string& what, int err) {
-  std::string msg = what + ": " + std::strerror(err);
-  if (err == EAGAIN || err == EWOULDBLOCK || err == ETIMEDOUT)
-    return DeadlineExceededError(msg + " (timed out)");
-  return UnavailableError(msg);
-}
 
 timeval ToTimeval(std::chrono::milliseconds t) {
   timeval tv{};
@@ -39,7 +33,7 @@ Status ConnectWithTimeout(int fd, const SocketAddress& address, std::chrono::mil
   fcntl(fd, F_SETFL, flags | O_NONBLOCK);
   if (connect(fd, address.get(), address.length) != 0) {
     if (errno != EINPROGRESS && errno != EAGAIN)
-      return ErrnoStatus("connect " + address.description, errno);
+      return SocketErrorStatus("connect " + address.description, errno);
     pollfd p{fd, POLLOUT, 0};
     int r;
     do {
@@ -49,7 +43,7 @@ Status ConnectWithTimeout(int fd, const SocketAddress& address, std::chrono::mil
     int err = 0;
     socklen_t err_len = sizeof(err);
     getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &err_len);
-    if (err != 0) return ErrnoStatus("connect " + address.description, err);
+    if (err != 0) return SocketErrorStatus("connect " + address.description, err);
   }
   fcntl(fd, F_SETFL, flags);
   return Status::Ok();
@@ -71,7 +65,7 @@ Status SocketConnection::Send(const void* const* data, const size_t* sizes, int 
     const ssize_t n = sendmsg(fd_.get(), &msg, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return ErrnoStatus("send", errno);
+      return SocketErrorStatus("send", errno);
     }
     // Advance past what went out; a partly sent buffer continues where it stopped.
     size_t left = static_cast<size_t>(n);
@@ -91,7 +85,7 @@ Status SocketConnection::Recv(void* data, size_t size) {
     if (n == 0) return UnavailableError("connection closed by peer");
     if (n < 0) {
       if (errno == EINTR) continue;
-      return ErrnoStatus("receive", errno);
+      return SocketErrorStatus("receive", errno);
     }
     p += n;
     size -= static_cast<size_t>(n);
@@ -124,7 +118,7 @@ Status SocketConnection::SetIoTimeout(std::chrono::milliseconds timeout) {
   const timeval tv = ToTimeval(timeout);
   if (setsockopt(fd_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
       setsockopt(fd_.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0) {
-    return ErrnoStatus("setsockopt", errno);
+    return SocketErrorStatus("setsockopt", errno);
   }
   return Status::Ok();
 }
@@ -132,7 +126,7 @@ Status SocketConnection::SetIoTimeout(std::chrono::milliseconds timeout) {
 Status SocketConnection::SetSendTimeout(std::chrono::milliseconds timeout) {
   const timeval tv = ToTimeval(timeout);
   if (setsockopt(fd_.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0)
-    return ErrnoStatus("setsockopt", errno);
+    return SocketErrorStatus("setsockopt", errno);
   return Status::Ok();
 }
 
@@ -148,7 +142,7 @@ StatusOr<std::unique_ptr<SocketConnection>> ConnectTcp(const std::string& host, 
                                                        const ConnectOptions& options) {
   TANDEM_ASSIGN_OR_RETURN(SocketAddress address, SocketAddress::Ip(host, port));
   UniqueFd fd(socket(address.family, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return ErrnoStatus("socket", errno);
+  if (!fd.valid()) return SocketErrorStatus("socket", errno);
   if (options.receive_buffer_bytes > 0) {
     setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &options.receive_buffer_bytes, sizeof(int));
   }
@@ -164,7 +158,7 @@ StatusOr<std::unique_ptr<SocketConnection>> ConnectUnix(const std::string& name,
                                                         std::chrono::milliseconds timeout) {
   const SocketAddress address = SocketAddress::AbstractUnix(name);
   UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return ErrnoStatus("socket", errno);
+  if (!fd.valid()) return SocketErrorStatus("socket", errno);
   TANDEM_RETURN_IF_ERROR(ConnectWithTimeout(fd.get(), address, timeout));
   return std::make_unique<SocketConnection>(std::move(fd));
 }

@@ -1,10 +1,5 @@
 #include "ops/health_probe.h"
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <unistd.h>
-
 #include <ctime>
 #include <fstream>
 #include <iterator>
@@ -18,8 +13,8 @@ namespace {
 
 using nlohmann::json;
 
-// Appends "YYYY-MM-DD HH:MM:SS [LEVEL] [tandem probe] message" lines, as the seed's
-// logging.basicConfig does.
+// Appends "YYYY-MM-DD HH:MM:SS [LEVEL] [tandem probe] message" lines, as the
+// logging.basicConfig of tests/data/seed_scripts/vllm_probe.py does.
 class ProbeLog {
  public:
   explicit ProbeLog(const std::string& path) {
@@ -108,20 +103,6 @@ bool EtcdHealthy(const LivenessProbeOptions& o, ProbeLog& log, std::ostream& out
 
 }  // namespace
 
-std::string LocalHostAddress() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "127.0.0.1";
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  addrinfo* result = nullptr;
-  if (getaddrinfo(name, nullptr, &hints, &result) != 0 || result == nullptr) return "127.0.0.1";
-  char text[INET_ADDRSTRLEN] = {};
-  const auto* addr = reinterpret_cast<const sockaddr_in*>(result->ai_addr);
-  inet_ntop(AF_INET, &addr->sin_addr, text, sizeof(text));
-  freeaddrinfo(result);
-  return text;
-}
-
 Status CheckLivenessFile(const std::string& path, std::chrono::seconds max_age,
                          std::filesystem::file_time_type now) {
   std::error_code ec;
@@ -135,7 +116,7 @@ Status CheckLivenessFile(const std::string& path, std::chrono::seconds max_age,
   }
   const auto modified = std::filesystem::last_write_time(path, ec);
   if (ec) return FailedPreconditionError("liveness probe " + path + ": " + ec.message());
-  // Whole seconds, as the seed's `stat -c %Y` / `date +%s` comparison.
+  // Whole seconds, as yr_liveness_check.sh's `stat -c %Y` / `date +%s` comparison.
   const auto age = std::chrono::duration_cast<std::chrono::seconds>(now - modified);
   if (age > max_age) {
     return FailedPreconditionError("liveness probe not update in " +

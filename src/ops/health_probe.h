@@ -1,6 +1,7 @@
-// The health probes of `tandem probe`: what the seeds' `vllm_probe.py` (readiness) and
+// The health probes of `tandem probe`: what the deployment guide's `vllm_probe.py` (readiness) and
 // `vllm_probe_yr.py` + `yr_liveness_check.sh` + `etcd_liveness_check.sh` (liveness) check,
-// with the same requests, defaults, exit codes and log file.
+// with the same requests, defaults, exit codes and log file (the scripts are kept
+// verbatim in tests/data/seed_scripts; tests/test_ops.py runs both side by side).
 //
 // Readiness: one non-streaming chat completion ("hello", max_tokens 2, temperature 0.6,
 // thinking off) through the entry point; ready when it answers 200 with non-empty
@@ -9,8 +10,8 @@
 // was modified within the timeout; on the master node also etcd's GET /health reports
 // healthy and the readiness check passes. A slave node checks only the file.
 //
-// Every step is appended to the log file (the seed's format: "DATE TIME [LEVEL] [where]
-// message"); the success lines of the seed scripts go to stdout.
+// Every step is appended to the log file (the scripts' format: "DATE TIME [LEVEL] [where]
+// message"); the scripts' success lines go to stdout.
 //
 // Thread safety: the functions are independent; each makes its own HTTP client.
 #pragma once
@@ -43,16 +44,12 @@ struct LivenessProbeOptions {
   ReadinessProbeOptions readiness;  // its log_file is the probe's log file
 };
 
-// The first IPv4 address of this host's name (Python's socket.gethostbyname(
-// socket.gethostname()), which the seed scripts use); "127.0.0.1" if it does not resolve.
-std::string LocalHostAddress();
-
 // OK when `path` exists, contains "liveness check success" and its modification time is
 // at most `max_age` before `now`. FailedPrecondition (with the reason) otherwise.
 Status CheckLivenessFile(const std::string& path, std::chrono::seconds max_age,
                          std::filesystem::file_time_type now);
 
-// Both return the process exit code (0 healthy, 1 not) and write the seed's stdout lines
+// Both return the process exit code (0 healthy, 1 not) and write the scripts' stdout lines
 // to `out`.
 int RunReadinessProbe(const ReadinessProbeOptions& options, std::ostream& out);
 int RunLivenessProbe(const LivenessProbeOptions& options, std::ostream& out);

@@ -1,4 +1,5 @@
-// Prefix-cache hit rates of engines, from their `/metrics` counters (DESIGN section 7).
+// Prefix-cache hit rates of engines, from their `/metrics` counters (what `tandem watch`
+// shows; an engine's series are vLLM's, the pool's are in docs/POOL.md "Metrics").
 //
 // Counters (tokens, cumulative since each engine started):
 //   vllm:prefix_cache_queries_total           tokens looked up in the engine's own cache

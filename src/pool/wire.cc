@@ -2,46 +2,39 @@
 
 #include <cstring>
 
+#include "common/little_endian.h"
+
 namespace tandem::pool {
-namespace {
 
-void PutLe(uint8_t* p, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint64_t GetLe(const uint8_t* p, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v |= uint64_t(p[i]) << (8 * i);
-  return v;
-}
-
-}  // namespace
+using little_endian::Load;
+using little_endian::Store;
 
 bool IsKnownType(uint16_t type) { return (type >= 1 && type <= 7) || (type >= 16 && type <= 19); }
 
 bool IsPeerType(MsgType type) { return static_cast<uint16_t>(type) >= 16; }
 
 void EncodeHeader(const FrameHeader& h, uint8_t out[kHeaderBytes]) {
-  PutLe(out, kFrameMagic, 4);
-  PutLe(out + 4, kWireVersion, 2);
-  PutLe(out + 6, static_cast<uint16_t>(h.type), 2);
-  PutLe(out + 8, h.status, 2);
-  PutLe(out + 10, 0, 2);
-  PutLe(out + 12, h.body_len, 4);
-  PutLe(out + 16, h.request_id, 8);
+  Store<uint32_t>(out, kFrameMagic);
+  Store<uint16_t>(out + 4, kWireVersion);
+  Store<uint16_t>(out + 6, static_cast<uint16_t>(h.type));
+  Store<uint16_t>(out + 8, h.status);
+  Store<uint16_t>(out + 10, 0);
+  Store<uint32_t>(out + 12, h.body_len);
+  Store<uint64_t>(out + 16, h.request_id);
 }
 
 Status DecodeHeader(const uint8_t in[kHeaderBytes], FrameHeader* h) {
-  if (GetLe(in, 4) != kFrameMagic) return InvalidArgumentError("bad frame magic");
-  uint16_t version = static_cast<uint16_t>(GetLe(in + 4, 2));
+  if (Load<uint32_t>(in) != kFrameMagic) return InvalidArgumentError("bad frame magic");
+  uint16_t version = Load<uint16_t>(in + 4);
   if (version != kWireVersion) {
     return InvalidArgumentError("unsupported wire version " + std::to_string(version));
   }
-  uint16_t type = static_cast<uint16_t>(GetLe(in + 6, 2));
+  uint16_t type = Load<uint16_t>(in + 6);
   if (!IsKnownType(type)) return InvalidArgumentError("unknown frame type " + std::to_string(type));
   h->type = static_cast<MsgType>(type);
-  h->status = static_cast<uint16_t>(GetLe(in + 8, 2));
-  h->body_len = static_cast<uint32_t>(GetLe(in + 12, 4));
-  h->request_id = GetLe(in + 16, 8);
+  h->status = Load<uint16_t>(in + 8);
+  h->body_len = Load<uint32_t>(in + 12);
+  h->request_id = Load<uint64_t>(in + 16);
   if (h->body_len > kMaxBodyBytes) {
     return InvalidArgumentError("frame body of " + std::to_string(h->body_len) +
                                 " bytes exceeds the limit");
@@ -49,17 +42,9 @@ Status DecodeHeader(const uint8_t in[kHeaderBytes], FrameHeader* h) {
   return Status::Ok();
 }
 
-void BodyWriter::U32(uint32_t v) {
-  uint8_t b[4];
-  PutLe(b, v, 4);
-  data_.append(reinterpret_cast<char*>(b), 4);
-}
+void BodyWriter::U32(uint32_t v) { little_endian::Append<uint32_t>(&data_, v); }
 
-void BodyWriter::U64(uint64_t v) {
-  uint8_t b[8];
-  PutLe(b, v, 8);
-  data_.append(reinterpret_cast<char*>(b), 8);
-}
+void BodyWriter::U64(uint64_t v) { little_endian::Append<uint64_t>(&data_, v); }
 
 void BodyWriter::String(std::string_view s) {
   U32(static_cast<uint32_t>(s.size()));
@@ -79,14 +64,14 @@ Status BodyReader::U8(uint8_t* v) {
 
 Status BodyReader::U32(uint32_t* v) {
   if (body_.size() - pos_ < 4) return InvalidArgumentError("truncated frame body");
-  *v = static_cast<uint32_t>(GetLe(reinterpret_cast<const uint8_t*>(body_.data() + pos_), 4));
+  *v = Load<uint32_t>(reinterpret_cast<const uint8_t*>(body_.data() + pos_));
   pos_ += 4;
   return Status::Ok();
 }
 
 Status BodyReader::U64(uint64_t* v) {
   if (body_.size() - pos_ < 8) return InvalidArgumentError("truncated frame body");
-  *v = GetLe(reinterpret_cast<const uint8_t*>(body_.data() + pos_), 8);
+  *v = Load<uint64_t>(reinterpret_cast<const uint8_t*>(body_.data() + pos_));
   pos_ += 8;
   return Status::Ok();
 }

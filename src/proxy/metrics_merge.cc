@@ -2,6 +2,8 @@
 
 #include <set>
 
+#include "common/metrics.h"
+
 namespace tandem::proxy {
 namespace {
 
@@ -16,22 +18,9 @@ std::string_view SampleName(std::string_view line) {
   return line.substr(0, end == std::string_view::npos ? line.size() : end);
 }
 
-std::string EscapeLabel(std::string_view v) {
-  std::string out;
-  for (char c : v) {
-    if (c == '\\' || c == '"') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out;
-}
-
 // The sample line with its engine label set to `engine` (added if absent).
 std::string Relabel(std::string_view line, std::string_view name, const std::string& engine) {
-  const std::string label = "engine=\"" + EscapeLabel(engine) + "\"";
+  const std::string label = "engine=\"" + EscapePrometheusLabelValue(engine) + "\"";
   std::string_view rest = line.substr(name.size());
   if (rest.empty() || rest[0] != '{') return std::string(name) + "{" + label + "}" + std::string(rest);
   const size_t close = rest.find('}');

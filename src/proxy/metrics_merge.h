@@ -1,7 +1,7 @@
 // The proxy's /metrics: its own tandem_proxy_* series followed by the engine series
 // (vllm:* and tandem_*) of every backend it routes to, scraped on demand, with each
 // backend's `engine` label set to "<role>@<host:port>" so that `tandem watch` and
-// dashboards pointed at the proxy see every engine apart (DESIGN section 7).
+// dashboards pointed at the proxy see every engine apart.
 // Thread safety: pure function.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The request bodies of the PD protocol (docs: DESIGN.md section 4, "Transfer").
+// The request bodies of the PD protocol (docs/KV_TRANSFER.md, "Request flow").
 //
 //   client body --PrefillBody--> prefiller: kv_transfer_params {do_remote_decode: true,
 //                                 ...nulls}, stream false, max_tokens 1 (and

@@ -1,5 +1,5 @@
 // ProxyServer: `tandem proxy`, the single OpenAI entry point of a PD-disaggregated
-// cluster (DESIGN.md section 6).
+// cluster (docs/ARCHITECTURE.md, "The proxy").
 //
 // Routes:
 //   POST /v1/completions, /v1/chat/completions  through a prefiller and a decoder

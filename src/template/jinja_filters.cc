@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "common/utf8.h"
 #include "template/jinja_builtins.h"
 
 namespace tandem::jinja {

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "common/utf8.h"
 #include "template/jinja_value.h"
 
 namespace tandem::jinja {

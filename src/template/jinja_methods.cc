@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "common/utf8.h"
 #include "template/jinja_builtins.h"
 
 namespace tandem::jinja {

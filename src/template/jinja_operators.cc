@@ -2,6 +2,7 @@
 #include <cmath>
 #include <limits>
 
+#include "common/utf8.h"
 #include "template/jinja_builtins.h"
 
 namespace tandem::jinja {

@@ -191,9 +191,9 @@ StatusOr<Value> ParseJson(std::string_view json_text);
 // and the search answers true (refuse) if it runs out.
 bool Reaches(const Value& from, const void* needle, bool namespace_paths_only, int64_t* visited_budget);
 
-// UTF-8 helpers: code points of `s` (invalid bytes decode as U+FFFD, one per byte).
+// UTF-8 helpers: code points of `s` (invalid bytes decode as U+FFFD, one per byte), and
+// their number. Encoding is common/utf8.h's AppendUtf8.
 std::vector<char32_t> DecodeUtf8(std::string_view s);
-void AppendUtf8(char32_t cp, std::string* out);
 size_t Utf8Length(std::string_view s);
 
 }  // namespace tandem::jinja

@@ -2,27 +2,18 @@
 
 #include <cstring>
 
+#include "common/little_endian.h"
+
 namespace tandem::transfer {
 namespace {
 
-void PutU16(std::string* s, uint16_t v) {
-  for (int i = 0; i < 2; ++i) s->push_back(static_cast<char>(v >> (8 * i)));
-}
-void PutU32(std::string* s, uint32_t v) {
-  for (int i = 0; i < 4; ++i) s->push_back(static_cast<char>(v >> (8 * i)));
-}
-void PutU64(std::string* s, uint64_t v) {
-  for (int i = 0; i < 8; ++i) s->push_back(static_cast<char>(v >> (8 * i)));
-}
+using little_endian::Append;
+using little_endian::Load;
+using little_endian::Store;
+
 void PutStr(std::string* s, std::string_view v) {
-  PutU16(s, static_cast<uint16_t>(v.size()));
+  Append<uint16_t>(s, static_cast<uint16_t>(v.size()));
   s->append(v.substr(0, 0xFFFF));
-}
-void StoreU32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint32_t LoadU32(const uint8_t* p) {
-  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
 }
 
 // Sequential, bounds-checked reads from a payload.
@@ -45,9 +36,7 @@ class Reader {
   template <typename T>
   bool Int(T* v) {
     if (data_.size() - pos_ < sizeof(T)) return false;
-    T out = 0;
-    for (size_t i = 0; i < sizeof(T); ++i) out |= static_cast<T>(data_[pos_ + i]) << (8 * i);
-    *v = out;
+    *v = Load<T>(data_.data() + pos_);
     pos_ += sizeof(T);
     return true;
   }
@@ -60,28 +49,25 @@ Status Malformed(const char* what) { return DataLossError(std::string("kv transf
 }  // namespace
 
 void EncodeHeader(FrameType type, uint32_t payload_bytes, uint8_t out[kHeaderBytes]) {
-  StoreU32(out, kFrameMagic);
-  out[4] = static_cast<uint8_t>(kWireVersion);
-  out[5] = static_cast<uint8_t>(kWireVersion >> 8);
-  const auto t = static_cast<uint16_t>(type);
-  out[6] = static_cast<uint8_t>(t);
-  out[7] = static_cast<uint8_t>(t >> 8);
-  StoreU32(out + 8, payload_bytes);
-  StoreU32(out + 12, 0);
+  Store<uint32_t>(out, kFrameMagic);
+  Store<uint16_t>(out + 4, kWireVersion);
+  Store<uint16_t>(out + 6, static_cast<uint16_t>(type));
+  Store<uint32_t>(out + 8, payload_bytes);
+  Store<uint32_t>(out + 12, 0);
 }
 
 StatusOr<FrameHeader> DecodeHeader(const uint8_t in[kHeaderBytes]) {
-  if (LoadU32(in) != kFrameMagic) return DataLossError("kv transfer: bad frame magic (not a Tandem KV peer?)");
-  const uint16_t version = static_cast<uint16_t>(in[4] | in[5] << 8);
+  if (Load<uint32_t>(in) != kFrameMagic) return DataLossError("kv transfer: bad frame magic (not a Tandem KV peer?)");
+  const uint16_t version = Load<uint16_t>(in + 4);
   if (version != kWireVersion) {
     return FailedPreconditionError("kv transfer: peer speaks wire version " + std::to_string(version) +
                                    ", this build speaks " + std::to_string(kWireVersion));
   }
-  const uint16_t type = static_cast<uint16_t>(in[6] | in[7] << 8);
+  const uint16_t type = Load<uint16_t>(in + 6);
   if (type < 1 || type > 9) return DataLossError("kv transfer: unknown frame type " + std::to_string(type));
   FrameHeader h;
   h.type = static_cast<FrameType>(type);
-  h.payload_bytes = LoadU32(in + 8);
+  h.payload_bytes = Load<uint32_t>(in + 8);
   const uint32_t limit = h.type == FrameType::kBlocks ? kMaxDataPayload : kMaxControlPayload;
   if (h.payload_bytes > limit) {
     return DataLossError("kv transfer: frame of type " + std::to_string(type) + " declares " +
@@ -94,10 +80,10 @@ std::string EncodePull(const PullRequest& pull) {
   std::string s;
   PutStr(&s, pull.request_id);
   PutStr(&s, pull.model_fingerprint);
-  PutU64(&s, pull.k_block_bytes);
-  PutU64(&s, pull.v_block_bytes);
-  PutU32(&s, static_cast<uint32_t>(pull.block_ids.size()));
-  for (int32_t id : pull.block_ids) PutU32(&s, static_cast<uint32_t>(id));
+  Append<uint64_t>(&s, pull.k_block_bytes);
+  Append<uint64_t>(&s, pull.v_block_bytes);
+  Append<uint32_t>(&s, static_cast<uint32_t>(pull.block_ids.size()));
+  for (int32_t id : pull.block_ids) Append<uint32_t>(&s, static_cast<uint32_t>(id));
   return s;
 }
 
@@ -121,14 +107,14 @@ StatusOr<PullRequest> DecodePull(std::span<const uint8_t> payload) {
 }
 
 void EncodeBlocksPrefix(uint32_t first, uint32_t count, uint8_t out[kBlocksPrefixBytes]) {
-  StoreU32(out, first);
-  StoreU32(out + 4, count);
+  Store<uint32_t>(out, first);
+  Store<uint32_t>(out + 4, count);
 }
 
 Status DecodeBlocksPrefix(const uint8_t in[kBlocksPrefixBytes], uint32_t payload_bytes, uint32_t n_blocks,
                           uint64_t block_bytes, uint32_t* first, uint32_t* count) {
-  *first = LoadU32(in);
-  *count = LoadU32(in + 4);
+  *first = Load<uint32_t>(in);
+  *count = Load<uint32_t>(in + 4);
   if (*count == 0 || *count > kMaxBlocksPerFrame || *first >= n_blocks || *count > n_blocks - *first) {
     return Malformed("BLOCKS (block range)");
   }
@@ -153,7 +139,7 @@ StatusOr<std::string> DecodeDone(std::span<const uint8_t> payload) {
 
 std::string EncodeError(const Status& status) {
   std::string s;
-  PutU32(&s, static_cast<uint32_t>(status.code()));
+  Append<uint32_t>(&s, static_cast<uint32_t>(status.code()));
   PutStr(&s, status.message());
   return s;
 }
@@ -169,10 +155,10 @@ Status DecodeError(std::span<const uint8_t> payload) {
 
 std::string EncodeShmMap(const ShmMap& map) {
   std::string s;
-  PutU64(&s, map.map_size);
-  PutU64(&s, map.keys_offset);
-  PutU64(&s, map.values_offset);
-  PutU64(&s, map.arena_id);
+  Append<uint64_t>(&s, map.map_size);
+  Append<uint64_t>(&s, map.keys_offset);
+  Append<uint64_t>(&s, map.values_offset);
+  Append<uint64_t>(&s, map.arena_id);
   return s;
 }
 
