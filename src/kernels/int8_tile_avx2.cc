@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "common/logging.h"
 #include "kernels/int8_tile.h"
 #include "kernels/int8_tile_internal.h"
 #include "kernels/quant_dot_internal.h"
@@ -203,14 +204,47 @@ void DotInt8Tile4x2Ymm(VnniForm form, int offset, const TileOperand w[4], const 
   });
 }
 
-float DotTileRowYmm(VnniForm form, TensorType type, const void* w_row, const TileOperand& a,
-                    int64_t n_pairs) {
-  return WithTileType(type, [&](auto t) {
-    constexpr TensorType kType = decltype(t)::value;
-    return WithVnniForm(form, [&](auto f) {
-      return DotTileRowAvx2<kType, decltype(f)::value>(w_row, a, n_pairs);
-    });
-  });
+namespace {
+
+// The one-row entry point is called once per row (the tests, kernels_bench's DotTileRow),
+// so it switches without lambdas and carries the kernels' target: the kernel inlines into
+// it and a row costs one call, as when the dispatch called the kernel itself.
+template <TensorType kType>
+__attribute__((target("avx2,fma,f16c"))) inline float DotTileRowOfType(VnniForm form,
+                                                                       const void* w_row,
+                                                                       const TileOperand& a,
+                                                                       int64_t n_pairs) {
+  switch (form) {
+    case VnniForm::kEvex:
+      return DotTileRowAvx2<kType, VnniForm::kEvex>(w_row, a, n_pairs);
+    case VnniForm::kVex:
+      return DotTileRowAvx2<kType, VnniForm::kVex>(w_row, a, n_pairs);
+    default:
+      return DotTileRowAvx2<kType, VnniForm::kNone>(w_row, a, n_pairs);
+  }
+}
+
+}  // namespace
+
+__attribute__((target("avx2,fma,f16c"))) float DotTileRowYmm(VnniForm form, TensorType type,
+                                                             const void* w_row,
+                                                             const TileOperand& a,
+                                                             int64_t n_pairs) {
+  switch (type) {
+    case TensorType::kQ8_0:
+      return DotTileRowOfType<TensorType::kQ8_0>(form, w_row, a, n_pairs);
+    case TensorType::kQ5_0:
+      return DotTileRowOfType<TensorType::kQ5_0>(form, w_row, a, n_pairs);
+    case TensorType::kQ4_0:
+      return DotTileRowOfType<TensorType::kQ4_0>(form, w_row, a, n_pairs);
+    case TensorType::kQ5_0x2:
+      return DotTileRowOfType<TensorType::kQ5_0x2>(form, w_row, a, n_pairs);
+    case TensorType::kQ4_0x2:
+      return DotTileRowOfType<TensorType::kQ4_0x2>(form, w_row, a, n_pairs);
+    default:
+      TANDEM_CHECK(false) << "no int8 tile for type " << static_cast<int>(type);
+      return 0.0f;
+  }
 }
 
 void DotTileRowsYmm(VnniForm form, TensorType type, const uint8_t* w, int64_t row_bytes,

@@ -148,9 +148,12 @@ void UnpackRepackedPair(TensorType type, const void* row, int64_t p, uint8_t til
 // DotInt8Tile4x2 (offset 0: signed Q8_0 weights).
 void DotInt8Tile4x2Ymm(VnniForm form, int offset, const TileOperand w[4], const TileOperand a[2],
                        int64_t n_pairs, float out[4][2]);
-// DotTileRow.
-float DotTileRowYmm(VnniForm form, TensorType type, const void* w_row, const TileOperand& a,
-                    int64_t n_pairs);
+// DotTileRow. Compiled for the kernels' target so the kernel inlines into it (one call per
+// row); callers need not be.
+__attribute__((target("avx2,fma,f16c"))) float DotTileRowYmm(VnniForm form, TensorType type,
+                                                             const void* w_row,
+                                                             const TileOperand& a,
+                                                             int64_t n_pairs);
 // DotTileRows (one token: the rows in interleaved runs, row_runs.h).
 void DotTileRowsYmm(VnniForm form, TensorType type, const uint8_t* w, int64_t row_bytes,
                     int64_t rows, const TileOperand* a, int n_tokens, int64_t n_pairs, float* y,
