@@ -2,8 +2,12 @@
 """Serving benchmarks of one `tandem serve` instance (issue: serving).
 
 1. Output throughput (generated tokens / wall second) at several concurrencies: each
-   client thread sends back-to-back streaming completions of a fixed prompt with
-   different seeds, max_tokens fixed, EOS ignored.
+   client thread sends back-to-back streaming completions with different seeds,
+   max_tokens fixed, EOS ignored. Every request's prompt starts with its own tag (run,
+   client, request), so no request finds another's prompt in the prefix cache;
+   --shared-prompt sends the one untagged prompt to every request instead (from the
+   second request on, its prompt blocks come from the prefix cache: a prefix-cache
+   measurement, and what this benchmark did before the tags).
 2. TTFT of a ~1000-token prompt, cold (new text) vs prefix-cached (the same prompt again).
 
 Usage: bench/serve_bench.py --url http://127.0.0.1:8000 [--concurrency 1 4 16]
@@ -47,12 +51,17 @@ def stream_completion(url, model, prompt, max_tokens, seed):
     return ttft, n_tokens, time.perf_counter() - t0
 
 
-def throughput(url, model, concurrency, requests_per_client, max_tokens):
-    prompt = "Write a short story about a lighthouse keeper who finds a message in a bottle."
+STORY_PROMPT = "Write a short story about a lighthouse keeper who finds a message in a bottle."
+
+
+def throughput(url, model, concurrency, requests_per_client, max_tokens, shared_prompt):
     totals = [0] * concurrency
+    run = f"{time.time():.6f}"  # runs against the same server do not share prompts either
 
     def client(i):
         for k in range(requests_per_client):
+            # The tag comes first: the prefix cache matches whole blocks from the start.
+            prompt = STORY_PROMPT if shared_prompt else f"[request {run}-{i}-{k}] {STORY_PROMPT}"
             _, n, _ = stream_completion(url, model, prompt, max_tokens, seed=i * 1000 + k)
             totals[i] += n
 
@@ -87,6 +96,9 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--requests-per-client", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--shared-prompt", action="store_true",
+                    help="throughput: send the same prompt to every request (measures the prefix cache "
+                         "from the second request on); default: a distinct prompt per request")
     args = ap.parse_args()
     proc = None
     url = args.url
@@ -109,9 +121,11 @@ def main():
         print("|---|---|")
         base = None
         for c in args.concurrency:
-            tps = throughput(url, model, c, args.requests_per_client, args.max_tokens)
+            tps = throughput(url, model, c, args.requests_per_client, args.max_tokens, args.shared_prompt)
             base = base or tps
-            print(f"| output tok/s, concurrency {c} | {tps:.1f} ({tps / base:.2f}x concurrency {args.concurrency[0]}) |")
+            prompts = "one shared prompt" if args.shared_prompt else "distinct prompts"
+            print(f"| output tok/s, concurrency {c}, {prompts} | {tps:.1f} "
+                  f"({tps / base:.2f}x concurrency {args.concurrency[0]}) |")
         colds, hits = [], []
         for i in range(3):
             prompt = long_prompt(f"run {time.time()} {i}")

@@ -99,7 +99,7 @@ void DotInt8Tile4x2Scalar(int offset, const TileOperand w[4], const TileOperand 
 // h * n_pairs + p: 128 bytes [t0 x0 | t1 x0 | t0 x1 | t1 x1] (the pair's two 32-byte
 // halves of each token), 16 scale lanes [t0 | t1] and 16 negated corrections, so each
 // operand is one full-register load. flip_signs stores x ^ 0x80 (x + 128, unsigned: the
-// row path's Q8_0 form, see int8_tile.cc).
+// row path's Q8_0 form, see int8_tile_avx512.cc).
 struct PairedTileTokens {
   std::vector<uint8_t> x;
   std::vector<float> d;

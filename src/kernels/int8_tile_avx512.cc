@@ -1,6 +1,6 @@
 // The int8 tile kernels at the avx512 level (AVX-512 F/BW/VL/VNNI): two tokens per zmm
 // register, one in each 256-bit half; see int8_tile.h. Same bits as the 256-bit kernels
-// of int8_tile.cc.
+// of int8_tile_avx2.cc.
 #include <immintrin.h>
 
 #include <algorithm>

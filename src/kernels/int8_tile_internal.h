@@ -1,5 +1,12 @@
-// Pieces the int8 tile files share (int8_tile.cc: scalar and 256-bit kernels;
-// int8_tile_avx512.cc: the AVX-512 VNNI ones); not part of the kernels' public API.
+// Pieces the int8 tile files share; not part of the kernels' public API. The files:
+//   int8_tile.cc          the kernel choice and the dispatch of the public entry points
+//   int8_tile_layout.cc   tile positions and the prepared weight / activation rows
+//   int8_tile_repack.cc   Q5_0 / Q4_0 -> Q5_0x2 / Q4_0x2 at load, and back
+//   int8_tile_scalar.cc   the portable kernel
+//   int8_tile_avx2.cc     the 256-bit kernels (AVX2, AVX-VNNI, and EVEX vpdpbusd)
+//   int8_tile_avx512.cc   the AVX-512 VNNI kernels (two tokens per zmm)
+// Each kernel file compiles its functions for their ISA with target attributes, so the
+// library runs on any x86-64 CPU and the dispatch decides at run time.
 #pragma once
 
 #include <immintrin.h>
@@ -131,6 +138,26 @@ decltype(auto) WithTileType(TensorType type, F&& f) {
       return f(std::integral_constant<TensorType, TensorType::kQ8_0>{});
   }
 }
+
+// Pair p of a Q5_0x2 / Q4_0x2 row: its 64 unsigned values in tile order and two scales
+// (int8_tile_repack.cc). Precondition: type is kQ5_0x2 or kQ4_0x2.
+void UnpackRepackedPair(TensorType type, const void* row, int64_t p, uint8_t tile[64], float d[2]);
+
+// The 256-bit kernels (int8_tile_avx2.cc), in VNNI form `form`; the CPU runs AVX2, and
+// AVX-VNNI (kVex) or the avx512 level (kEvex) where the form asks for it.
+// DotInt8Tile4x2 (offset 0: signed Q8_0 weights).
+void DotInt8Tile4x2Ymm(VnniForm form, int offset, const TileOperand w[4], const TileOperand a[2],
+                       int64_t n_pairs, float out[4][2]);
+// DotTileRow. Compiled for the kernels' target so the kernel inlines into it (one call per
+// row); callers need not be.
+__attribute__((target("avx2,fma,f16c"))) float DotTileRowYmm(VnniForm form, TensorType type,
+                                                             const void* w_row,
+                                                             const TileOperand& a,
+                                                             int64_t n_pairs);
+// DotTileRows (one token: the rows in interleaved runs, row_runs.h).
+void DotTileRowsYmm(VnniForm form, TensorType type, const uint8_t* w, int64_t row_bytes,
+                    int64_t rows, const TileOperand* a, int n_tokens, int64_t n_pairs, float* y,
+                    int64_t y_stride);
 
 // The AVX-512 VNNI kernels (int8_tile_avx512.cc), for a CPU at the avx512 level.
 // DotTileRows for n_tokens != 1 (0: nothing).

@@ -12,6 +12,7 @@
 #include "kernels/isa.h"
 #include "kernels/dequant.h"
 #include "kernels/half.h"
+#include "kernels/q8_0_quantizer.h"
 #include "kernels/quant_dot_internal.h"
 
 namespace tandem {

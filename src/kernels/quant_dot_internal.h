@@ -44,10 +44,6 @@ inline void UnpackQ5_0(const BlockQ5_0& b, int8_t* q) {
   }
 }
 
-// Quantizes 32 activations to int8 the way QuantizeActivations(kQ8_0) does (AVX2 when
-// present); returns amax (the block's scale is fp16(amax / 127)). In int8_tile.cc.
-float QuantizeBlockQ8_0(const float* x, int8_t* q);
-
 // ---- AVX2 helpers (callers must themselves be compiled for AVX2) ----
 
 __attribute__((target("avx2,fma,f16c"))) inline float HalfToFloat(uint16_t h) {
