@@ -139,6 +139,7 @@ StatusOr<EngineOptions> MakeEngineOptions(const ServeConfig& config,
   }
   if (!config.kv_transfer_config.empty()) {
     TANDEM_ASSIGN_OR_RETURN(transfer::KvTransferConfig kv, transfer::ParseKvTransferConfig(config.kv_transfer_config));
+    if (std::string ignored = transfer::IgnoredKeysMessage(kv); !ignored.empty()) TANDEM_LOG(WARNING) << ignored;
     if (kv.transfer) {
       KvTransferOptions& t = options.kv_transfer;
       t.producer = kv.transfer->role != transfer::KvRole::kConsumer;
