@@ -119,13 +119,14 @@ std::vector<int32_t> NgramProposer::Propose(std::span<const int32_t> tokens, int
 
 SpecDecoder::SpecDecoder(const SpeculativeOptions& options, int max_model_len,
                          std::unique_ptr<DraftModelProposer> draft, std::unique_ptr<MtpProposer> mtp,
-                         MetricsRegistry* registry, const std::string& model_name)
+                         MetricsRegistry* registry, const std::string& model_name, int engine_index)
     : num_speculative_tokens_(options.num_speculative_tokens),
       max_model_len_(max_model_len),
       proposer_(options.prompt_lookup_min, options.prompt_lookup_max),
       draft_(std::move(draft)),
       mtp_(std::move(mtp)),
-      metrics_(std::make_unique<SpecDecodeMetrics>(registry, model_name, options.num_speculative_tokens)) {}
+      metrics_(std::make_unique<SpecDecodeMetrics>(registry, model_name, options.num_speculative_tokens,
+                                                   engine_index)) {}
 
 SpecDecoder::~SpecDecoder() = default;
 

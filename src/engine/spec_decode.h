@@ -101,9 +101,10 @@ class SpecController {
 class SpecDecoder {
  public:
   // `options.method` != kNone. `draft` is the draft_model proposer, `mtp` the MTP one
-  // (null otherwise). `registry` may be null.
+  // (null otherwise). `registry` may be null. `engine_index`: the metrics' `engine` label.
   SpecDecoder(const SpeculativeOptions& options, int max_model_len, std::unique_ptr<DraftModelProposer> draft,
-              std::unique_ptr<MtpProposer> mtp, MetricsRegistry* registry, const std::string& model_name);
+              std::unique_ptr<MtpProposer> mtp, MetricsRegistry* registry, const std::string& model_name,
+              int engine_index = 0);
   ~SpecDecoder();
 
   // Before scheduling: sets Request::spec_tokens of each running request that decodes

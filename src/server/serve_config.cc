@@ -122,6 +122,7 @@ StatusOr<EngineOptions> MakeEngineOptions(const ServeConfig& config,
   options.cpu_ids = cpu_ids;
   options.model_name =
       config.served_model_names.empty() ? config.model : config.served_model_names.front();
+  options.engine_index = config.data_parallel_rank;
   {
     std::string unsupported;
     TANDEM_ASSIGN_OR_RETURN(options.speculative, ParseSpeculativeConfig(config.speculative_config, &unsupported));

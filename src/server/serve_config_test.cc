@@ -97,6 +97,14 @@ TEST(ServeConfig, SchedulingPolicyAndHealthWatchdog) {
   EXPECT_NE(engine.status().message().find("--health-watchdog-s"), std::string::npos);
 }
 
+TEST(ServeConfig, EngineIndexIsTheDataParallelRank) {
+  ServeConfig c;
+  EXPECT_EQ(MakeEngineOptions(c, {})->engine_index, 0);
+  c.data_parallel_size = 4;
+  c.data_parallel_rank = 2;
+  EXPECT_EQ(MakeEngineOptions(c, {})->engine_index, 2);
+}
+
 // Keys of --kv-transfer-config that change nothing, and unknown ones, are said once.
 TEST(ServeConfig, KvTransferKeysWithoutEffectAreLoggedOnce) {
   ServeConfig c;
