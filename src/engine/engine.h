@@ -110,6 +110,7 @@ struct EngineOptions {
   int threads = 0;                     // compute threads (0: one per cpu_ids core, else per core available)
   std::vector<int> cpu_ids;            // --cpu-affinity
   std::string model_name = "tandem";   // label `model_name` on metrics
+  int engine_index = 0;                // --data-parallel-rank: label `engine`, "Engine NNN:" log line
   KvTransferOptions kv_transfer;
   PoolOptions pool;
   // --additional-config recompute_scheduler_enable (vLLM-Ascend): on a KV consumer that

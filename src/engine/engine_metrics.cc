@@ -18,10 +18,10 @@ double Seconds(std::chrono::steady_clock::duration d) { return std::chrono::dura
 
 }  // namespace
 
-EngineMetrics::EngineMetrics(MetricsRegistry* registry, const std::string& model_name)
-    : registry_(registry), model_name_(model_name) {
+EngineMetrics::EngineMetrics(MetricsRegistry* registry, const std::string& model_name, int engine_index)
+    : registry_(registry), model_name_(model_name), engine_index_(engine_index), engine_label_(std::to_string(engine_index)) {
   if (registry_ == nullptr) return;
-  const MetricLabels labels = {{"model_name", model_name}, {"engine", "0"}};
+  const MetricLabels labels = {{"model_name", model_name}, {"engine", engine_label_}};
   prompt_tokens_ = registry_->GetCounter("vllm:prompt_tokens", "Number of prefill tokens processed.", labels);
   generation_tokens_ = registry_->GetCounter("vllm:generation_tokens", "Number of generation tokens processed.", labels);
   preemptions_ = registry_->GetCounter("vllm:num_preemptions", "Cumulative number of preemptions.", labels);
@@ -54,22 +54,22 @@ EngineMetrics::EngineMetrics(MetricsRegistry* registry, const std::string& model
       labels);
   const char* loaded_help = "KV blocks loaded from the pool, by where the pool held them.";
   pool_loaded_local_ = registry_->GetCounter("tandem_pool_connector_blocks_loaded", loaded_help,
-                                             {{"model_name", model_name}, {"engine", "0"}, {"source", "local"}});
+                                             {{"model_name", model_name}, {"engine", engine_label_}, {"source", "local"}});
   pool_loaded_disk_ = registry_->GetCounter("tandem_pool_connector_blocks_loaded", loaded_help,
-                                            {{"model_name", model_name}, {"engine", "0"}, {"source", "disk"}});
+                                            {{"model_name", model_name}, {"engine", engine_label_}, {"source", "disk"}});
   pool_loaded_remote_ = registry_->GetCounter("tandem_pool_connector_blocks_loaded", loaded_help,
-                                              {{"model_name", model_name}, {"engine", "0"}, {"source", "remote"}});
+                                              {{"model_name", model_name}, {"engine", engine_label_}, {"source", "remote"}});
   const char* saved_help = "KV blocks handed to the pool, by outcome.";
   pool_saved_ = registry_->GetCounter("tandem_pool_connector_blocks_saved", saved_help,
-                                      {{"model_name", model_name}, {"engine", "0"}, {"outcome", "stored"}});
+                                      {{"model_name", model_name}, {"engine", engine_label_}, {"outcome", "stored"}});
   pool_save_existing_ = registry_->GetCounter("tandem_pool_connector_blocks_saved", saved_help,
-                                              {{"model_name", model_name}, {"engine", "0"}, {"outcome", "exists"}});
+                                              {{"model_name", model_name}, {"engine", engine_label_}, {"outcome", "exists"}});
   pool_save_dropped_ = registry_->GetCounter("tandem_pool_connector_blocks_saved", saved_help,
-                                             {{"model_name", model_name}, {"engine", "0"}, {"outcome", "dropped"}});
+                                             {{"model_name", model_name}, {"engine", engine_label_}, {"outcome", "dropped"}});
   kv_pulls_ok_ = registry_->GetCounter("tandem_kv_transfer_pulls", "KV pulls from prefill instances, by result.",
-                                      {{"model_name", model_name}, {"engine", "0"}, {"result", "ok"}});
+                                      {{"model_name", model_name}, {"engine", engine_label_}, {"result", "ok"}});
   kv_pulls_failed_ = registry_->GetCounter("tandem_kv_transfer_pulls", "KV pulls from prefill instances, by result.",
-                                          {{"model_name", model_name}, {"engine", "0"}, {"result", "failed"}});
+                                          {{"model_name", model_name}, {"engine", engine_label_}, {"result", "failed"}});
   kv_pull_bytes_ = registry_->GetCounter("tandem_kv_transfer_pull_bytes", "Bytes of KV pulled from prefill instances.",
                                         labels);
   kv_pulls_shm_ = registry_->GetCounter("tandem_kv_transfer_shm_pulls",
@@ -79,7 +79,7 @@ EngineMetrics::EngineMetrics(MetricsRegistry* registry, const std::string& model
   // Create the finish-reason series up front so dashboards see zeros.
   for (const char* reason : {"stop", "length", "abort", "error"}) {
     registry_->GetCounter("vllm:request_success", "Count of successfully processed requests.",
-                          {{"model_name", model_name}, {"engine", "0"}, {"finished_reason", reason}});
+                          {{"model_name", model_name}, {"engine", engine_label_}, {"finished_reason", reason}});
   }
 }
 
@@ -109,7 +109,7 @@ void EngineMetrics::OnToken(Request* r) {
 void EngineMetrics::OnFinished(const Request& r, const std::string& finish_reason) {
   if (registry_ == nullptr) return;
   registry_->GetCounter("vllm:request_success", "Count of successfully processed requests.",
-                        {{"model_name", model_name_}, {"engine", "0"}, {"finished_reason", finish_reason}})
+                        {{"model_name", model_name_}, {"engine", engine_label_}, {"finished_reason", finish_reason}})
       ->Add(1);
   e2e_->Observe(Seconds(std::chrono::steady_clock::now() - r.arrival));
   request_prompt_tokens_->Observe(r.prompt_len);
@@ -143,10 +143,10 @@ void EngineMetrics::MaybeLogStats(int running, int waiting, double kv_usage, con
     const int64_t ext_hits = external_hits_total_ - window_ext_hits_start_;
     char line[512];
     std::snprintf(line, sizeof(line),
-                  "Engine 000: Avg prompt throughput: %.1f tokens/s, Avg generation throughput: %.1f tokens/s, "
+                  "Engine %03d: Avg prompt throughput: %.1f tokens/s, Avg generation throughput: %.1f tokens/s, "
                   "Running: %d reqs, Waiting: %d reqs, GPU KV cache usage: %.1f%%, Prefix cache hit rate: %.1f%%, "
                   "External prefix cache hit rate: %.1f%%",
-                  window_prompt_tokens_ / elapsed, window_generation_tokens_ / elapsed, running, waiting,
+                  engine_index_, window_prompt_tokens_ / elapsed, window_generation_tokens_ / elapsed, running, waiting,
                   100.0 * kv_usage, queries > 0 ? 100.0 * hits / queries : 0.0,
                   ext_queries > 0 ? 100.0 * ext_hits / ext_queries : 0.0);
     TANDEM_LOG(INFO) << line;
@@ -194,7 +194,7 @@ void EngineMetrics::OnKvPull(bool ok, uint64_t bytes, double seconds, bool used_
 void EngineMetrics::OnExpertParallelStep(bool idle, double exchange_seconds, int64_t bytes_sent) {
   if (registry_ == nullptr) return;
   if (ep_steps_ == nullptr) {  // created on the first step: only expert-parallel engines have them
-    const MetricLabels labels = {{"model_name", model_name_}, {"engine", "0"}};
+    const MetricLabels labels = {{"model_name", model_name_}, {"engine", engine_label_}};
     ep_steps_ = registry_->GetCounter("tandem_expert_parallel_steps",
                                       "Steps of this rank's expert-parallel group with a batch of its own.", labels);
     ep_idle_steps_ = registry_->GetCounter(

@@ -21,7 +21,9 @@ struct Request;
 class EngineMetrics {
  public:
   // `registry` may be null (metrics off; the stats log line still works).
-  EngineMetrics(MetricsRegistry* registry, const std::string& model_name);
+  // `engine_index` (EngineOptions::engine_index, the data-parallel rank) is the `engine`
+  // label and the NNN of the "Engine NNN:" log line, as in vLLM.
+  EngineMetrics(MetricsRegistry* registry, const std::string& model_name, int engine_index = 0);
 
   void OnPreemptions(int n);
   void OnTokensComputed(int prompt_tokens);  // prompt tokens run through the model this step
@@ -49,6 +51,8 @@ class EngineMetrics {
  private:
   MetricsRegistry* registry_;
   std::string model_name_;
+  int engine_index_;
+  std::string engine_label_;  // engine_index_ as the `engine` label's value
   Counter* prompt_tokens_ = nullptr;
   Counter* generation_tokens_ = nullptr;
   Counter* preemptions_ = nullptr;

@@ -35,8 +35,22 @@ GenerationParams Greedy(int max_tokens) {
   return p;
 }
 
-// Reference: the single-sequence generator (contiguous KV, one sequence at a time).
+// Reference: the single-sequence generator (contiguous KV, one sequence at a time, no
+// scheduler, block table or prefix cache), greedy, `n` tokens whatever EOS says.
 std::vector<int32_t> ReferenceGreedy(const Model& m, const std::vector<int32_t>& prompt, int n) {
+  ThreadPool pool(1);
+  GenerateOptions g;
+  g.max_tokens = n;
+  g.stop_at_eos = false;
+  std::vector<int32_t> out;
+  const Status s = GenerateFromTokens(m, &pool, prompt, g, [](std::string_view) {}, nullptr, &out);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return out;
+}
+
+// The engine alone with one request (the paged path the batched runs are compared with
+// when the reference itself is under test).
+std::vector<int32_t> EngineGreedy(const Model& m, const std::vector<int32_t>& prompt, int n) {
   Harness h(m, EngineOptions{});
   h.Submit("ref", prompt, Greedy(n));
   return h.Wait()["ref"].tokens;
@@ -87,7 +101,8 @@ TEST(EngineTest, EngineMatchesSingleSequenceGenerator) {
   std::vector<int32_t> want;
   ASSERT_TRUE(Generate(*model, &pool, "the quick brown fox", g, [](std::string_view) {}, nullptr, &want).ok());
   auto prompt = model->tokenizer().Encode("the quick brown fox", true, true);
-  EXPECT_EQ(ReferenceGreedy(*model, prompt, 20), want);
+  EXPECT_EQ(EngineGreedy(*model, prompt, 20), want);
+  EXPECT_EQ(ReferenceGreedy(*model, prompt, 20), want);  // the token entry point, same path
 }
 
 TEST(EngineTest, TinyKvBudgetPreemptsAndStillMatches) {

@@ -78,10 +78,17 @@ std::string Utf8Stream::Flush() {
 Status Generate(const Model& model, ThreadPool* pool, const std::string& prompt,
                 const GenerateOptions& options, const std::function<void(std::string_view)>& on_text,
                 GenerateStats* stats, std::vector<int32_t>* output_tokens) {
+  std::vector<int32_t> tokens = model.tokenizer().Encode(prompt, /*add_special=*/true, /*parse_special=*/true);
+  if (tokens.empty()) return InvalidArgumentError("the prompt encodes to no tokens");
+  return GenerateFromTokens(model, pool, tokens, options, on_text, stats, output_tokens);
+}
+
+Status GenerateFromTokens(const Model& model, ThreadPool* pool, std::vector<int32_t> tokens,
+                          const GenerateOptions& options, const std::function<void(std::string_view)>& on_text,
+                          GenerateStats* stats, std::vector<int32_t>* output_tokens) {
   const ModelConfig& c = model.config();
   const Tokenizer& tok = model.tokenizer();
-  std::vector<int32_t> tokens = tok.Encode(prompt, /*add_special=*/true, /*parse_special=*/true);
-  if (tokens.empty()) return InvalidArgumentError("the prompt encodes to no tokens");
+  if (tokens.empty()) return InvalidArgumentError("the prompt has no tokens");
   const int64_t capacity = std::min<int64_t>(c.context_length, static_cast<int64_t>(tokens.size()) + options.max_tokens);
   if (static_cast<int64_t>(tokens.size()) >= capacity) {
     return InvalidArgumentError("prompt of " + std::to_string(tokens.size()) +

@@ -40,6 +40,12 @@ Status Generate(const Model& model, ThreadPool* pool, const std::string& prompt,
                 const GenerateOptions& options, const std::function<void(std::string_view)>& on_text,
                 GenerateStats* stats, std::vector<int32_t>* output_tokens = nullptr);
 
+// As Generate, from `prompt_tokens` as given (nothing added). Also the independent
+// reference the serving engine's tests compare with (contiguous KV, one sequence).
+Status GenerateFromTokens(const Model& model, ThreadPool* pool, std::vector<int32_t> prompt_tokens,
+                          const GenerateOptions& options, const std::function<void(std::string_view)>& on_text,
+                          GenerateStats* stats, std::vector<int32_t>* output_tokens);
+
 struct PerplexityResult {
   int num_chunks = 0;
   int64_t scored_tokens = 0;

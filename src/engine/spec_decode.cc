@@ -1,10 +1,12 @@
 #include "engine/spec_decode.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
 
+#include "common/logging.h"
 #include "engine/draft_model_proposer.h"
 #include "engine/model_runner.h"
 #include "engine/mtp_proposer.h"
@@ -119,13 +121,14 @@ std::vector<int32_t> NgramProposer::Propose(std::span<const int32_t> tokens, int
 
 SpecDecoder::SpecDecoder(const SpeculativeOptions& options, int max_model_len,
                          std::unique_ptr<DraftModelProposer> draft, std::unique_ptr<MtpProposer> mtp,
-                         MetricsRegistry* registry, const std::string& model_name)
+                         MetricsRegistry* registry, const std::string& model_name, int engine_index)
     : num_speculative_tokens_(options.num_speculative_tokens),
       max_model_len_(max_model_len),
       proposer_(options.prompt_lookup_min, options.prompt_lookup_max),
       draft_(std::move(draft)),
       mtp_(std::move(mtp)),
-      metrics_(std::make_unique<SpecDecodeMetrics>(registry, model_name, options.num_speculative_tokens)) {}
+      metrics_(std::make_unique<SpecDecodeMetrics>(registry, model_name, options.num_speculative_tokens,
+                                                   engine_index)) {}
 
 SpecDecoder::~SpecDecoder() = default;
 
@@ -170,6 +173,7 @@ void SpecDecoder::OnFinished(const std::string& request_id) {
 
 void SpecDecoder::OnVerified(Request* r, int drafted, int accepted) {
   metrics_->OnDraft(drafted, accepted);
+  controller_.OnVerified(drafted, accepted);
   if (r != nullptr) r->spec_adaptivity.Record(drafted, accepted);
   if (r != nullptr && mtp_) mtp_->OnVerified(*r, accepted);
 }
@@ -193,7 +197,26 @@ void SpecController::OnDecodeStep(bool drafted, int tokens, double seconds) {
   if (++phase_ < kOffSteps) return;
   phase_ = 0;
   // Both measured: draft while it is at least as fast per token.
-  if (with_ > 0 && without_ > 0) on_ = with_ <= without_;
+  if (with_ > 0 && without_ > 0 && on_ != (with_ <= without_)) {
+    on_ = with_ <= without_;
+    char line[320];
+    std::snprintf(line, sizeof(line),
+                  "speculative decoding: drafting %s: %.2f ms per output token with drafts, %.2f ms without "
+                  "(moving averages of decode-only steps); %.1f%% of %lld draft tokens accepted in the last "
+                  "%d steps; %s",
+                  on_ ? "on" : "off", 1e3 * with_, 1e3 * without_,
+                  period_drafted_ > 0 ? 100.0 * period_accepted_ / period_drafted_ : 0.0,
+                  static_cast<long long>(period_drafted_), kOffSteps,
+                  on_ ? "drafts pay again" : "drafts cost more than they save; probing a few steps per period");
+    TANDEM_LOG(INFO) << line;
+  }
+  period_drafted_ = 0;
+  period_accepted_ = 0;
+}
+
+void SpecController::OnVerified(int drafted, int accepted) {
+  period_drafted_ += drafted;
+  period_accepted_ += accepted;
 }
 
 bool SpecAdaptivity::ShouldPropose() {

@@ -77,7 +77,7 @@ class SpecAdaptivity {
 // token of recent decode-only steps with drafts and without (moving averages); while
 // drafting is the slower, it is off, with a probe of kProbeSteps drafting steps every
 // kOffSteps. Every kOffSteps drafting steps, kProbeSteps go without, so both averages
-// stay current.
+// stay current. Each turn off or on is logged (INFO) with the figures that decided it.
 class SpecController {
  public:
   static constexpr int kOffSteps = 64;
@@ -87,12 +87,16 @@ class SpecController {
   // One decode-only step (no prompt tokens): whether it verified drafts, the tokens it
   // emitted and its duration.
   void OnDecodeStep(bool drafted, int tokens, double seconds);
+  // A verification of `drafted` drafts, `accepted` of them kept (for the log line).
+  void OnVerified(int drafted, int accepted);
 
  private:
   double with_ = 0;     // seconds per token, steps with drafts (0 = none yet)
   double without_ = 0;  // seconds per token, steps without drafts
   int phase_ = 0;       // steps into the current on/off period
   bool on_ = true;
+  int64_t period_drafted_ = 0;   // draft tokens verified in the current period
+  int64_t period_accepted_ = 0;  // of them accepted
 };
 
 // The engine's side of speculative decoding: drafts for the requests about to decode,
@@ -101,9 +105,10 @@ class SpecController {
 class SpecDecoder {
  public:
   // `options.method` != kNone. `draft` is the draft_model proposer, `mtp` the MTP one
-  // (null otherwise). `registry` may be null.
+  // (null otherwise). `registry` may be null. `engine_index`: the metrics' `engine` label.
   SpecDecoder(const SpeculativeOptions& options, int max_model_len, std::unique_ptr<DraftModelProposer> draft,
-              std::unique_ptr<MtpProposer> mtp, MetricsRegistry* registry, const std::string& model_name);
+              std::unique_ptr<MtpProposer> mtp, MetricsRegistry* registry, const std::string& model_name,
+              int engine_index = 0);
   ~SpecDecoder();
 
   // Before scheduling: sets Request::spec_tokens of each running request that decodes

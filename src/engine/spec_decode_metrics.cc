@@ -9,10 +9,10 @@
 namespace tandem {
 
 SpecDecodeMetrics::SpecDecodeMetrics(MetricsRegistry* registry, const std::string& model_name,
-                                     int num_speculative_tokens)
+                                     int num_speculative_tokens, int engine_index)
     : window_per_pos_(static_cast<size_t>(num_speculative_tokens), 0) {
   if (registry == nullptr) return;
-  const MetricLabels labels{{"model_name", model_name}, {"engine", "0"}};
+  const MetricLabels labels{{"model_name", model_name}, {"engine", std::to_string(engine_index)}};
   drafts_ = registry->GetCounter("vllm:spec_decode_num_drafts", "Number of spec decoding drafts.", labels);
   draft_tokens_ =
       registry->GetCounter("vllm:spec_decode_num_draft_tokens", "Number of draft tokens.", labels);

@@ -17,7 +17,9 @@ class MetricsRegistry;
 class SpecDecodeMetrics {
  public:
   // `registry` may be null (the log line still works). `num_speculative_tokens` >= 1.
-  SpecDecodeMetrics(MetricsRegistry* registry, const std::string& model_name, int num_speculative_tokens);
+  // `engine_index`: the `engine` label (EngineOptions::engine_index).
+  SpecDecodeMetrics(MetricsRegistry* registry, const std::string& model_name, int num_speculative_tokens,
+                    int engine_index = 0);
 
   // One draft of `drafted` tokens whose first `accepted` were accepted.
   void OnDraft(int drafted, int accepted);

@@ -121,6 +121,31 @@ TEST(SpecControllerTest, DraftsOnlyWhileTheyPay) {
   EXPECT_EQ(period(0.001, 0.01), SpecController::kOffSteps - SpecController::kProbeSteps);
 }
 
+TEST(SpecControllerTest, LogsEachTurnWithTheFiguresThatDecidedIt) {
+  SpecController c;
+  auto period = [&](double with_s, double without_s) {
+    testing::internal::CaptureStderr();
+    for (int i = 0; i < SpecController::kOffSteps; ++i) {
+      const bool d = c.ShouldDraft();
+      if (d) c.OnVerified(4, 2);
+      c.OnDecodeStep(d, d ? 3 : 1, d ? 3 * with_s : without_s);
+    }
+    return testing::internal::GetCapturedStderr();
+  };
+  // On from the start: the first period keeps it on, no line.
+  EXPECT_EQ(period(0.001, 0.01), "");
+  const std::string off = period(0.02, 0.01);
+  EXPECT_NE(off.find("speculative decoding: drafting off: "), std::string::npos) << off;
+  EXPECT_NE(off.find(" ms without (moving averages of decode-only steps); 50.0% of "), std::string::npos) << off;
+  EXPECT_NE(off.find("draft tokens accepted in the last 64 steps; drafts cost more than they save"),
+            std::string::npos)
+      << off;
+  EXPECT_EQ(period(0.02, 0.01), "");  // still off: said once
+  const std::string on = period(0.001, 0.01);
+  EXPECT_NE(on.find("speculative decoding: drafting on: "), std::string::npos) << on;
+  EXPECT_NE(on.find("% of 16 draft tokens accepted"), std::string::npos) << on;  // the 4 probe steps' drafts
+}
+
 // Prompts that repeat themselves, so prompt lookup finds drafts (and the random-weight
 // fixtures' greedy outputs tend to loop, which it finds too).
 std::vector<std::vector<int32_t>> RepetitivePrompts() {

@@ -15,9 +15,9 @@ StatusOr<Grammar> CompileBody(const StructuredOutputSpec& spec) {
   using Kind = StructuredOutputSpec::Kind;
   switch (spec.kind) {
     case Kind::kJsonSchema:
-      return CompileJsonSchema(spec.text);
+      return CompileJsonSchema(spec.text, spec.json);
     case Kind::kJsonObject:
-      return JsonObjectGrammar();
+      return JsonObjectGrammar(spec.json);
     case Kind::kRegex: {
       TANDEM_ASSIGN_OR_RETURN(RegexExpr re, CompileRegex(spec.text, RegexOptions{}));
       GrammarBuilder b;
@@ -53,7 +53,9 @@ StatusOr<Grammar> CompileSpec(const StructuredOutputSpec& spec) {
 
 StatusOr<std::shared_ptr<GrammarAutomaton>> GrammarCache::Get(const StructuredOutputSpec& spec) {
   std::string key = std::to_string(static_cast<int>(spec.kind)) + "," +
-                    std::to_string(static_cast<int>(spec.thinking)) + ":" + spec.text;
+                    std::to_string(static_cast<int>(spec.thinking)) + "," +
+                    std::to_string(static_cast<int>(spec.json.any_whitespace)) + "," +
+                    std::to_string(static_cast<int>(spec.json.unnamed_properties)) + ":" + spec.text;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = map_.find(key);

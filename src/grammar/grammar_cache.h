@@ -18,6 +18,7 @@
 #include "common/status.h"
 #include "grammar/grammar.h"
 #include "grammar/grammar_automaton.h"
+#include "grammar/json_schema_compiler.h"
 #include "grammar/thinking_grammar.h"
 
 namespace tandem::grammar {
@@ -30,6 +31,9 @@ struct StructuredOutputSpec {
   std::string text;
   // A reasoning model's <think> block before the output (thinking_grammar.h).
   Thinking thinking = Thinking::kNone;
+  // kJsonSchema / kJsonObject: whitespace and unnamed properties (the request's
+  // structured_outputs.disable_any_whitespace / disable_additional_properties).
+  JsonSchemaOptions json = {};
 };
 
 // Compiles a spec. InvalidArgument (message without the request field's name) for an

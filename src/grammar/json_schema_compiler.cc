@@ -49,8 +49,8 @@ const char* FormatRegex(const std::string& f) {
 
 class SchemaCompiler {
  public:
-  SchemaCompiler(const Json& root, std::string prefix, GrammarBuilder& b)
-      : root_(root), prefix_(std::move(prefix)), b_(b) {}
+  SchemaCompiler(const Json& root, std::string prefix, GrammarBuilder& b, const JsonSchemaOptions& options)
+      : root_(root), prefix_(std::move(prefix)), b_(b), options_(options) {}
 
   StatusOr<Expr> Compile(const Json& s, const std::string& path) {
     if (s.is_boolean()) {
@@ -146,10 +146,13 @@ class SchemaCompiler {
     const Expr v = Expr::Ref(any_value_);
     b_.Define(any_value_, Expr::Alt({Expr::Ref(object), Expr::Ref(array), Expr::Ref(String()), Expr::Ref(Number()),
                                      Expr::Lit("true"), Expr::Lit("false"), Expr::Lit("null")}));
-    Expr member = Expr::Seq({Expr::Ref(Key()), Expr::Lit(":"), Ws(), v});
-    b_.Define(object, Expr::Seq({Expr::Lit("{"), Expr::Opt(Expr::Seq({member, Expr::Star(Expr::Seq({Expr::Lit(","), Ws(), member}))})),
+    Expr member = Expr::Seq({Expr::Ref(Key()), Pad(), Expr::Lit(":"), Ws(), v, Pad()});
+    b_.Define(object, Expr::Seq({Expr::Lit("{"), Pad(),
+                                 Expr::Opt(Expr::Seq({member, Expr::Star(Expr::Seq({Expr::Lit(","), Ws(), member}))})),
                                  Expr::Lit("}")}));
-    b_.Define(array, Expr::Seq({Expr::Lit("["), Expr::Opt(Expr::Seq({v, Expr::Star(Expr::Seq({Expr::Lit(","), Ws(), v}))})),
+    Expr item = Expr::Seq({v, Pad()});
+    b_.Define(array, Expr::Seq({Expr::Lit("["), Pad(),
+                                Expr::Opt(Expr::Seq({item, Expr::Star(Expr::Seq({Expr::Lit(","), Ws(), item}))})),
                                 Expr::Lit("]")}));
     return any_value_;
   }
@@ -173,7 +176,18 @@ class SchemaCompiler {
     return InvalidArgumentError("invalid JSON Schema: '" + key + "' at '" + Path(path) + "' " + why);
   }
   static Expr Ref(int rule) { return Expr::Ref(rule); }
-  static Expr Ws() { return Expr::Opt(Expr::Lit(" ")); }
+  // Whitespace after ':' and ',': one optional space, or any JSON whitespace.
+  Expr Ws() { return options_.any_whitespace ? Expr::Ref(AnyWhitespace()) : Expr::Opt(Expr::Lit(" ")); }
+  // Whitespace after '{' and '[' and after a value (before ',', ':', '}' and ']'): none,
+  // or any. Never two in a row (a value starts and ends with a non-space), so the
+  // grammar stays unambiguous.
+  Expr Pad() { return options_.any_whitespace ? Expr::Ref(AnyWhitespace()) : Expr::Empty(); }
+  int AnyWhitespace() {
+    if (ws_ >= 0) return ws_;
+    ws_ = b_.Declare(prefix_ + "ws");
+    b_.Define(ws_, Expr::Star(Expr::Class({{' ', ' '}, {'\t', '\t'}, {'\n', '\n'}, {'\r', '\r'}})));
+    return ws_;
+  }
 
   int Char() {
     if (char_ >= 0) return char_;
@@ -362,12 +376,13 @@ class SchemaCompiler {
       b_.Define(rule, std::move(e));
       item = Expr::Ref(rule);
     }
+    item = Expr::Seq({item, Pad()});
     Expr more = Expr::Seq({Expr::Lit(","), Ws(), item});
     Expr body = Expr::Seq({item, Expr::Repeat(more, static_cast<int>(std::max<int64_t>(min - 1, 0)),
                                               max < 0 ? kUnbounded : static_cast<int>(max - 1))});
-    if (max == 0) return Expr::Lit("[]");
+    if (max == 0) return Expr::Seq({Expr::Lit("["), Pad(), Expr::Lit("]")});
     if (min == 0) body = Expr::Opt(std::move(body));
-    return Expr::Seq({Expr::Lit("["), std::move(body), Expr::Lit("]")});
+    return Expr::Seq({Expr::Lit("["), Pad(), std::move(body), Expr::Lit("]")});
   }
 
   StatusOr<Expr> CompileObject(const Json& s, const std::string& path) {
@@ -393,7 +408,11 @@ class SchemaCompiler {
       if (!found) return Unsupported("required", path, "required property '" + r + "' is not in properties");
     }
     std::optional<Expr> extra;  // the value schema of additional properties, if allowed
-    if (!s.contains("properties") && !s.contains("additionalProperties")) extra = Expr::Ref(AnyValue());
+    if (!s.contains("additionalProperties")) {
+      const bool allowed = options_.unnamed_properties == UnnamedProperties::kAlways ||
+                           (options_.unnamed_properties == UnnamedProperties::kUnlessNamed && !s.contains("properties"));
+      if (allowed) extra = Expr::Ref(AnyValue());
+    }
     if (s.contains("additionalProperties")) {
       const Json& a = s["additionalProperties"];
       if (a.is_boolean()) {
@@ -416,11 +435,11 @@ class SchemaCompiler {
     std::vector<std::array<int, 2>> tail(n + 1);
     for (int i = 0; i <= n; ++i) tail[i] = {b_.Fresh(prefix_ + "props"), b_.Fresh(prefix_ + "props")};
     auto kv = [&](int i) {
-      return Expr::Seq({Expr::Lit(Json(props[i].first).dump()), Expr::Lit(":"), Ws(), props[i].second});
+      return Expr::Seq({Expr::Lit(Json(props[i].first).dump()), Pad(), Expr::Lit(":"), Ws(), props[i].second, Pad()});
     };
     for (int after = 0; after < 2; ++after) {
       if (extra && max_extra != 0) {
-        Expr member = Expr::Seq({Expr::Ref(Key()), Expr::Lit(":"), Ws(), *extra});
+        Expr member = Expr::Seq({Expr::Ref(Key()), Pad(), Expr::Lit(":"), Ws(), *extra, Pad()});
         Expr next = Expr::Seq({Expr::Lit(","), Ws(), member});
         if (after) {
           b_.Define(tail[n][after], Expr::Repeat(std::move(next), 0, max_extra));
@@ -441,14 +460,15 @@ class SchemaCompiler {
         }
       }
     }
-    return Expr::Seq({Expr::Lit("{"), Expr::Ref(tail[0][0]), Expr::Lit("}")});
+    return Expr::Seq({Expr::Lit("{"), Pad(), Expr::Ref(tail[0][0]), Expr::Lit("}")});
   }
 
   const Json& root_;
   const std::string prefix_;
   GrammarBuilder& b_;
+  const JsonSchemaOptions options_;
   std::map<std::string, int> refs_;
-  int any_value_ = -1, char_ = -1, string_ = -1, number_ = -1, key_ = -1;
+  int any_value_ = -1, char_ = -1, string_ = -1, number_ = -1, key_ = -1, ws_ = -1;
 };
 
 StatusOr<Json> ParseSchema(std::string_view text) {
@@ -460,26 +480,27 @@ StatusOr<Json> ParseSchema(std::string_view text) {
 
 }  // namespace
 
-StatusOr<int> AddJsonSchemaRules(std::string_view schema_json, const std::string& prefix, GrammarBuilder& b) {
+StatusOr<int> AddJsonSchemaRules(std::string_view schema_json, const std::string& prefix, GrammarBuilder& b,
+                                 const JsonSchemaOptions& options) {
   TANDEM_ASSIGN_OR_RETURN(Json schema, ParseSchema(schema_json));
-  SchemaCompiler c(schema, prefix, b);
+  SchemaCompiler c(schema, prefix, b, options);
   TANDEM_ASSIGN_OR_RETURN(Expr e, c.Compile(schema, ""));
   const int rule = b.Fresh(prefix + "root");
   b.Define(rule, std::move(e));
   return rule;
 }
 
-StatusOr<Grammar> CompileJsonSchema(std::string_view schema_json) {
+StatusOr<Grammar> CompileJsonSchema(std::string_view schema_json, const JsonSchemaOptions& options) {
   GrammarBuilder b;
-  TANDEM_ASSIGN_OR_RETURN(int rule, AddJsonSchemaRules(schema_json, "", b));
+  TANDEM_ASSIGN_OR_RETURN(int rule, AddJsonSchemaRules(schema_json, "", b, options));
   b.Define(b.Declare("root"), Expr::Ref(rule));
   return std::move(b).Build("root");
 }
 
-StatusOr<Grammar> JsonObjectGrammar() {
+StatusOr<Grammar> JsonObjectGrammar(const JsonSchemaOptions& options) {
   GrammarBuilder b;
   Json empty = Json::object();
-  SchemaCompiler c(empty, "", b);
+  SchemaCompiler c(empty, "", b, options);
   b.Define(b.Declare("root"), Expr::Ref(c.AnyObject()));
   return std::move(b).Build("root");
 }

@@ -15,9 +15,10 @@
 // /properties/a"), never silently dropped.
 //
 // The output: properties in the schema's order (required ones always, optional ones
-// may be left out), a single optional space after ':' and ',', no exponent in numbers,
-// at most 15 integer and 15 fraction digits, keys of properties the schema does not
-// name at most 64 characters. Thread safety: pure functions.
+// may be left out), a single optional space after ':' and ',' (or any JSON whitespace
+// between tokens, JsonSchemaOptions::any_whitespace), no exponent in numbers, at most
+// 15 integer and 15 fraction digits, keys of properties the schema does not name at
+// most 64 characters. Thread safety: pure functions.
 #pragma once
 
 #include <string_view>
@@ -27,16 +28,32 @@
 
 namespace tandem::grammar {
 
+// Where an object schema has no additionalProperties, may the output hold properties
+// it does not name?
+enum class UnnamedProperties {
+  kUnlessNamed,  // only if the schema names none (no "properties"): xgrammar's strict mode
+  kNever,        // never (vLLM's disable_additional_properties: true)
+  kAlways,       // always, JSON Schema's default (disable_additional_properties: false)
+};
+
+struct JsonSchemaOptions {
+  // Any JSON whitespace (space, tab, newline, CR) between tokens, as vLLM's default
+  // (disable_any_whitespace: false); else one optional space after ':' and ','.
+  bool any_whitespace = false;
+  UnnamedProperties unnamed_properties = UnnamedProperties::kUnlessNamed;
+};
+
 // `schema_json` is the schema as JSON text. InvalidArgument for malformed JSON, a
 // schema that is not an object/boolean, unsupported keywords, bad $ref, an empty range.
-StatusOr<Grammar> CompileJsonSchema(std::string_view schema_json);
+StatusOr<Grammar> CompileJsonSchema(std::string_view schema_json, const JsonSchemaOptions& options = {});
 
 // Any JSON object (`response_format: json_object`).
-StatusOr<Grammar> JsonObjectGrammar();
+StatusOr<Grammar> JsonObjectGrammar(const JsonSchemaOptions& options = {});
 
 // Adds the rules of `schema_json` to `b` and returns the rule that matches one value
 // (used to embed argument schemas in a tool-call grammar). `prefix` keeps rule names
 // of several schemas apart.
-StatusOr<int> AddJsonSchemaRules(std::string_view schema_json, const std::string& prefix, GrammarBuilder& b);
+StatusOr<int> AddJsonSchemaRules(std::string_view schema_json, const std::string& prefix, GrammarBuilder& b,
+                                 const JsonSchemaOptions& options = {});
 
 }  // namespace tandem::grammar

@@ -64,6 +64,55 @@ TEST(JsonSchemaTest, AcceptsValidAndRefusesInvalidInstances) {
   }
 }
 
+bool Accepts(StatusOr<Grammar> g, const char* text) {
+  EXPECT_TRUE(g.ok()) << g.status().message();
+  if (!g.ok()) return false;
+  GrammarAutomaton a(std::move(*g));
+  return a.IsAccepting(a.Advance(a.initial(), text));
+}
+
+// vLLM's disable_any_whitespace: false: any JSON whitespace between tokens; by default
+// one optional space after ':' and ','.
+TEST(JsonSchemaTest, AnyWhitespaceOnlyWhenAsked) {
+  const char* schema = R"({"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}},
+                           "b": {"type": "object"}}, "required": ["a"]})";
+  const char* spaced = "{\n  \"a\" : [ 1 ,\t2 ] ,\r\n  \"b\": { \"x\" : { } }\n}";
+  JsonSchemaOptions any;
+  any.any_whitespace = true;
+  EXPECT_TRUE(Accepts(CompileJsonSchema(schema, any), spaced));
+  EXPECT_TRUE(Accepts(CompileJsonSchema(schema, any), R"({"a":[],"b":{}})"));
+  EXPECT_TRUE(Accepts(CompileJsonSchema(schema, any), "{ \"a\": [ ] }"));
+  EXPECT_FALSE(Accepts(CompileJsonSchema(schema, any), "{\"a\": [1 2]}"));
+  EXPECT_FALSE(Accepts(CompileJsonSchema(schema), spaced));
+  EXPECT_TRUE(Accepts(CompileJsonSchema(schema), R"({"a": [1, 2], "b": {"x": {}}})"));
+  EXPECT_FALSE(Accepts(CompileJsonSchema(schema), "{ \"a\": []}"));
+  EXPECT_TRUE(Accepts(JsonObjectGrammar(any), "{ \"k\" :\n[ true , null ] }"));
+  EXPECT_FALSE(Accepts(JsonObjectGrammar(), "{ \"k\": 1}"));
+}
+
+// vLLM's disable_additional_properties: true = none unless additionalProperties allows
+// them; false = JSON Schema's default; unset = only where the schema names none.
+TEST(JsonSchemaTest, UnnamedPropertiesFollowTheOption) {
+  const char* named = R"({"type": "object", "properties": {"a": {"type": "integer"}}})";
+  const char* unnamed = R"({"type": "object"})";
+  const char* allowed = R"({"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": true})";
+  JsonSchemaOptions never, always;
+  never.unnamed_properties = UnnamedProperties::kNever;
+  always.unnamed_properties = UnnamedProperties::kAlways;
+  EXPECT_FALSE(Accepts(CompileJsonSchema(named), R"({"a": 1, "z": 2})"));
+  EXPECT_TRUE(Accepts(CompileJsonSchema(unnamed), R"({"z": 2})"));
+  EXPECT_FALSE(Accepts(CompileJsonSchema(named, never), R"({"a": 1, "z": 2})"));
+  EXPECT_FALSE(Accepts(CompileJsonSchema(unnamed, never), R"({"z": 2})"));
+  EXPECT_TRUE(Accepts(CompileJsonSchema(unnamed, never), "{}"));
+  EXPECT_TRUE(Accepts(CompileJsonSchema(allowed, never), R"({"a": 1, "z": 2})"));
+  EXPECT_TRUE(Accepts(CompileJsonSchema(named, always), R"({"a": 1, "z": [2]})"));
+  EXPECT_TRUE(Accepts(CompileJsonSchema(unnamed, always), R"({"z": 2})"));
+  EXPECT_FALSE(Accepts(CompileJsonSchema(
+                           R"({"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": false})",
+                           always),
+                       R"({"a": 1, "z": 2})"));
+}
+
 TEST(JsonSchemaTest, UnsupportedKeywordsAreNamed) {
   for (auto [schema, keyword] : std::vector<std::pair<const char*, const char*>>{
            {R"({"type": "object", "properties": {"a": {"not": {"type": "string"}}}})", "'not' at '/properties/a'"},

@@ -116,6 +116,7 @@ StatusOr<EngineOptions> MakeEngineOptions(const ServeConfig& config,
   options.model_name =
       config.served_model_names.empty() ? config.model : config.served_model_names.front();
   TANDEM_RETURN_IF_ERROR(ValidateSchedulerLimits(options));  // the engine's own check, at flag time
+  options.engine_index = config.data_parallel_rank;
   {
     std::string unsupported;
     TANDEM_ASSIGN_OR_RETURN(options.speculative, ParseSpeculativeConfig(config.speculative_config, &unsupported));
@@ -133,6 +134,7 @@ StatusOr<EngineOptions> MakeEngineOptions(const ServeConfig& config,
   }
   if (!config.kv_transfer_config.empty()) {
     TANDEM_ASSIGN_OR_RETURN(transfer::KvTransferConfig kv, transfer::ParseKvTransferConfig(config.kv_transfer_config));
+    if (std::string ignored = transfer::IgnoredKeysMessage(kv); !ignored.empty()) TANDEM_LOG(WARNING) << ignored;
     if (kv.transfer) {
       KvTransferOptions& t = options.kv_transfer;
       t.producer = kv.transfer->role != transfer::KvRole::kConsumer;

@@ -97,6 +97,43 @@ TEST(ServeConfig, SchedulingPolicyAndHealthWatchdog) {
   EXPECT_NE(engine.status().message().find("--health-watchdog-s"), std::string::npos);
 }
 
+TEST(ServeConfig, EngineIndexIsTheDataParallelRank) {
+  ServeConfig c;
+  EXPECT_EQ(MakeEngineOptions(c, {})->engine_index, 0);
+  c.data_parallel_size = 4;
+  c.data_parallel_rank = 2;
+  EXPECT_EQ(MakeEngineOptions(c, {})->engine_index, 2);
+}
+
+// Keys of --kv-transfer-config that change nothing, and unknown ones, are said once.
+TEST(ServeConfig, KvTransferKeysWithoutEffectAreLoggedOnce) {
+  ServeConfig c;
+  c.kv_transfer_config = R"({"kv_connector": "MultiConnector", "kv_role": "kv_producer", "kv_connector_extra_config":
+      {"connectors": [{"kv_connector": "MooncakeConnectorV1", "kv_port": "30000",
+                       "kv_connector_extra_config": {"prefill": {"dp_size": 4, "tp_size": 8}, "typo": 1}},
+                      {"kv_connector": "AscendStoreConnector",
+                       "kv_connector_extra_config": {"backend": "mooncake", "lookup_rpc_port": "7001"}}]}})";
+  testing::internal::CaptureStderr();
+  auto engine = MakeEngineOptions(c, {});
+  const std::string log = testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  EXPECT_TRUE(engine->pool.enabled);
+  const std::string line = "--kv-transfer-config: keys without effect (ignored): ";
+  ASSERT_NE(log.find(line), std::string::npos) << log;
+  EXPECT_EQ(log.find(line), log.rfind(line)) << "said more than once: " << log;
+  for (const char* key : {"connectors[0].kv_connector_extra_config.prefill (", "connectors[1].kv_connector_extra_config.backend (",
+                          "connectors[1].kv_connector_extra_config.lookup_rpc_port (",
+                          "unknown keys (ignored): kv_transfer_config.kv_connector_extra_config.connectors[0]."
+                          "kv_connector_extra_config.typo"}) {
+    EXPECT_NE(log.find(key), std::string::npos) << key << "\n" << log;
+  }
+  // Every key used: no line.
+  c.kv_transfer_config = R"({"kv_connector": "MooncakeConnectorV1", "kv_role": "kv_producer", "kv_port": 30000})";
+  testing::internal::CaptureStderr();
+  ASSERT_TRUE(MakeEngineOptions(c, {}).ok());
+  EXPECT_EQ(testing::internal::GetCapturedStderr().find("--kv-transfer-config"), std::string::npos);
+}
+
 TEST(ServeConfig, AdditionalConfigRecomputeScheduler) {
   ServeConfig c;
   auto engine = MakeEngineOptions(c, {});

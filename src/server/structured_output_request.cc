@@ -77,7 +77,12 @@ Status ReadResponseFormat(const Json& rf, std::optional<Found>& found) {
   return Add(found, Kind::kJsonSchema, std::move(text), "response_format.json_schema.schema");
 }
 
-Status ReadStructuredOutputs(const Json& so, std::optional<Found>& found) {
+// structured_outputs' JSON options go to `json` (vLLM's meanings; README "Structured
+// outputs"): disable_any_whitespace false = any whitespace between tokens;
+// disable_additional_properties true = no unnamed properties unless additionalProperties
+// says so, false = JSON Schema's default (allowed unless it says no); disable_fallback:
+// there is one backend, so never a fallback either way.
+Status ReadStructuredOutputs(const Json& so, std::optional<Found>& found, grammar::JsonSchemaOptions* json) {
   if (!so.is_object()) return Invalid("structured_outputs", "Input should be a valid dictionary");
   for (auto it = so.begin(); it != so.end(); ++it) {
     const std::string field = "structured_outputs." + it.key();
@@ -97,9 +102,13 @@ Status ReadStructuredOutputs(const Json& so, std::optional<Found>& found) {
       if (v.get<bool>()) TANDEM_RETURN_IF_ERROR(Add(found, Kind::kJsonObject, "", field));
     } else if (it.key() == "disable_fallback" || it.key() == "disable_any_whitespace" ||
                it.key() == "disable_additional_properties") {
-      // True already: one backend, no fallback; no free whitespace; properties absent
-      // from a schema without additionalProperties are never generated.
       if (!v.is_boolean()) return Invalid(field, "Input should be a valid boolean");
+      const bool disable = v.get<bool>();
+      if (it.key() == "disable_any_whitespace") json->any_whitespace = !disable;
+      if (it.key() == "disable_additional_properties") {
+        json->unnamed_properties =
+            disable ? grammar::UnnamedProperties::kNever : grammar::UnnamedProperties::kAlways;
+      }
     } else {
       return Invalid(field, "is not supported (json, regex, choice, grammar, json_object)");
     }
@@ -111,8 +120,11 @@ Status ReadStructuredOutputs(const Json& so, std::optional<Found>& found) {
 
 Status ReadStructuredOutput(JsonFields& fields, SamplingRequest* request) {
   std::optional<Found> found;
+  grammar::JsonSchemaOptions json;
   if (const Json* rf = fields.Raw("response_format")) TANDEM_RETURN_IF_ERROR(ReadResponseFormat(*rf, found));
-  if (const Json* so = fields.Raw("structured_outputs")) TANDEM_RETURN_IF_ERROR(ReadStructuredOutputs(*so, found));
+  if (const Json* so = fields.Raw("structured_outputs")) {
+    TANDEM_RETURN_IF_ERROR(ReadStructuredOutputs(*so, found, &json));
+  }
   if (const Json* v = fields.Raw("guided_json")) {
     TANDEM_ASSIGN_OR_RETURN(std::string text, SchemaText(*v, "guided_json"));
     TANDEM_RETURN_IF_ERROR(Add(found, Kind::kJsonSchema, std::move(text), "guided_json"));
@@ -123,6 +135,7 @@ Status ReadStructuredOutput(JsonFields& fields, SamplingRequest* request) {
   }
   if (const Json* v = fields.Raw("guided_choice")) TANDEM_RETURN_IF_ERROR(ReadChoice(*v, "guided_choice", found));
   if (found.has_value()) {
+    found->spec.json = json;  // only JSON kinds read it: regex, choice and grammar have no JSON
     request->structured_output = std::move(found->spec);
     request->structured_output_field = std::move(found->field);
   }

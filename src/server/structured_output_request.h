@@ -3,6 +3,9 @@
 //   response_format: {"type": "text" | "json_object" | "json_schema",
 //                     "json_schema": {"name", "schema", "strict", "description"}}
 //   structured_outputs: {"json" | "regex" | "choice" | "grammar" | "json_object"}  (vLLM)
+//     with "disable_any_whitespace" / "disable_additional_properties" (the JSON
+//     grammar's options, grammar::JsonSchemaOptions) and "disable_fallback" (one
+//     backend: nothing to fall back to, true or false)
 //   guided_json / guided_regex / guided_choice / guided_grammar  (vLLM's older names)
 // At most one of them may constrain a request. Errors are InvalidArgument naming the
 // field ("response_format.json_schema.schema: ..."), for the shape here and for the

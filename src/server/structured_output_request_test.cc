@@ -45,6 +45,44 @@ TEST(StructuredOutputRequest, ReadsEveryForm) {
   EXPECT_FALSE(text->sampling.structured_output.has_value());
 }
 
+// disable_any_whitespace / disable_additional_properties set the JSON grammar's options
+// (vLLM's meanings); disable_fallback has one backend and nothing to fall back to.
+TEST(StructuredOutputRequest, JsonOptionsAreHonoured) {
+  auto parse = [](const std::string& so) {
+    auto r = Chat(R"(,"structured_outputs":{"json":{"type":"object","properties":{"a":{"type":"integer"}}})" + so +
+                  "}");
+    EXPECT_TRUE(r.ok()) << so << ": " << r.status().message();
+    return r.ok() ? r->sampling : SamplingRequest{};
+  };
+  auto accepts = [](SamplingRequest s, const char* text) {
+    grammar::GrammarCache cache;
+    EXPECT_TRUE(CompileStructuredOutput(cache, &s).ok());
+    grammar::GrammarAutomaton& a = *s.params.grammar;
+    return a.IsAccepting(a.Advance(a.initial(), text));
+  };
+  const SamplingRequest plain = parse("");
+  EXPECT_FALSE(plain.structured_output->json.any_whitespace);
+  EXPECT_TRUE(accepts(plain, R"({"a": 1})"));
+  EXPECT_FALSE(accepts(plain, "{ \"a\": 1 }"));
+  EXPECT_FALSE(accepts(plain, R"({"a": 1, "b": 2})"));
+  const SamplingRequest spaced = parse(R"(,"disable_any_whitespace":false)");
+  EXPECT_TRUE(spaced.structured_output->json.any_whitespace);
+  EXPECT_TRUE(accepts(spaced, "{\n  \"a\" : 1\n}"));
+  EXPECT_FALSE(accepts(parse(R"(,"disable_any_whitespace":true)"), "{ \"a\": 1 }"));
+  EXPECT_TRUE(accepts(parse(R"(,"disable_additional_properties":false)"), R"({"a": 1, "b": 2})"));
+  EXPECT_FALSE(accepts(parse(R"(,"disable_additional_properties":true)"), R"({"a": 1, "b": 2})"));
+  for (const char* v : {"true", "false"}) {
+    const SamplingRequest s = parse(std::string(R"(,"disable_fallback":)") + v);
+    EXPECT_TRUE(accepts(s, R"({"a": 1})")) << v;
+  }
+  // The same JSON options reach json_object.
+  auto object = Chat(R"(,"structured_outputs":{"json_object":true,"disable_any_whitespace":false})");
+  ASSERT_TRUE(object.ok());
+  EXPECT_TRUE(accepts(object->sampling, "{ \"k\" : 1 }"));
+  Status bad = Chat(R"(,"structured_outputs":{"json_object":true,"disable_any_whitespace":"no"})").status();
+  EXPECT_NE(bad.message().find("structured_outputs.disable_any_whitespace"), std::string::npos) << bad.message();
+}
+
 TEST(StructuredOutputRequest, ErrorsNameTheField) {
   for (auto [extra, field] : std::vector<std::pair<const char*, const char*>>{
            {R"(,"response_format":{"type":"yaml"})", "response_format.type"},

@@ -23,7 +23,10 @@ TEST(KvTransferConfigTest, EverySeedConfigParsesWithItsRole) {
     ASSERT_TRUE(c->transfer.has_value());
     EXPECT_EQ(KvRoleName(c->transfer->role), role);
     EXPECT_EQ(c->transfer->kv_port, role == "kv_producer" ? 30000 : 30100);
-    EXPECT_GE(c->transfer->prefill.dp_size, 1);
+    // prefill/decode sizes and use_ascend_direct are named as without effect, never dropped.
+    EXPECT_TRUE(c->unknown_keys.empty()) << IgnoredKeysMessage(*c);
+    EXPECT_NE(IgnoredKeysMessage(*c).find("kv_connector_extra_config.prefill ("), std::string::npos)
+        << IgnoredKeysMessage(*c);
     EXPECT_EQ(c->load_failure_policy, LoadFailurePolicy::kRecompute);
   }
 }
@@ -47,14 +50,53 @@ TEST(KvTransferConfigTest, MultiConnectorWithPoolFromSeed000) {
   ASSERT_TRUE(c->transfer && c->pool);
   EXPECT_EQ(c->transfer->role, KvRole::kConsumer);  // inherited from the top level
   EXPECT_EQ(c->transfer->kv_port, 30100);
-  EXPECT_EQ(c->transfer->prefill.dp_size, 4);
-  EXPECT_EQ(c->transfer->prefill.tp_size, 8);
-  EXPECT_EQ(c->transfer->decode.dp_size, 8);
-  EXPECT_EQ(c->transfer->decode.tp_size, 4);
-  EXPECT_EQ(c->pool->backend, "yuanrong");
-  EXPECT_EQ(c->pool->lookup_rpc_port, 7001);
   EXPECT_TRUE(c->pool->load_async);
-  EXPECT_EQ(c->connector_order, (std::vector<std::string>{"MooncakeConnectorV1", "AscendStoreConnector"}));
+  const std::string t = "kv_transfer_config.kv_connector_extra_config.connectors[0].";
+  const std::string p = "kv_transfer_config.kv_connector_extra_config.connectors[1].";
+  const std::vector<std::string> want = {
+      t + "kv_connector_module_path (Tandem's connectors are built in)",
+      t + "kv_connector_extra_config.decode (D pulls from the remote_port in kv_transfer_params; no rank mapping)",
+      t + "kv_connector_extra_config.prefill (D pulls from the remote_port in kv_transfer_params; no rank mapping)",
+      t + "kv_connector_extra_config.use_ascend_direct (an Ascend transport; Tandem moves KV over TCP or shared "
+          "memory)",
+      p + "kv_connector_extra_config.backend (yuanrong and mooncake both select Tandem's pool client "
+          "(DS_WORKER_ADDR))",
+      p + "kv_connector_extra_config.lookup_rpc_port (pool lookups run in the engine process; no lookup server)",
+  };
+  EXPECT_EQ(c->without_effect, want);  // nlohmann's objects iterate keys in sorted order
+  EXPECT_TRUE(c->unknown_keys.empty());
+}
+
+TEST(KvTransferConfigTest, UnknownAndIneffectiveKeysAreNamedForTheLog) {
+  StatusOr<KvTransferConfig> c = ParseKvTransferConfig(R"({
+    "kv_connector": "MultiConnector", "kv_port": 1, "kv_buffer_size": 1e9, "colour": "red",
+    "kv_connector_extra_config": {"connectors": [
+      {"kv_connector": "AscendStoreConnector", "kv_load_failure_policy": "fail",
+       "kv_connector_extra_config": {"backend": "mooncake", "speed": 3}},
+      {"kv_connector": "MooncakeConnectorV1", "kv_lease_s": 5,
+       "kv_connector_extra_config": {"kv_lease_s": 5}}], "mode": 1}})");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->transfer->lease_s, 5);
+  const std::string x = "kv_transfer_config.kv_connector_extra_config.";
+  EXPECT_EQ(c->unknown_keys, (std::vector<std::string>{"kv_transfer_config.colour", x + "mode",
+                                                       x + "connectors[0].kv_connector_extra_config.speed",
+                                                       x + "connectors[1].kv_lease_s"}));
+  const std::string message = IgnoredKeysMessage(*c);
+  for (const std::string& needle :
+       {std::string("--kv-transfer-config: keys without effect (ignored): "),
+        std::string("kv_transfer_config.kv_buffer_size (a vLLM setting"),
+        std::string("kv_transfer_config.kv_port (set it on the transfer connector)"),
+        x + "connectors[0].kv_load_failure_policy (read at the top level only)",
+        x + "connectors[0].kv_connector_extra_config.backend (yuanrong and mooncake",
+        x + "connectors order (the transfer connector loads requests with remote-prefill params",
+        std::string("; unknown keys (ignored): kv_transfer_config.colour, ")}) {
+    EXPECT_NE(message.find(needle), std::string::npos) << needle << "\n" << message;
+  }
+  // Every key used: nothing to say.
+  c = ParseKvTransferConfig(R"({"kv_connector": "TandemTransferConnector", "kv_role": "kv_producer",
+                                "kv_port": 30000, "kv_connector_extra_config": {"kv_lease_s": 10}})");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(IgnoredKeysMessage(*c), "");
 }
 
 TEST(KvTransferConfigTest, AliasesAndDefaults) {
@@ -67,7 +109,6 @@ TEST(KvTransferConfigTest, AliasesAndDefaults) {
   c = ParseKvTransferConfig(R"({"kv_connector": "TandemPoolConnector", "kv_role": "kv_both",
                                 "kv_connector_extra_config": {"backend": "mooncake"}})");
   ASSERT_TRUE(c.ok());
-  EXPECT_EQ(c->pool->backend, "mooncake");
   EXPECT_EQ(c->pool->soft_pin_ttl_s, 0);  // off unless asked
   c = ParseKvTransferConfig(R"({"kv_connector": "TandemPoolConnector",
                                 "kv_connector_extra_config": {"soft_pin_ttl_s": 1800}})");
