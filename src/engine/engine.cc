@@ -58,7 +58,7 @@ class EngineImpl final : public Engine {
                 UsesMtp(options)),
         scheduler_(&kv_, options.max_num_seqs, options.max_num_batched_tokens,
                    options.scheduling_policy, options.enable_chunked_prefill),
-        metrics_(metrics, options.model_name),
+        metrics_(metrics, options.model_name, options.engine_index),
         output_(model.tokenizer(), &metrics_),
         input_(model, options_, arena_->num_blocks() * options.block_size),
         metrics_registry_(metrics),
@@ -84,7 +84,8 @@ class EngineImpl final : public Engine {
                                             arena_.get(), &kv_);
       }
       spec_ = std::make_unique<SpecDecoder>(options_.speculative, options_.max_model_len, std::move(draft),
-                                            std::move(mtp), metrics_registry_, options_.model_name);
+                                            std::move(mtp), metrics_registry_, options_.model_name,
+                                            options_.engine_index);
     }
     forker_ = std::make_unique<ChoiceForker>(model_.config().n_vocab, &kv_, arena_.get(), &scheduler_,
                                              spec_.get());
