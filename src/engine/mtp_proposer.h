@@ -1,6 +1,6 @@
 // MtpProposer: speculative decoding with the model's own NextN (multi-token prediction)
-// block — vLLM's `mtp` / `deepseek_mtp` / `glm4_moe_mtp` methods, as the seeds run GLM
-// (`--speculative-config '{"num_speculative_tokens": 3, "method": "deepseek_mtp"}'`).
+// block — vLLM's `mtp` / `deepseek_mtp` / `glm4_moe_mtp` methods, as the GLM-5
+// deployment guides run it (`--speculative-config '{"num_speculative_tokens": 3, "method": "deepseek_mtp"}'`).
 //
 // The NextN block is one more transformer block with its own attention, so its K/V rows
 // live in the request's paged KV blocks as one more layer (layer n_layers of the arena):

@@ -1,5 +1,5 @@
-// MultiConnector: several KvConnectors as one (vLLM's MultiConnector; the seeds'
-// MooncakeConnector + AscendStoreConnector on one instance).
+// MultiConnector: several KvConnectors as one (vLLM's MultiConnector; vLLM-Ascend's PD
+// deployments run MooncakeConnector + AscendStoreConnector on one instance).
 //
 // Loads: the connectors are asked in order and the first that can load tokens for a
 // request serves it (so a PD pull wins over a pool lookup); the request's load is

@@ -1,5 +1,5 @@
 // PdConnector: prefill/decode disaggregation (docs/KV_TRANSFER.md; vLLM's
-// MooncakeConnector in the seeds) as a KvConnector.
+// MooncakeConnector) as a KvConnector.
 //
 // Producer (kv_producer / kv_both): a finished do_remote_decode request's prompt blocks
 // are kept under a lease (transfer::LeaseTable) instead of freed, and the final output

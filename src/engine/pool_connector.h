@@ -1,4 +1,4 @@
-// PoolConnector: the KV pool (DESIGN section 4; the seeds' AscendStoreConnector) as a
+// PoolConnector: the KV pool (docs/POOL.md; vLLM-Ascend's AscendStoreConnector) as a
 // KvConnector, over a PoolStore.
 //
 // Save: after every forward pass, the request's new full blocks go to the pool

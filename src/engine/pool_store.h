@@ -1,5 +1,5 @@
-// PoolStore: the engine's client of the KV-cache pool, used by PoolConnector (DESIGN
-// section 4, "Pool connector"; the seeds' AscendStoreConnector). Saves new full blocks to the local pool
+// PoolStore: the engine's client of the KV-cache pool, used by PoolConnector (docs/POOL.md;
+// vLLM-Ascend's AscendStoreConnector). Saves new full blocks to the local pool
 // worker, write-behind, skipping keys that exist; looks up the longest run of pool keys
 // beyond the local prefix hit; loads those blocks into the arena.
 //

@@ -223,7 +223,7 @@ Status ParseConnector(const Json& obj, const std::string& path, KvRole parent_ro
       }
       // vLLM's MultiConnector loads from the first connector that has the tokens. Here a
       // request with remote-prefill params is always the transfer's, whatever the order,
-      // which is vLLM's behaviour for the seeds' order (transfer first) only.
+      // which is vLLM's behaviour for the deployment guides' order (transfer first) only.
       if (*pool_first && out->transfer) {
         out->without_effect.push_back(extra_path +
                                       ".connectors order (the transfer connector loads requests with "

@@ -1,6 +1,6 @@
 // KvTransferConfig: the `--kv-transfer-config` JSON of vLLM / vLLM-Ascend, parsed.
 //
-// Accepts the seeds' configs verbatim: a single connector (`MooncakeConnectorV1`, alias
+// Accepts vLLM-Ascend's deployment configs verbatim: a single connector (`MooncakeConnectorV1`, alias
 // `TandemTransferConnector`: the P->D transfer; `AscendStoreConnector`, alias
 // `TandemPoolConnector`: the KV pool) or `MultiConnector` with
 // `kv_connector_extra_config.connectors` listing them. Every key is used, or named in
