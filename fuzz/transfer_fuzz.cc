@@ -82,7 +82,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Arena arena;
   if (mode == 0) {
     LeaseTable leases(std::chrono::seconds(30), std::chrono::seconds(60), nullptr);
-    (void)leases.Park("r", {0, 1, 2, 3});
+    (void)leases.Keep("r", {0, 1, 2, 3});
     TransferServerOptions options;
     options.auth_token = (flags & 1) ? "token" : "";
     TransferServer server(options, arena.memory(), &leases, "fp");

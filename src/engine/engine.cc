@@ -103,7 +103,7 @@ class EngineImpl final : public Engine {
       connector_event_ = true;
       cv_.notify_one();
     };
-    connector_ = CreateKvConnector(context);
+    if (options_.kv_connector_factory) connector_ = options_.kv_connector_factory(context);
     if (connector_) {
       TANDEM_RETURN_IF_ERROR(connector_->Start());
       scheduler_.SetConnector(connector_.get());

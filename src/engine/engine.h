@@ -27,7 +27,9 @@
 namespace tandem {
 
 class ExpertExchange;
+class KvConnector;
 class Model;
+struct KvConnectorContext;
 class MetricsRegistry;
 namespace kv {
 class KvEventSink;
@@ -113,6 +115,11 @@ struct EngineOptions {
   int engine_index = 0;                // --data-parallel-rank: label `engine`, "Engine NNN:" log line
   KvTransferOptions kv_transfer;
   PoolOptions pool;
+  // Builds the KV connectors `kv_transfer` and `pool` ask for, once, at the engine's start
+  // (kv_connector/kv_connector_factory.h's CreateKvConnector; the engine knows only
+  // engine/kv_connector.h's interface). Null, or returning null: no connector, and
+  // kv_transfer / pool have no effect.
+  std::function<std::unique_ptr<KvConnector>(const KvConnectorContext&)> kv_connector_factory;
   // --additional-config recompute_scheduler_enable (vLLM-Ascend): on a KV consumer that
   // is not a producer, a request preempted for lack of blocks ends with finish_reason
   // "stop" and stop_reason "recomputed" (what it generated so far included), and the

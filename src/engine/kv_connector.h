@@ -131,11 +131,3 @@ class KvConnector {
 };
 
 }  // namespace tandem
-
-namespace tandem {
-
-// The connectors `context.options` asks for (kv_transfer producer/consumer, pool): null
-// when none, one alone, or a MultiConnector of the PD connector then the pool's.
-std::unique_ptr<KvConnector> CreateKvConnector(const KvConnectorContext& context);
-
-}  // namespace tandem

@@ -11,7 +11,8 @@
 #include "common/logging.h"
 #include "engine/kv_cache_utils.h"
 #include "engine/spec_decode.h"
-#include "transfer/kv_transfer_config.h"
+#include "kv_connector/kv_connector_factory.h"
+#include "kv_connector/kv_transfer_config.h"
 
 namespace tandem::server {
 
@@ -94,6 +95,7 @@ StatusOr<EngineOptions> MakeEngineOptions(const ServeConfig& config,
   if (!(config.health_watchdog_s > 0))
     return InvalidArgumentError("--health-watchdog-s must be positive");
   EngineOptions options;
+  options.kv_connector_factory = CreateKvConnector;  // the connectors kv_transfer / pool ask for
   if (config.scheduling_policy == "priority") {
     options.scheduling_policy = EngineOptions::SchedulingPolicy::kPriority;
   } else if (config.scheduling_policy != "fcfs") {

@@ -1,4 +1,4 @@
-#include "transfer/kv_transfer_config.h"
+#include "kv_connector/kv_transfer_config.h"
 
 #include <charconv>
 #include <algorithm>

@@ -1,4 +1,4 @@
-#include "engine/multi_connector.h"
+#include "kv_connector/multi_connector.h"
 
 #include <algorithm>
 

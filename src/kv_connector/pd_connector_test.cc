@@ -9,6 +9,7 @@
 #include "common/metrics.h"
 #include "engine/engine.h"
 #include "engine/engine_test_util.h"
+#include "kv_connector/kv_connector_factory.h"
 #include "model/model.h"
 
 namespace tandem {
@@ -23,6 +24,7 @@ GenerationParams Greedy(int max_tokens) {
 
 EngineOptions Base() {
   EngineOptions o;
+  o.kv_connector_factory = CreateKvConnector;
   o.num_kv_blocks = 256;
   o.block_size = 16;
   o.threads = 1;

@@ -1,4 +1,4 @@
-#include "engine/pd_connector.h"
+#include "kv_connector/pd_connector.h"
 
 #include "common/logging.h"
 #include "engine/engine_metrics.h"

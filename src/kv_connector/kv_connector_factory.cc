@@ -1,9 +1,9 @@
-#include "engine/kv_connector.h"
+#include "kv_connector/kv_connector_factory.h"
 
 #include "common/logging.h"
-#include "engine/multi_connector.h"
-#include "engine/pd_connector.h"
-#include "engine/pool_connector.h"
+#include "kv_connector/multi_connector.h"
+#include "kv_connector/pd_connector.h"
+#include "kv_connector/pool_connector.h"
 
 namespace tandem {
 

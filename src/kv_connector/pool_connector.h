@@ -20,7 +20,7 @@
 #include <unordered_set>
 
 #include "engine/kv_connector.h"
-#include "engine/pool_store.h"
+#include "kv_connector/pool_store.h"
 
 namespace tandem {
 

@@ -1,4 +1,4 @@
-#include "engine/pool_store.h"
+#include "kv_connector/pool_store.h"
 
 #include <algorithm>
 #include <cstring>

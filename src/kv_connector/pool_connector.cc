@@ -1,4 +1,4 @@
-#include "engine/pool_connector.h"
+#include "kv_connector/pool_connector.h"
 
 #include <algorithm>
 
