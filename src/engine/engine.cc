@@ -22,7 +22,6 @@
 #include "common/logging.h"
 #include "common/thread_pool.h"
 #include "engine/choice_forker.h"
-#include "engine/draft_model_proposer.h"
 #include "engine/engine_metrics.h"
 #include "engine/expert_parallel_coordinator.h"
 #include "engine/input_processor.h"
@@ -30,11 +29,11 @@
 #include "engine/kv_cache_utils.h"
 #include "engine/kv_connector.h"
 #include "engine/model_runner.h"
-#include "engine/mtp_proposer.h"
 #include "engine/output_processor.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "engine/spec_decode.h"
+#include "engine/step_updater.h"
 #include "engine/step_watchdog.h"
 #include "kv/kv_cache_manager.h"
 #include "kv/kv_events.h"
@@ -62,31 +61,21 @@ class EngineImpl final : public Engine {
         output_(model.tokenizer(), &metrics_),
         input_(model, options_, arena_->num_blocks() * options.block_size),
         metrics_registry_(metrics),
-        watchdog_(options.health_watchdog_s) {
+        watchdog_(options.health_watchdog_s),
+        updater_(model.config().n_vocab, &scheduler_, &output_,
+                 {[this](const std::string& id, const std::string& family_id) { Release(id, family_id); },
+                  [this] { PublishGauges(); }}) {
     runner_.set_expert_exchange(options.expert_exchange);
   }
 
   // Starts speculation, the KV connectors and the step thread.
   Status Start() {
     if (options_.speculative.method != SpeculativeOptions::Method::kNone) {
-      std::unique_ptr<DraftModelProposer> draft;
-      if (options_.speculative.method == SpeculativeOptions::Method::kDraftModel) {
-        // Loaded before the connectors start, so a bad draft has nothing to stop. Its
-        // cache holds as many tokens as the target's.
-        TANDEM_ASSIGN_OR_RETURN(
-            draft, DraftModelProposer::Create(options_.speculative.draft_model, model_, arena_->num_blocks(),
-                                              options_.block_size, options_.max_num_batched_tokens,
-                                              compute_threads_.get()));
-      }
-      std::unique_ptr<MtpProposer> mtp;
-      if (UsesMtp(options_)) {
-        mtp = std::make_unique<MtpProposer>(model_.config(), model_.weights(), compute_threads_.get(),
-                                            arena_.get(), &kv_);
-      }
-      spec_ = std::make_unique<SpecDecoder>(options_.speculative, options_.max_model_len, std::move(draft),
-                                            std::move(mtp), metrics_registry_, options_.model_name,
-                                            options_.engine_index);
+      // Before the connectors start, so a bad draft model has nothing to stop.
+      TANDEM_ASSIGN_OR_RETURN(spec_, SpecDecoder::Create(options_, model_, arena_.get(), &kv_,
+                                                         compute_threads_.get(), metrics_registry_));
     }
+    updater_.set_spec(spec_.get());
     forker_ = std::make_unique<ChoiceForker>(model_.config().n_vocab, &kv_, arena_.get(), &scheduler_,
                                              spec_.get());
     if (options_.expert_exchange != nullptr) {
@@ -108,6 +97,7 @@ class EngineImpl final : public Engine {
       TANDEM_RETURN_IF_ERROR(connector_->Start());
       scheduler_.SetConnector(connector_.get());
       input_.set_connector(connector_.get());
+      updater_.set_connector(connector_.get());
     }
     kv_.set_event_sink(options_.kv_event_sink);
     scheduler_.SetHandBack(options_.recompute_scheduler && options_.kv_transfer.consumer &&
@@ -206,18 +196,14 @@ class EngineImpl final : public Engine {
     while (true) {
       Handoff h = WaitForWork(stop_seen);
       if (h.reset_prefix_cache) kv_.ResetPrefixCache();
-      for (std::unique_ptr<Request>& r : h.inbox) {
-        Request* raw = r.get();
-        requests_[raw->id] = std::move(r);
-        if (raw->fork_parent == nullptr) scheduler_.AddRequest(raw);  // else waits for the fork
-      }
+      for (std::unique_ptr<Request>& r : h.inbox) updater_.Add(std::move(r));
       if (h.stopping && !stop_seen) {
         stop_seen = true;
-        for (auto& [id, r] : requests_) h.aborts.push_back(id);
+        for (std::string& id : updater_.ids()) h.aborts.push_back(std::move(id));
       }
-      for (const std::string& id : h.aborts) Abort(id);
-      CollectConnectorResults(stop_seen);
-      if (stop_seen && requests_.empty()) {
+      for (const std::string& id : h.aborts) updater_.Abort(id);
+      updater_.CollectConnectorResults(stop_seen);
+      if (stop_seen && updater_.empty()) {
         if (options_.kv_event_sink) options_.kv_event_sink->EndStep();
         PublishGauges();
         watchdog_.LoopExited();
@@ -266,20 +252,17 @@ class EngineImpl final : public Engine {
     if (spec_) spec_->Propose(scheduler_.running());
     SchedulerOutput plan = scheduler_.Schedule();
     if (spec_) spec_->AfterSchedule(plan.scheduled);
-    step_tokens_ = 0;
+    updater_.BeginStep();
     metrics_.OnPreemptions(plan.num_preempted);
-    for (auto& [r, action] : plan.handed_back) {
-      TANDEM_LOG(INFO) << "request " << r->id << " preempted: handing it back to be recomputed elsewhere";
-      Deliver(r, std::move(action), "stop", Status::Ok(), "recomputed");
-    }
+    for (auto& [r, action] : plan.handed_back) updater_.HandBack(r, std::move(action));
     if (!plan.loads.empty()) {
       connector_->StartLoadKv();
-      CollectConnectorResults(false);  // loads done in the step (the pool's synchronous mode)
+      updater_.CollectConnectorResults(false);  // loads done in the step (the pool's synchronous mode)
     }
-    if (ep_ && !ep_->Lockstep(!plan.scheduled.empty())) return FailAll(ep_->status());
+    if (ep_ && !ep_->Lockstep(!plan.scheduled.empty())) return updater_.FailAll(ep_->status());
     if (plan.scheduled.empty()) return;
     StepLogits logits = runner_.Run(plan.scheduled);
-    if (ep_ && !ep_->AfterForward()) return FailAll(ep_->status());  // the outputs are not to be trusted
+    if (ep_ && !ep_->AfterForward()) return updater_.FailAll(ep_->status());  // outputs not to be trusted
     if (spec_) spec_->AfterForward(plan.scheduled, logits);  // MTP rows before any block is cached
     scheduler_.UpdateAfterForward(plan.scheduled);
     forker_->BeginStep();
@@ -300,153 +283,21 @@ class EngineImpl final : public Engine {
     }
     const size_t n_plain = inputs.size();
     inputs.insert(inputs.end(), verifying.begin(), verifying.end());
-    std::vector<SampledTokens> sampled = runner_.Sample(inputs, model_.tokenizer());
-    for (size_t k = 0; k < sampled.size(); ++k) {
-      if (k < n_plain) {
-        EmitDraw(sampled[k]);
-      } else {
-        EmitVerified(sampled[k]);
-      }
-    }
+    updater_.Apply(runner_.Sample(inputs, model_.tokenizer()), n_plain);
     if (spec_ && !logits.has_prompt_tokens) {
-      spec_->OnDecodeStep(!verifying.empty(), step_tokens_,
+      spec_->OnDecodeStep(!verifying.empty(), updater_.step_tokens(),
                           std::chrono::duration<double>(std::chrono::steady_clock::now() - step_start).count());
     }
   }
 
-  // A plain draw: one token, or the end of a used-up script.
-  void EmitDraw(const SampledTokens& s) {
-    if (s.tokens.empty()) return Finish(s.r, "stop");
-    Emit(s.r, s.tokens[0], s.logprobs.empty() ? nullptr : &s.logprobs[0]);
-  }
 
-  // A verification (spec_decode.h): its accepted tokens go out as one output, as
-  // vLLM's; the positions they hold count as computed.
-  void EmitVerified(const SampledTokens& s) {
-    Request* r = s.r;
-    int emitted = 0;
-    EmitResult end;
-    for (size_t i = 0; i < s.tokens.size() && end.finish_reason.empty(); ++i, ++emitted) {
-      ++step_tokens_;
-      end = output_.Emit(*r, s.tokens[i], s.logprobs.empty() ? nullptr : &s.logprobs[i]);
-    }
-    // The positions of the last token and the accepted drafts hold true tokens' KV (a
-    // script used up at the next row: the last emitted token's too, run as a draft).
-    const bool script_end = end.finish_reason.empty() && s.script_done;
-    if (script_end) end.finish_reason = "stop";
-    const bool finishing = !end.finish_reason.empty();
-    scheduler_.UpdateAfterVerification(r, emitted + (script_end ? 1 : 0), finishing);
-    const int accepted = std::min(s.num_accepted, emitted);
-    spec_->OnVerified(finishing ? nullptr : r, s.num_drafts, accepted);
-    if (finishing) return Finish(r, end.finish_reason, end.error);
-    output_.Send(*r);
-  }
-
-  // Emits one token; the request ends when the token ends it, else the delta goes out.
-  void Emit(Request* r, int32_t token, const TokenLogprob* lp) {
-    ++step_tokens_;
-    EmitResult e = output_.Emit(*r, token, lp);
-    if (!e.finish_reason.empty()) return Finish(r, e.finish_reason, e.error);
-    output_.Send(*r);
-  }
-
-  void Abort(const std::string& id) {
-    auto it = requests_.find(id);
-    if (it == requests_.end()) return;
-    Request* r = it->second.get();
-    if (r->status == RequestStatus::kWaitingForRemoteKvs) {
-      // The load writes into the request's blocks: they are freed when it is reported.
-      r->abort_after_load = true;
-      connector_->CancelLoad(r->id);
-    } else {
-      Finish(r, "abort");
-    }
-  }
-
-  // The expert-parallel group broke: no step can run any more, so every request ends
-  // with the group's error (a loading one when its load reports).
-  void FailAll(const Status& error) {
-    std::vector<std::string> ids;
-    for (auto& [id, r] : requests_) ids.push_back(id);
-    for (const std::string& id : ids) {
-      auto it = requests_.find(id);  // finishing one may have finished others (n > 1)
-      if (it == requests_.end()) continue;
-      Request* r = it->second.get();
-      if (r->status == RequestStatus::kWaitingForRemoteKvs) {
-        if (!r->abort_after_load) connector_->CancelLoad(r->id);
-        r->abort_after_load = true;
-      } else {
-        Finish(r, "error", error);
-      }
-    }
-  }
-
-  // `stop_reason` (optional) replaces the one the output processor found.
-  void Finish(Request* r, const std::string& reason, const Status& error = Status::Ok(),
-              const std::string& stop_reason = "") {
-    Deliver(r, scheduler_.FinishRequest(r, reason), reason, error, stop_reason);
-  }
-
-  // The end of a request the scheduler has finished (`action`: what its connector did
-  // with its blocks): its final output, then it is gone. n > 1: choices not forked yet
-  // end with the one that was to fork them.
-  void Deliver(Request* r, KvFinishAction action, const std::string& reason, const Status& error,
-               const std::string& stop_reason) {
-    const std::vector<Request*> unforked = std::exchange(r->fork_children, {});
-    if (r->fork_parent != nullptr) std::erase(r->fork_parent->fork_children, r);
-    if (spec_) spec_->OnFinished(r->id);
-    PublishGauges();  // the blocks are free before the client hears the request is done
-    output_.Finish(*r, reason, error, stop_reason, std::move(action.kv_transfer_params));
-    if (!action.keep_blocks) {
-      // A kept request keeps its id (and its blocks) until the connector frees them.
-      std::lock_guard<std::mutex> lock(mu_);
-      live_ids_.erase(r->id);
-      if (auto family = families_.find(r->family_id); family != families_.end()) {
-        std::erase(family->second, r->id);
-        if (family->second.empty()) families_.erase(family);
-      }
-    }
-    const std::string id = r->id;
-    requests_.erase(id);  // r is gone
-    for (Request* c : unforked) {
-      c->fork_parent = nullptr;
-      Finish(c, reason, error, stop_reason);
-    }
-  }
-
-  // Loads the connectors finished (the requests resume or end) and kept blocks they let go.
-  void CollectConnectorResults(bool stopping) {
-    if (!connector_) return;
-    std::vector<KvLoadResult> loads;
-    std::vector<std::string> freeable;
-    connector_->GetFinished(stopping, &loads, &freeable);
-    for (const KvLoadResult& load : loads) OnLoadFinished(load);
-    if (freeable.empty()) return;
-    for (const std::string& id : freeable) scheduler_.FreeKept(id);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (const std::string& id : freeable) live_ids_.erase(id);
-    }
-    PublishGauges();
-  }
-
-  void OnLoadFinished(const KvLoadResult& load) {
-    auto it = requests_.find(load.request_id);
-    if (it == requests_.end()) return;
-    Request* r = it->second.get();
-    // Go on after the first token another engine drew only when this request would not
-    // have drawn it differently.
-    const int32_t token = load.first_token;
-    const bool first_token_ok = token >= 0 && token < model_.config().n_vocab && output_.CanContinueAfter(*r, token);
-    switch (scheduler_.UpdateFromLoad(r, load, first_token_ok)) {
-      case LoadOutcome::kResumed:
-        return;
-      case LoadOutcome::kFailed:
-        return Finish(r, "error", load.error);
-      case LoadOutcome::kAborted:
-        return Finish(r, "abort");
-      case LoadOutcome::kFirstTokenAccepted:
-        return Emit(r, token, nullptr);
+  // A request's id is free again (StepUpdater's hook).
+  void Release(const std::string& id, const std::string& family_id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_ids_.erase(id);
+    if (auto family = families_.find(family_id); family != families_.end()) {
+      std::erase(family->second, id);
+      if (family->second.empty()) families_.erase(family);
     }
   }
 
@@ -476,15 +327,13 @@ class EngineImpl final : public Engine {
   InputProcessor input_;
   MetricsRegistry* metrics_registry_;  // may be null
   StepWatchdog watchdog_;
-  // Engine thread: every request from its hand-off until its final output.
-  std::unordered_map<std::string, std::unique_ptr<Request>> requests_;
+  StepUpdater updater_;  // owns every request from its hand-off until its final output
   // Declared after the arena and the cache: stopped, and destroyed, before them.
   std::unique_ptr<KvConnector> connector_;
   bool connector_stopped_ = false;                 // guarded by shutdown_mu_
   std::unique_ptr<SpecDecoder> spec_;              // --speculative-config (else null)
   std::unique_ptr<ChoiceForker> forker_;
   std::unique_ptr<ExpertParallelCoordinator> ep_;  // --enable-expert-parallel (else null)
-  int step_tokens_ = 0;                            // tokens emitted in the current step
 
   std::mutex shutdown_mu_;
   std::mutex mu_;

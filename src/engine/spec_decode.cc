@@ -8,10 +8,12 @@
 
 #include "common/logging.h"
 #include "engine/draft_model_proposer.h"
+#include "engine/kv_arena.h"
 #include "engine/model_runner.h"
 #include "engine/mtp_proposer.h"
 #include "engine/request.h"
 #include "engine/spec_decode_metrics.h"
+#include "model/model.h"
 
 namespace tandem {
 namespace {
@@ -117,6 +119,23 @@ std::vector<int32_t> NgramProposer::Propose(std::span<const int32_t> tokens, int
     }
   }
   return {};
+}
+
+StatusOr<std::unique_ptr<SpecDecoder>> SpecDecoder::Create(const EngineOptions& o, const Model& model,
+                                                          KvArena* arena, kv::KvCacheManager* kv,
+                                                          ThreadPool* threads, MetricsRegistry* registry) {
+  std::unique_ptr<DraftModelProposer> draft;
+  if (o.speculative.method == SpeculativeOptions::Method::kDraftModel) {
+    // Its cache holds as many tokens as the target's.
+    TANDEM_ASSIGN_OR_RETURN(draft, DraftModelProposer::Create(o.speculative.draft_model, model, arena->num_blocks(),
+                                                              o.block_size, o.max_num_batched_tokens, threads));
+  }
+  std::unique_ptr<MtpProposer> mtp;
+  if (o.speculative.method == SpeculativeOptions::Method::kMtp) {
+    mtp = std::make_unique<MtpProposer>(model.config(), model.weights(), threads, arena, kv);
+  }
+  return std::make_unique<SpecDecoder>(o.speculative, o.max_model_len, std::move(draft), std::move(mtp), registry,
+                                       o.model_name, o.engine_index);
 }
 
 SpecDecoder::SpecDecoder(const SpeculativeOptions& options, int max_model_len,

@@ -26,12 +26,18 @@
 namespace tandem {
 
 class DraftModelProposer;
+class KvArena;
 class MetricsRegistry;
+class Model;
+class ThreadPool;
 class MtpProposer;
 class SpecDecodeMetrics;
 struct Request;
 struct ScheduledRequest;
 struct StepLogits;
+namespace kv {
+class KvCacheManager;
+}
 
 // Parses the JSON of --speculative-config. Empty = off. InvalidArgument naming the key
 // for an unknown method, num_speculative_tokens outside [1, 16], prompt lookup bounds
@@ -106,6 +112,12 @@ class SpecDecoder {
  public:
   // `options.method` != kNone. `draft` is the draft_model proposer, `mtp` the MTP one
   // (null otherwise). `registry` may be null. `engine_index`: the metrics' `engine` label.
+  // The speculation `options.speculative` asks for (method != kNone) on an engine's model,
+  // arena, cache and compute threads (all borrowed; they outlive it): the draft model is
+  // loaded (its errors returned), the MTP proposer built over the NextN block.
+  static StatusOr<std::unique_ptr<SpecDecoder>> Create(const EngineOptions& options, const Model& model,
+                                                       KvArena* arena, kv::KvCacheManager* kv,
+                                                       ThreadPool* threads, MetricsRegistry* registry);
   SpecDecoder(const SpeculativeOptions& options, int max_model_len, std::unique_ptr<DraftModelProposer> draft,
               std::unique_ptr<MtpProposer> mtp, MetricsRegistry* registry, const std::string& model_name,
               int engine_index = 0);
