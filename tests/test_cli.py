@@ -278,3 +278,15 @@ def test_dump_tensors_and_compare_tensors(tandem_bin, fixture_dir, tmp_path):
     assert r.returncode == 2 and "prefixes" in r.stderr
     r = run(tool + ["--llama", str(tmp_path / "missing.npz"), "--tandem", str(out)])
     assert r.returncode == 2
+
+
+def test_serve_without_chunked_prefill_needs_a_budget_for_the_longest_prompt(tandem_bin, fixture_dir):
+    # vLLM's rule: without chunking a prompt runs in one step, so --max-num-batched-tokens
+    # must hold --max-model-len (the fixture's context, 256); and the scheduler limits are
+    # checked once, with the flag named.
+    model = str(fixture_dir / "llama.gguf")
+    r = run([tandem_bin, "serve", model, "--no-enable-chunked-prefill", "--max-num-batched-tokens", "64"], timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert "--max-num-batched-tokens (64) is smaller than --max-model-len (256)" in r.stderr
+    r = run([tandem_bin, "serve", model, "--block-size", "0"], timeout=60)
+    assert r.returncode == 2 and "--block-size must be in [1, 1024], got 0" in r.stderr, r.stderr
