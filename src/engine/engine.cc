@@ -4,8 +4,9 @@
 //   Scheduler::Schedule                 the step's plan (scheduler.h)
 //   ExpertParallelCoordinator           the lockstep of an expert-parallel group
 //   ModelRunner::Run / Sample           the forward pass; the tokens each request accepts
-//   Scheduler::UpdateAfter*             computed tokens, caching, connector saves
-//   OutputProcessor::Emit / Finish      emission, stop conditions, the final output
+//   Scheduler::UpdateAfterForward       computed tokens, caching, connector saves
+//   StepUpdater                         the accepted tokens emitted (OutputProcessor),
+//                                       verifications, finishes, connector results
 // Requests come in through InputProcessor (the caller's thread), KV sizing is
 // NormalizeEngineOptions (kv_cache_utils.h).
 #include "engine/engine.h"
