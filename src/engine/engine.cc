@@ -260,6 +260,7 @@ class EngineImpl final : public Engine {
       connector_->StartLoadKv();
       updater_.CollectConnectorResults(false);  // loads done in the step (the pool's synchronous mode)
     }
+    PublishGauges();  // the plan's running / waiting, before any of the step's outputs goes out
     if (ep_ && !ep_->Lockstep(!plan.scheduled.empty())) return updater_.FailAll(ep_->status());
     if (plan.scheduled.empty()) return;
     StepLogits logits = runner_.Run(plan.scheduled);

@@ -164,6 +164,7 @@ void StepUpdater::OnLoadFinished(const KvLoadResult& load) {
     case LoadOutcome::kAborted:
       return Finish(r, "abort");
     case LoadOutcome::kFirstTokenAccepted:
+      hooks_.publish_gauges();  // it is running before its client sees a token
       return Emit(r, token, nullptr);
   }
 }
