@@ -230,7 +230,7 @@ int RunBenchModel(const BenchModelFlags& f) {
   const double bandwidth = MeasureReadBandwidthGbps({.threads = threads});
   const int64_t bytes = WeightBytes(**model, /*active=*/true);
   const int64_t total_bytes = WeightBytes(**model, /*active=*/false);
-  const int64_t file_bytes = static_cast<int64_t>((*model)->file().file_size());
+  const int64_t file_bytes = static_cast<int64_t>((*model)->source().file_size());
   const double roofline = bandwidth * 1e9 / static_cast<double>(bytes);
 
   // "w8a8" when matrices were re-quantized at load, else "none" (weights as stored).

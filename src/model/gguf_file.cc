@@ -130,45 +130,6 @@ bool MulOverflows(int64_t a, int64_t b, int64_t* out) { return __builtin_mul_ove
 
 }  // namespace
 
-std::string_view GgufValueTypeName(GgufValueType type) {
-  switch (type) {
-    case GgufValueType::kUint8: return "uint8";
-    case GgufValueType::kInt8: return "int8";
-    case GgufValueType::kUint16: return "uint16";
-    case GgufValueType::kInt16: return "int16";
-    case GgufValueType::kUint32: return "uint32";
-    case GgufValueType::kInt32: return "int32";
-    case GgufValueType::kFloat32: return "float32";
-    case GgufValueType::kBool: return "bool";
-    case GgufValueType::kString: return "string";
-    case GgufValueType::kArray: return "array";
-    case GgufValueType::kUint64: return "uint64";
-    case GgufValueType::kInt64: return "int64";
-    case GgufValueType::kFloat64: return "float64";
-  }
-  return "unknown";
-}
-
-bool GgufValue::IsInteger() const {
-  switch (type) {
-    case GgufValueType::kUint8: case GgufValueType::kInt8: case GgufValueType::kUint16:
-    case GgufValueType::kInt16: case GgufValueType::kUint32: case GgufValueType::kInt32:
-    case GgufValueType::kUint64: case GgufValueType::kInt64: return true;
-    default: return false;
-  }
-}
-
-bool GgufValue::IsFloat() const {
-  return type == GgufValueType::kFloat32 || type == GgufValueType::kFloat64;
-}
-
-namespace {
-bool IsUnsigned(GgufValueType t) {
-  return t == GgufValueType::kUint8 || t == GgufValueType::kUint16 ||
-         t == GgufValueType::kUint32 || t == GgufValueType::kUint64;
-}
-}  // namespace
-
 StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -242,10 +203,7 @@ Status GgufFile::Parse() {
     GgufValue value;
     Status s = ReadValue(r, static_cast<GgufValueType>(type), 0, &value);
     if (!s.ok()) return s.WithContext("metadata key '" + std::string(key) + "'");
-    std::string key_str(key);
-    if (metadata_index_.count(key_str)) return DataLossError("duplicate metadata key '" + key_str + "'");
-    metadata_index_[key_str] = metadata_.size();
-    metadata_.emplace_back(std::move(key_str), std::move(value));
+    TANDEM_RETURN_IF_ERROR(AddMetadata(std::string(key), std::move(value)));
   }
 
   if (const GgufValue* a = Find("general.alignment")) {
@@ -299,9 +257,7 @@ Status GgufFile::Parse() {
     }
     info.num_elements = n_elems;
     info.size_bytes = static_cast<uint64_t>(bytes);
-    if (tensor_index_.count(info.name)) return DataLossError("duplicate tensor '" + info.name + "'");
-    tensor_index_[info.name] = tensors_.size();
-    tensors_.push_back(std::move(info));
+    TANDEM_RETURN_IF_ERROR(AddTensor(std::move(info)));
   }
 
   // The data section starts at the next multiple of the alignment.
@@ -316,122 +272,6 @@ Status GgufFile::Parse() {
     t.data = base_ + data_start + t.offset;
   }
   return Status::Ok();
-}
-
-const GgufValue* GgufFile::Find(std::string_view key) const {
-  auto it = metadata_index_.find(std::string(key));
-  return it == metadata_index_.end() ? nullptr : &metadata_[it->second].second;
-}
-
-const GgufTensorInfo* GgufFile::FindTensor(std::string_view name) const {
-  auto it = tensor_index_.find(std::string(name));
-  return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
-}
-
-namespace {
-Status Missing(std::string_view key) { return NotFoundError("metadata key '" + std::string(key) + "' not found"); }
-Status WrongType(std::string_view key, const GgufValue& v, const char* want) {
-  return InvalidArgumentError("metadata key '" + std::string(key) + "' is " +
-                              std::string(GgufValueTypeName(v.type)) + ", expected " + want);
-}
-}  // namespace
-
-StatusOr<std::string> GgufFile::GetString(std::string_view key) const {
-  const GgufValue* v = Find(key);
-  if (!v) return Missing(key);
-  if (v->type != GgufValueType::kString) return WrongType(key, *v, "string");
-  return std::string(v->str);
-}
-
-StatusOr<uint64_t> GgufFile::GetUint(std::string_view key) const {
-  const GgufValue* v = Find(key);
-  if (!v) return Missing(key);
-  if (!v->IsInteger()) return WrongType(key, *v, "an unsigned integer");
-  if (IsUnsigned(v->type)) return v->u64;
-  if (v->i64 < 0) return InvalidArgumentError("metadata key '" + std::string(key) + "' is negative");
-  return static_cast<uint64_t>(v->i64);
-}
-
-StatusOr<int64_t> GgufFile::GetInt(std::string_view key) const {
-  const GgufValue* v = Find(key);
-  if (!v) return Missing(key);
-  if (!v->IsInteger()) return WrongType(key, *v, "an integer");
-  if (!IsUnsigned(v->type)) return v->i64;
-  if (v->u64 > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-    return InvalidArgumentError("metadata key '" + std::string(key) + "' overflows int64");
-  }
-  return static_cast<int64_t>(v->u64);
-}
-
-StatusOr<double> GgufFile::GetFloat(std::string_view key) const {
-  const GgufValue* v = Find(key);
-  if (!v) return Missing(key);
-  if (v->IsFloat()) return v->f64;
-  if (v->IsInteger()) return IsUnsigned(v->type) ? static_cast<double>(v->u64) : static_cast<double>(v->i64);
-  return WrongType(key, *v, "a number");
-}
-
-StatusOr<bool> GgufFile::GetBool(std::string_view key) const {
-  const GgufValue* v = Find(key);
-  if (!v) return Missing(key);
-  if (v->type != GgufValueType::kBool) return WrongType(key, *v, "bool");
-  return v->b;
-}
-
-StatusOr<std::vector<std::string>> GgufFile::GetStringArray(std::string_view key) const {
-  const GgufValue* v = Find(key);
-  if (!v) return Missing(key);
-  if (v->type != GgufValueType::kArray || v->array_type != GgufValueType::kString) {
-    return WrongType(key, *v, "array of string");
-  }
-  std::vector<std::string> out;
-  out.reserve(v->array.size());
-  for (const GgufValue& e : v->array) out.emplace_back(e.str);
-  return out;
-}
-
-StatusOr<std::vector<float>> GgufFile::GetFloatArray(std::string_view key) const {
-  const GgufValue* v = Find(key);
-  if (!v) return Missing(key);
-  if (v->type != GgufValueType::kArray) return WrongType(key, *v, "array of numbers");
-  std::vector<float> out;
-  out.reserve(v->array.size());
-  for (const GgufValue& e : v->array) {
-    if (e.IsFloat()) out.push_back(static_cast<float>(e.f64));
-    else if (e.IsInteger()) out.push_back(IsUnsigned(e.type) ? static_cast<float>(e.u64) : static_cast<float>(e.i64));
-    else return WrongType(key, *v, "array of numbers");
-  }
-  return out;
-}
-
-StatusOr<std::vector<int64_t>> GgufFile::GetIntArray(std::string_view key) const {
-  const GgufValue* v = Find(key);
-  if (!v) return Missing(key);
-  if (v->type != GgufValueType::kArray) return WrongType(key, *v, "array of integers");
-  std::vector<int64_t> out;
-  out.reserve(v->array.size());
-  for (const GgufValue& e : v->array) {
-    if (!e.IsInteger()) return WrongType(key, *v, "array of integers");
-    out.push_back(IsUnsigned(e.type) ? static_cast<int64_t>(e.u64) : e.i64);
-  }
-  return out;
-}
-
-StatusOr<uint64_t> GgufFile::GetUintOr(std::string_view key, uint64_t fallback) const {
-  if (!Find(key)) return fallback;
-  return GetUint(key);
-}
-StatusOr<double> GgufFile::GetFloatOr(std::string_view key, double fallback) const {
-  if (!Find(key)) return fallback;
-  return GetFloat(key);
-}
-StatusOr<bool> GgufFile::GetBoolOr(std::string_view key, bool fallback) const {
-  if (!Find(key)) return fallback;
-  return GetBool(key);
-}
-StatusOr<std::string> GgufFile::GetStringOr(std::string_view key, std::string fallback) const {
-  if (!Find(key)) return fallback;
-  return GetString(key);
 }
 
 }  // namespace tandem

@@ -12,12 +12,14 @@
 
 #include "common/logging.h"
 #include "common/thread_pool.h"
+#include "model/gguf_file.h"
+#include "model/hf_checkpoint.h"
 #include "model/vocab.h"
 
 namespace tandem {
 namespace {
 
-std::string FingerprintOf(const GgufFile& file) {
+std::string FingerprintOf(const ModelSource& file) {
   // The tensor table and the first 4 KiB of every tensor: cheap, and any
   // re-quantization or fine-tune changes it.
   XXH3_state_t* state = XXH3_createState();
@@ -34,6 +36,14 @@ std::string FingerprintOf(const GgufFile& file) {
   char hex[17];
   std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
   return hex;
+}
+
+// The tokenizer of a checkpoint directory, from its tokenizer.json.
+StatusOr<std::unique_ptr<Tokenizer>> LoadCheckpointTokenizer(const HfCheckpoint& hf) {
+  if (hf.tokenizer_json_path().empty()) {
+    return NotFoundError(hf.path() + " has no tokenizer.json (Tandem reads the tokenizer from it)");
+  }
+  return UnimplementedError(hf.tokenizer_json_path() + ": reading tokenizer.json is not supported yet");
 }
 
 // Re-quantizes the float matrices of `weights` to Q8_0 and says what happened in the log.
@@ -65,15 +75,38 @@ void RequantizeW8A8(ModelWeights* weights, std::vector<uint8_t>* storage, Thread
 StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path,
                                              const ModelLoadOptions& options) {
   std::unique_ptr<Model> m(new Model());
-  TANDEM_ASSIGN_OR_RETURN(m->file_, GgufFile::Open(path));
+  const HfCheckpoint* hf = nullptr;
+  if (IsHfCheckpointDir(path)) {
+    TANDEM_ASSIGN_OR_RETURN(auto ckpt, HfCheckpoint::Open(path));
+    hf = ckpt.get();
+    m->source_ = std::move(ckpt);
+    for (const std::string& line : hf->conversions()) TANDEM_LOG(INFO) << path << ": converted at load: " << line;
+    if (!hf->unused().empty()) {
+      TANDEM_LOG(INFO) << path << ": " << hf->unused().size() << " tensor(s) of the checkpoint are not used (first: "
+                       << hf->unused().front() << ")";
+    }
+  } else {
+    TANDEM_ASSIGN_OR_RETURN(m->source_, GgufFile::Open(path));
+  }
+  const ModelSource& source = *m->source_;
   auto with_path = [&](const Status& s) { return s.WithContext(path); };
-  auto config = LoadModelConfig(*m->file_);
+  auto config = LoadModelConfig(source);
   if (!config.ok()) return with_path(config.status());
   m->config_ = std::move(config).value();
-  auto vocab = LoadVocab(*m->file_);
-  if (!vocab.ok()) return with_path(vocab.status());
-  if (m->config_.n_vocab == 0) m->config_.n_vocab = vocab->size();
-  auto weights = BindWeights(*m->file_, m->config_);
+  if (hf != nullptr) {
+    auto tokenizer = LoadCheckpointTokenizer(*hf);
+    if (!tokenizer.ok()) return with_path(tokenizer.status());
+    m->tokenizer_ = std::move(tokenizer).value();
+    m->config_.n_vocab = static_cast<int>(hf->vocab_size());
+  } else {
+    auto vocab = LoadVocab(source);
+    if (!vocab.ok()) return with_path(vocab.status());
+    if (m->config_.n_vocab == 0) m->config_.n_vocab = vocab->size();
+    auto tokenizer = Tokenizer::Create(std::move(vocab).value());
+    if (!tokenizer.ok()) return with_path(tokenizer.status());
+    m->tokenizer_ = std::move(tokenizer).value();
+  }
+  auto weights = BindWeights(source, m->config_);
   if (!weights.ok()) return with_path(weights.status());
   m->weights_ = std::move(weights).value();
   if (m->config_.mla && m->config_.mla_dims.joint_kv_b) {
@@ -114,12 +147,9 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path,
                        << static_cast<int>(seconds * 1000) << " ms";
     }
   }
-  auto tokenizer = Tokenizer::Create(std::move(vocab).value());
-  if (!tokenizer.ok()) return with_path(tokenizer.status());
-  m->tokenizer_ = std::move(tokenizer).value();
-  m->name_ = m->file_->GetStringOr("general.name", "").value();
+  m->name_ = source.GetStringOr("general.name", "").value();
   if (m->name_.empty()) m->name_ = std::filesystem::path(path).filename().string();
-  m->fingerprint_ = FingerprintOf(*m->file_);
+  m->fingerprint_ = FingerprintOf(source);
   if (m->requantized_.matrices > 0) m->fingerprint_ += ":w8a8";
   return m;
 }

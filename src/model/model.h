@@ -1,6 +1,7 @@
-// Model: a loaded GGUF model — file mapping, config, weights and tokenizer together.
+// Model: a loaded model — its source (a GGUF file or a Hugging Face checkpoint
+// directory, both read as a ModelSource), config, weights and tokenizer together.
 //
-// Ownership: the Model owns the GgufFile; weights and tokenizer borrow from it (and,
+// Ownership: the Model owns the ModelSource; weights and tokenizer borrow from it (and,
 // for matrices re-quantized at load, from the Model's own Q8_0 buffer).
 // Thread safety: immutable after Load; share one Model between threads freely.
 #pragma once
@@ -12,7 +13,7 @@
 
 #include "common/status.h"
 #include "model/expert_exchange.h"
-#include "model/gguf_file.h"
+#include "model/model_source.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "model/tokenizer.h"
@@ -37,12 +38,14 @@ struct ModelLoadOptions {
 
 class Model {
  public:
-  // Maps the file, reads the config and binds every tensor (re-quantizing as `options`
-  // say, with one log line of what changed); errors name the problem.
+  // `path`: a .gguf file, or a Hugging Face checkpoint directory (config.json beside the
+  // safetensors; see hf_checkpoint.h). Maps the files, reads the config and binds every
+  // tensor (re-quantizing as `options` say, with one log line of what changed); errors
+  // name the problem.
   static StatusOr<std::unique_ptr<Model>> Load(const std::string& path,
                                                const ModelLoadOptions& options = {});
 
-  const GgufFile& file() const { return *file_; }
+  const ModelSource& source() const { return *source_; }
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
@@ -61,7 +64,7 @@ class Model {
 
  private:
   Model() = default;
-  std::unique_ptr<GgufFile> file_;
+  std::unique_ptr<ModelSource> source_;
   ModelConfig config_;
   ModelWeights weights_;
   std::vector<uint8_t> requantized_bytes_;  // Q8_0 rows of the re-quantized matrices

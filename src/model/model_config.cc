@@ -3,14 +3,14 @@
 #include <algorithm>
 #include <cmath>
 
-#include "model/gguf_file.h"
+#include "model/model_source.h"
 
 namespace tandem {
 
 namespace {
 
 // YaRN's constants as llama.cpp derives them (llama-context.cpp, ggml_rope_yarn_corr_dims).
-Status LoadYarn(const GgufFile& file, const std::string& arch, ModelConfig* c) {
+Status LoadYarn(const ModelSource& file, const std::string& arch, ModelConfig* c) {
   auto key = [&](const char* suffix) { return arch + "." + suffix; };
   RopeYarn& y = c->yarn;
   TANDEM_ASSIGN_OR_RETURN(uint64_t n_ctx_orig,
@@ -56,7 +56,7 @@ Status LoadYarn(const GgufFile& file, const std::string& arch, ModelConfig* c) {
 
 }  // namespace
 
-Status LoadCommonHparams(const GgufFile& file, const std::string& arch, ModelConfig* c) {
+Status LoadCommonHparams(const ModelSource& file, const std::string& arch, ModelConfig* c) {
   c->arch = arch;
   auto key = [&](const char* suffix) { return arch + "." + suffix; };
   auto get_int = [&](const char* suffix, int* out) -> Status {
@@ -114,7 +114,7 @@ Status LoadCommonHparams(const GgufFile& file, const std::string& arch, ModelCon
   return Status::Ok();
 }
 
-Status LoadMoeHparams(const GgufFile& file, ModelConfig* c) {
+Status LoadMoeHparams(const ModelSource& file, ModelConfig* c) {
   MoeConfig& m = c->moe;
   auto key = [&](const char* suffix) { return c->arch + "." + suffix; };
   auto get = [&](const char* suffix, bool required, uint64_t fallback, uint64_t max,
@@ -173,7 +173,7 @@ Status LoadMoeHparams(const GgufFile& file, ModelConfig* c) {
   return Status::Ok();
 }
 
-StatusOr<ModelConfig> LoadModelConfig(const GgufFile& file) {
+StatusOr<ModelConfig> LoadModelConfig(const ModelSource& file) {
   TANDEM_ASSIGN_OR_RETURN(std::string arch, file.GetString("general.architecture"));
   StatusOr<ModelConfig> config = [&]() -> StatusOr<ModelConfig> {
     if (arch == "gemma3") return LoadGemma3Config(file);

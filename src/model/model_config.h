@@ -15,7 +15,7 @@
 
 namespace tandem {
 
-class GgufFile;
+class ModelSource;
 
 enum class FfnActivation { kSilu, kGeluTanh };
 
@@ -158,32 +158,32 @@ inline constexpr const char* kSupportedArchitectures =
 
 // Reads the config of any supported architecture (dispatches on general.architecture).
 // Unimplemented naming the supported list for others.
-StatusOr<ModelConfig> LoadModelConfig(const GgufFile& file);
+StatusOr<ModelConfig> LoadModelConfig(const ModelSource& file);
 
 // Per-architecture loaders (model/arch/*.cc).
-StatusOr<ModelConfig> LoadGemma3Config(const GgufFile& file);
-StatusOr<ModelConfig> LoadLlamaFamilyConfig(const GgufFile& file, const std::string& arch);
-StatusOr<ModelConfig> LoadQwen3MoeConfig(const GgufFile& file);
-StatusOr<ModelConfig> LoadGlm4MoeConfig(const GgufFile& file);
-StatusOr<ModelConfig> LoadDeepseek2Config(const GgufFile& file);
-StatusOr<ModelConfig> LoadGlmDsaConfig(const GgufFile& file);
-StatusOr<ModelConfig> LoadDeepseek32Config(const GgufFile& file);
+StatusOr<ModelConfig> LoadGemma3Config(const ModelSource& file);
+StatusOr<ModelConfig> LoadLlamaFamilyConfig(const ModelSource& file, const std::string& arch);
+StatusOr<ModelConfig> LoadQwen3MoeConfig(const ModelSource& file);
+StatusOr<ModelConfig> LoadGlm4MoeConfig(const ModelSource& file);
+StatusOr<ModelConfig> LoadDeepseek2Config(const ModelSource& file);
+StatusOr<ModelConfig> LoadGlmDsaConfig(const ModelSource& file);
+StatusOr<ModelConfig> LoadDeepseek32Config(const ModelSource& file);
 // DeepSeek sparse attention's indexer keys ({arch}.attention.indexer.head_count,
 // key_length, top_k) into config->dsa (arch/deepseek32.cc); needs the MLA config read.
-Status LoadDsaIndexerHparams(const GgufFile& file, const std::string& arch, ModelConfig* config);
+Status LoadDsaIndexerHparams(const ModelSource& file, const std::string& arch, ModelConfig* config);
 // The MLA and MoE hyper-parameters deepseek2, deepseek32 and glm-dsa share, under the `arch.` keys
 // (arch/deepseek2.cc); `default_gating` applies when expert_gating_func is absent.
-StatusOr<ModelConfig> LoadDeepseek2FamilyConfig(const GgufFile& file, const std::string& arch,
+StatusOr<ModelConfig> LoadDeepseek2FamilyConfig(const ModelSource& file, const std::string& arch,
                                                 ExpertGating default_gating);
 
 // Reads the keys every architecture shares ({arch}.block_count, ...).
-Status LoadCommonHparams(const GgufFile& file, const std::string& arch, ModelConfig* config);
+Status LoadCommonHparams(const ModelSource& file, const std::string& arch, ModelConfig* config);
 
 // Reads the expert keys every MoE architecture shares ({arch}.expert_count,
 // expert_used_count, expert_feed_forward_length, expert_shared_count,
 // expert_group_count, expert_group_used_count, expert_weights_scale,
 // expert_weights_norm, expert_gating_func) into config->moe, with the architecture's
 // defaults already set there; InvalidArgument names a key that is missing or out of range.
-Status LoadMoeHparams(const GgufFile& file, ModelConfig* config);
+Status LoadMoeHparams(const ModelSource& file, ModelConfig* config);
 
 }  // namespace tandem

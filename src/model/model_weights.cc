@@ -1,7 +1,7 @@
 #include "model/model_weights.h"
 
 #include "kernels/dequant.h"
-#include "model/gguf_file.h"
+#include "model/model_source.h"
 
 namespace tandem {
 namespace {
@@ -9,7 +9,7 @@ namespace {
 // Collects binding errors so one message can list every missing tensor.
 class Binder {
  public:
-  explicit Binder(const GgufFile& file) : file_(file) {}
+  explicit Binder(const ModelSource& file) : file_(file) {}
 
   // A matrix of shape [rows, cols] (GGUF dims {cols, rows}).
   WeightMatrix Matrix(const std::string& name, int64_t rows, int64_t cols) {
@@ -93,7 +93,7 @@ class Binder {
     bad_ += "tensor '" + name + "' has shape " + got + "], expected " + want + "; ";
   }
 
-  const GgufFile& file_;
+  const ModelSource& file_;
   std::string missing_;
   std::string bad_;
 };
@@ -228,7 +228,7 @@ std::vector<NamedMatrix> ListMatrices(ModelWeights* w) {
   return out;
 }
 
-StatusOr<ModelWeights> BindWeights(const GgufFile& file, const ModelConfig& c) {
+StatusOr<ModelWeights> BindWeights(const ModelSource& file, const ModelConfig& c) {
   Binder b(file);
   ModelWeights w;
   w.tok_embd = b.Matrix("token_embd.weight", c.n_vocab, c.n_embd);

@@ -15,7 +15,7 @@
 
 namespace tandem {
 
-class GgufFile;
+class ModelSource;
 
 // A 3-D tensor of `count` matrices [rows_each, cols] (GGUF dims {cols, rows_each,
 // count}, the matrix index outermost): a MoE layer's experts, or MLA's per-head
@@ -133,7 +133,7 @@ std::vector<NamedMatrix> ListMatrices(ModelWeights* w);
 
 // Binds every tensor the config needs; NotFound lists all missing tensors, and
 // InvalidArgument names a tensor whose shape differs from the config.
-StatusOr<ModelWeights> BindWeights(const GgufFile& file, const ModelConfig& config);
+StatusOr<ModelWeights> BindWeights(const ModelSource& file, const ModelConfig& config);
 
 // For MlaConfig::joint_kv_b: builds each layer's k_b (the K rows of attn_kv_b, transposed
 // per head) and v_b (its V rows) as Q8_0 matrices in *storage (allocated once; the stacks

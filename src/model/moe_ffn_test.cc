@@ -222,7 +222,7 @@ TEST_P(MoeFfnFixture, ExpertTensorsStayInTheMappedFile) {
     for (auto [name, stack] : {std::pair<const char*, const MatrixStack*>{"ffn_gate_exps", &w.layers[il].moe.gate},
                                {"ffn_up_exps", &w.layers[il].moe.up},
                                {"ffn_down_exps", &w.layers[il].moe.down}}) {
-      const GgufTensorInfo* t = (*model)->file().FindTensor(p + name + ".weight");
+      const GgufTensorInfo* t = (*model)->source().FindTensor(p + name + ".weight");
       ASSERT_NE(t, nullptr);
       EXPECT_EQ(stack->all.data, t->data) << p << name << " (" << TraitsOf(t->type).name << ")";
       ++checked;

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/logging.h"
-#include "model/gguf_file.h"
+#include "model/model_source.h"
 
 namespace tandem {
 namespace {
@@ -102,7 +102,7 @@ const std::string_view kFimLegacyKeys[] = {"tokenizer.ggml.prefix_token_id",
                                            "tokenizer.ggml.middle_token_id"};
 
 // Overrides `*id` with the metadata value of `key` when present and in range.
-Status ReadTokenId(const GgufFile& file, std::string_view key, int32_t n_tokens, int32_t* id) {
+Status ReadTokenId(const ModelSource& file, std::string_view key, int32_t n_tokens, int32_t* id) {
   if (*id >= n_tokens) *id = kNoToken;  // a default beyond the vocab is disabled
   if (!file.Find(key)) return Status::Ok();
   TANDEM_ASSIGN_OR_RETURN(uint64_t value, file.GetUint(key));
@@ -193,7 +193,7 @@ void ApplyNameFixups(int32_t eom_id, std::array<int32_t, 6> fim_ids, Vocab* voca
 
 }  // namespace
 
-StatusOr<Vocab> LoadVocab(const GgufFile& file) {
+StatusOr<Vocab> LoadVocab(const ModelSource& file) {
   Vocab vocab;
   TANDEM_ASSIGN_OR_RETURN(vocab.model, file.GetString("tokenizer.ggml.model"));
   TANDEM_ASSIGN_OR_RETURN(vocab.pre, file.GetStringOr("tokenizer.ggml.pre", ""));

@@ -11,7 +11,7 @@
 
 namespace tandem {
 
-class GgufFile;
+class ModelSource;
 
 // Values of `tokenizer.ggml.token_type` (llama.cpp's llama_token_type).
 enum class TokenType : int32_t {
@@ -46,6 +46,6 @@ struct Vocab {
 };
 
 // Reads the vocab from GGUF metadata; InvalidArgument/NotFound naming the key on bad data.
-StatusOr<Vocab> LoadVocab(const GgufFile& file);
+StatusOr<Vocab> LoadVocab(const ModelSource& file);
 
 }  // namespace tandem

@@ -51,7 +51,7 @@ std::string WithToolChoice(const std::string& kwargs_json, const std::string& to
 }  // namespace
 
 StatusOr<std::unique_ptr<ChatPrompt>> ChatPrompt::Create(const Model& model) {
-  auto from_gguf = model.file().GetString("tokenizer.chat_template");
+  auto from_gguf = model.source().GetString("tokenizer.chat_template");
   if (from_gguf.ok() && !from_gguf->empty()) {
     TANDEM_LOG(INFO) << "chat template: the model's own (tokenizer.chat_template)";
     return FromSource(std::move(*from_gguf), "gguf", model.tokenizer());

@@ -9,12 +9,12 @@
 #include <algorithm>
 #include <cmath>
 
-#include "model/gguf_file.h"
+#include "model/model_source.h"
 #include "model/model_config.h"
 
 namespace tandem {
 
-StatusOr<ModelConfig> LoadDeepseek2FamilyConfig(const GgufFile& file, const std::string& arch,
+StatusOr<ModelConfig> LoadDeepseek2FamilyConfig(const ModelSource& file, const std::string& arch,
                                                 ExpertGating default_gating) {
   ModelConfig c;
   TANDEM_RETURN_IF_ERROR(LoadCommonHparams(file, arch, &c));
@@ -83,7 +83,7 @@ StatusOr<ModelConfig> LoadDeepseek2FamilyConfig(const GgufFile& file, const std:
   return c;
 }
 
-StatusOr<ModelConfig> LoadDeepseek2Config(const GgufFile& file) {
+StatusOr<ModelConfig> LoadDeepseek2Config(const ModelSource& file) {
   // Without expert_gating_func llama.cpp assumes softmax (DeepSeek-V2/V2.5 files), except
   // for GLM-4.7-Flash files (47/48 layers, a 154880-token vocabulary): sigmoid.
   // (A missing or bad block_count is reported by the family loader.)

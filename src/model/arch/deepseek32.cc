@@ -9,12 +9,12 @@
 // stays adjacent-pair, and the indexer key's LayerNorm has epsilon 1e-6 (glm-dsa: 0).
 #include <bit>
 
-#include "model/gguf_file.h"
+#include "model/model_source.h"
 #include "model/model_config.h"
 
 namespace tandem {
 
-Status LoadDsaIndexerHparams(const GgufFile& file, const std::string& arch, ModelConfig* c) {
+Status LoadDsaIndexerHparams(const ModelSource& file, const std::string& arch, ModelConfig* c) {
   if (c->mla_dims.q_lora_rank < 1) {
     return InvalidArgumentError(
         arch + " needs '" + arch +
@@ -47,7 +47,7 @@ Status LoadDsaIndexerHparams(const GgufFile& file, const std::string& arch, Mode
   return Status::Ok();
 }
 
-StatusOr<ModelConfig> LoadDeepseek32Config(const GgufFile& file) {
+StatusOr<ModelConfig> LoadDeepseek32Config(const ModelSource& file) {
   const std::string arch = "deepseek32";
   // llama.cpp's deepseek32 loader requires the key (glm-dsa and deepseek2 default it),
   // and its MoE graph aborts on 0 ("none"); other values LoadMoeHparams checks.

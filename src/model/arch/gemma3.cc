@@ -3,12 +3,12 @@
 // RoPE base. Hyper-parameter defaults follow the reference implementation (llama.cpp).
 #include <cmath>
 
-#include "model/gguf_file.h"
+#include "model/model_source.h"
 #include "model/model_config.h"
 
 namespace tandem {
 
-StatusOr<ModelConfig> LoadGemma3Config(const GgufFile& file) {
+StatusOr<ModelConfig> LoadGemma3Config(const ModelSource& file) {
   ModelConfig c;
   TANDEM_RETURN_IF_ERROR(LoadCommonHparams(file, "gemma3", &c));
   c.rope_neox = true;

@@ -6,12 +6,12 @@
 // one shared expert. NextN (MTP) blocks after the trunk are bound, not run.
 #include <cmath>
 
-#include "model/gguf_file.h"
+#include "model/model_source.h"
 #include "model/model_config.h"
 
 namespace tandem {
 
-StatusOr<ModelConfig> LoadGlm4MoeConfig(const GgufFile& file) {
+StatusOr<ModelConfig> LoadGlm4MoeConfig(const ModelSource& file) {
   ModelConfig c;
   TANDEM_RETURN_IF_ERROR(LoadCommonHparams(file, "glm4moe", &c));
   if (const GgufValue* sections = file.Find("glm4moe.rope.dimension_sections")) {

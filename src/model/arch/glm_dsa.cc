@@ -8,7 +8,7 @@
 // to full indexers on layers 0, 1, 2 and every fourth layer from 6, the rest shared.
 // Its indexer's RoPE is adjacent-pair and its key's LayerNorm has epsilon 0 (deepseek32,
 // arch/deepseek32.cc, shares the indexer keys and differs there).
-#include "model/gguf_file.h"
+#include "model/model_source.h"
 #include "model/model_config.h"
 
 namespace tandem {
@@ -25,7 +25,7 @@ std::vector<bool> DefaultIndexerTypes(const ModelConfig& c) {
 
 }  // namespace
 
-StatusOr<ModelConfig> LoadGlmDsaConfig(const GgufFile& file) {
+StatusOr<ModelConfig> LoadGlmDsaConfig(const ModelSource& file) {
   const std::string arch = "glm-dsa";
   TANDEM_ASSIGN_OR_RETURN(ModelConfig c, LoadDeepseek2FamilyConfig(file, arch, ExpertGating::kSigmoid));
   TANDEM_RETURN_IF_ERROR(LoadDsaIndexerHparams(file, arch, &c));

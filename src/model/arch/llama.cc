@@ -2,12 +2,12 @@
 // (NEOX RoPE, Q/K/V biases) and Qwen3 (NEOX RoPE, per-head Q/K RMS-norm).
 #include <cmath>
 
-#include "model/gguf_file.h"
+#include "model/model_source.h"
 #include "model/model_config.h"
 
 namespace tandem {
 
-StatusOr<ModelConfig> LoadLlamaFamilyConfig(const GgufFile& file, const std::string& arch) {
+StatusOr<ModelConfig> LoadLlamaFamilyConfig(const ModelSource& file, const std::string& arch) {
   ModelConfig c;
   TANDEM_RETURN_IF_ERROR(LoadCommonHparams(file, arch, &c));
   c.ffn_act = FfnActivation::kSilu;

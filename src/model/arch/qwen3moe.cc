@@ -3,12 +3,12 @@
 // the selected probabilities renormalized to sum to one, no shared expert.
 #include <cmath>
 
-#include "model/gguf_file.h"
+#include "model/model_source.h"
 #include "model/model_config.h"
 
 namespace tandem {
 
-StatusOr<ModelConfig> LoadQwen3MoeConfig(const GgufFile& file) {
+StatusOr<ModelConfig> LoadQwen3MoeConfig(const ModelSource& file) {
   ModelConfig c;
   TANDEM_RETURN_IF_ERROR(LoadCommonHparams(file, "qwen3moe", &c));
   c.ffn_act = FfnActivation::kSilu;
