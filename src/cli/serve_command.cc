@@ -27,6 +27,7 @@
 #include "model/tokenizer.h"
 #include "net/host_address.h"
 #include "net/kv_event_publisher.h"
+#include "server/generation_defaults.h"
 #include "server/openai_server.h"
 #include "server/parsers/chat_output_parser.h"
 #include "server/serve_config.h"
@@ -270,6 +271,16 @@ int RunServe(ServeConfig config, const std::vector<CLI::Option*>& ignored) {
   options.enable_auto_tool_choice = config.enable_auto_tool_choice;
   options.tool_call_parser = config.tool_call_parser;
   options.reasoning_parser = config.reasoning_parser;
+  auto defaults = server::LoadGenerationDefaults(config.generation_config, (*model)->source().path(),
+                                                 config.override_generation_config);
+  if (!defaults.ok()) return ReportError(defaults.status());
+  if (!defaults->empty()) {
+    // vLLM's notice, so a user sees why a request without temperature is not sampled at 1.
+    TANDEM_LOG(INFO) << "default sampling parameters overridden by the generation config ("
+                     << config.generation_config << "): " << server::DescribeGenerationDefaults(*defaults)
+                     << "; --generation-config vllm to use OpenAI's defaults";
+  }
+  options.generation_defaults = *defaults;
   if (!config.scripted_output_file.empty()) {
     auto scripted = ReadScriptedTokens(config.scripted_output_file, (*model)->tokenizer());
     if (!scripted.ok()) return ReportError(scripted.status());
@@ -368,12 +379,18 @@ void RegisterServe(CLI::App& app, RunFn* run) {
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible server (vLLM's flags)");
   ServeConfig& c = *config;
   cmd->add_option("model,--model", c.model,
-                  "GGUF model (default: $TANDEM_MODEL, then the default model)");
+                  "GGUF file or Hugging Face checkpoint directory (default: $TANDEM_MODEL, then the default model)");
   cmd->add_option("--host", c.host, "bind address (0.0.0.0: every interface)")
       ->capture_default_str();
   cmd->add_option("--port", c.port, "port")->check(CLI::Range(0, 65535))->capture_default_str();
   cmd->add_option("--served-model-name", c.served_model_names,
                   "model name(s) in the API (default: the model path)");
+  cmd->add_option("--generation-config", c.generation_config,
+                  "sampling defaults: auto (the checkpoint's generation_config.json), vllm (none), or a folder")
+      ->capture_default_str();
+  cmd->add_option("--override-generation-config", c.override_generation_config,
+                  "JSON object overriding sampling defaults (temperature, top_p, top_k, min_p, "
+                  "repetition_penalty, max_new_tokens)");
   cmd->add_option("--max-model-len,--max_model_len", c.max_model_len,
                   "context limit (default: the model's)");
   cmd->add_option("--max-num-seqs", c.max_num_seqs, "running sequences")->capture_default_str();

@@ -8,7 +8,8 @@ namespace tandem::server {
 
 void HandleCompletion(ServingContext& ctx, const net::HttpRequest& request,
                       const WriterPtr& writer) {
-  auto parsed = ParseCompletionRequest(request.body, ctx.tokenizer().vocab().size());
+  auto parsed = ParseCompletionRequest(request.body, ctx.tokenizer().vocab().size(),
+                                       ctx.options().generation_defaults);
   if (!parsed.ok()) return SendStatus(*writer, parsed.status());
   CompletionRequest& r = *parsed;
   if (Status s = ctx.CheckModel(r.sampling.model); !s.ok()) return SendStatus(*writer, s);
@@ -26,7 +27,7 @@ void HandleCompletion(ServingContext& ctx, const net::HttpRequest& request,
 
 void HandleChatCompletion(ServingContext& ctx, const net::HttpRequest& request,
                           const WriterPtr& writer) {
-  auto parsed = ParseChatRequest(request.body);
+  auto parsed = ParseChatRequest(request.body, ctx.options().generation_defaults);
   if (!parsed.ok()) return SendStatus(*writer, parsed.status());
   ChatRequest& r = *parsed;
   if (Status s = ctx.CheckModel(r.sampling.model); !s.ok()) return SendStatus(*writer, s);

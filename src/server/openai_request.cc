@@ -56,7 +56,7 @@ Status ReadStreamOptions(JsonFields& fields, SamplingRequest* request) {
 }
 
 // The fields both endpoints share; `fields` remembers what was read.
-Status ReadSampling(JsonFields& fields, SamplingRequest* request) {
+Status ReadSampling(JsonFields& fields, const GenerationDefaults& defaults, SamplingRequest* request) {
   GenerationParams& p = request->params;
   std::optional<std::string> model, user;
   TANDEM_RETURN_IF_ERROR(fields.String("model", &model));
@@ -89,6 +89,11 @@ Status ReadSampling(JsonFields& fields, SamplingRequest* request) {
   TANDEM_RETURN_IF_ERROR(fields.Integer("min_tokens", &min_tokens));
 
   // OpenAI's (and vLLM's, absent a generation config) default temperature is 1.
+  if (!temperature) temperature = defaults.temperature;
+  if (!top_p) top_p = defaults.top_p;
+  if (!min_p) min_p = defaults.min_p;
+  if (!repetition) repetition = defaults.repetition_penalty;
+  if (!top_k) top_k = defaults.top_k;
   double t = temperature.value_or(1.0);
   if (!(t >= 0)) return Invalid("temperature must be non-negative, got " + Num(t) + ".");
   double tp = top_p.value_or(1.0);
@@ -129,6 +134,7 @@ Status ReadSampling(JsonFields& fields, SamplingRequest* request) {
     p.sampling.seed = static_cast<uint64_t>(*seed);
   }
   request->max_tokens = max_tokens;
+  if (!max_tokens) request->max_tokens_cap = defaults.max_tokens;
   p.min_tokens = static_cast<int>(std::min<int64_t>(min_tokens.value_or(0), 1 << 30));
 
   TANDEM_RETURN_IF_ERROR(ReadStop(fields, &p));
@@ -285,11 +291,12 @@ Status ReadToolChoice(JsonFields& fields, ChatRequest* request) {
 
 }  // namespace
 
-StatusOr<CompletionRequest> ParseCompletionRequest(std::string_view body, int32_t vocab_size) {
+StatusOr<CompletionRequest> ParseCompletionRequest(std::string_view body, int32_t vocab_size,
+                                                   const GenerationDefaults& defaults) {
   TANDEM_ASSIGN_OR_RETURN(Json json, ParseJsonObject(body));
   JsonFields fields(json);
   CompletionRequest request;
-  TANDEM_RETURN_IF_ERROR(ReadSampling(fields, &request.sampling));
+  TANDEM_RETURN_IF_ERROR(ReadSampling(fields, defaults, &request.sampling));
 
   const Json* prompt = fields.Raw("prompt");
   if (prompt == nullptr)
@@ -340,11 +347,11 @@ StatusOr<CompletionRequest> ParseCompletionRequest(std::string_view body, int32_
   return request;
 }
 
-StatusOr<ChatRequest> ParseChatRequest(std::string_view body) {
+StatusOr<ChatRequest> ParseChatRequest(std::string_view body, const GenerationDefaults& defaults) {
   TANDEM_ASSIGN_OR_RETURN(Json json, ParseJsonObject(body));
   JsonFields fields(json);
   ChatRequest request;
-  TANDEM_RETURN_IF_ERROR(ReadSampling(fields, &request.sampling));
+  TANDEM_RETURN_IF_ERROR(ReadSampling(fields, defaults, &request.sampling));
   std::optional<int64_t> max_completion_tokens, top_logprobs;
   TANDEM_RETURN_IF_ERROR(fields.Integer("max_completion_tokens", &max_completion_tokens));
   if (max_completion_tokens.has_value()) {
@@ -469,6 +476,9 @@ Status ResolveMaxTokens(int prompt_tokens, int max_model_len, std::optional<int>
                    " input tokens. Please reduce the length of the input messages.");
   }
   int64_t resolved = max_tokens.value_or(max_model_len - prompt_tokens);
+  if (!request->max_tokens.has_value() && request->max_tokens_cap.has_value()) {
+    resolved = std::min(resolved, *request->max_tokens_cap);
+  }
   // Compared this way round: `resolved` is the client's int64 (up to INT64_MAX), and
   // prompt_tokens + resolved could overflow; max_model_len - prompt_tokens cannot.
   if (resolved > max_model_len - prompt_tokens) {

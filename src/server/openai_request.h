@@ -33,6 +33,7 @@ struct SamplingRequest {
   std::string model;                  // empty = the served model
   GenerationParams params;            // everything but max_tokens is final after parsing
   std::optional<int64_t> max_tokens;  // as requested; ResolveMaxTokens fills params.max_tokens
+  std::optional<int64_t> max_tokens_cap;  // generation_config's max_new_tokens, when max_tokens is unset
   bool stream = false;
   bool include_usage = false;               // stream_options.include_usage
   bool continuous_usage = false;            // stream_options.continuous_usage_stats (vLLM)
@@ -94,9 +95,24 @@ struct DetokenizeRequest {
   std::vector<int32_t> tokens;
 };
 
-// `vocab_size` bounds token ids given in the body.
-StatusOr<CompletionRequest> ParseCompletionRequest(std::string_view body, int32_t vocab_size);
-StatusOr<ChatRequest> ParseChatRequest(std::string_view body);
+// Sampling defaults for fields a request leaves out, from the model's
+// generation_config.json as vLLM's `--generation-config auto` takes them (and
+// `--override-generation-config`); unset members keep OpenAI's defaults.
+struct GenerationDefaults {
+  std::optional<double> temperature, top_p, min_p, repetition_penalty;
+  std::optional<int64_t> top_k;
+  std::optional<int64_t> max_tokens;  // max_new_tokens: caps the default max_tokens
+
+  bool empty() const {
+    return !temperature && !top_p && !min_p && !repetition_penalty && !top_k && !max_tokens;
+  }
+};
+
+// `vocab_size` bounds token ids given in the body; `defaults` fill the sampling fields
+// the body leaves out.
+StatusOr<CompletionRequest> ParseCompletionRequest(std::string_view body, int32_t vocab_size,
+                                                   const GenerationDefaults& defaults = {});
+StatusOr<ChatRequest> ParseChatRequest(std::string_view body, const GenerationDefaults& defaults = {});
 StatusOr<TokenizeRequest> ParseTokenizeRequest(std::string_view body);
 StatusOr<DetokenizeRequest> ParseDetokenizeRequest(std::string_view body, int32_t vocab_size);
 

@@ -62,6 +62,10 @@ struct ServeConfig {
   bool enable_auto_tool_choice = false;
   std::string tool_call_parser;
   std::string reasoning_parser;
+  // Sampling defaults (generation_defaults.h): "auto", "vllm" or a folder; and a JSON
+  // object of overrides.
+  std::string generation_config = "auto";
+  std::string override_generation_config;
   // TEST ONLY (--scripted-output-file, hidden from --help): a file whose text every
   // request generates verbatim, to drive the output parsers with exact model output.
   std::string scripted_output_file;

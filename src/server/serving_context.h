@@ -44,6 +44,7 @@ struct ServerOptions {
   bool no_auth_health_metrics = false;        // /health, /metrics, /version skip the api_key
   bool enable_prompt_tokens_details = false;  // usage.prompt_tokens_details.cached_tokens
   std::optional<uint64_t> seed;               // --seed: seeds for requests that bring none
+  GenerationDefaults generation_defaults;     // --generation-config / --override-generation-config
   bool enable_auto_tool_choice = false;       // --enable-auto-tool-choice
   std::string tool_call_parser;               // --tool-call-parser; empty = none
   std::string reasoning_parser;               // --reasoning-parser; empty = none
