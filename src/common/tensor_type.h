@@ -38,6 +38,9 @@ enum class TensorType : uint32_t {
   // the same values and scales, 64 values per block.
   kQ4_0x2 = 0x10002,
   kQ5_0x2 = 0x10006,
+  // Per-output-row int8 weights (W8A8 checkpoints): row r = cols int8 values, with the
+  // row's scale (and static activation parameters) in WeightMatrix::i8.
+  kI8Rows = 0x10018,
 };
 
 inline constexpr uint32_t kFirstInMemoryType = 0x10000;

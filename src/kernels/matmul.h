@@ -18,12 +18,28 @@ namespace tandem {
 
 class ThreadPool;
 
+// Per-output-row parameters of a TensorType::kI8Rows matrix (W8A8).
+struct Int8RowParams {
+  const float* scale = nullptr;   // [rows]: w[r][k] = (q[r][k] - offset[r]) * scale[r]  (dynamic)
+                                  //         static: the dequantization scale deq_scale[r]
+  const float* offset = nullptr;  // [rows] or null (symmetric weights); dynamic only
+  // Static activation quantization (msmodelslim W8A8): act_scale > 0 means
+  // xq = clamp(round(x / act_scale + act_offset), -128, 127) per tensor, and
+  // y[r] = (xq . q[r] + bias[r]) * scale[r]. act_scale == 0: dynamic per-token symmetric
+  // quantization (xq = round(x / s_t), s_t = max|x_t| / 127),
+  // y[r] = s_t * scale[r] * (xq . q[r] - offset[r] * sum(xq)).
+  float act_scale = 0;
+  float act_offset = 0;
+  const int32_t* bias = nullptr;  // [rows], static only (quant_bias), may be null
+};
+
 struct WeightMatrix {
   TensorType type = TensorType::kF32;
   const uint8_t* data = nullptr;  // not owned (points into the mmapped model file)
   int64_t rows = 0;               // output features
   int64_t cols = 0;               // input features (contiguous)
   int64_t row_bytes = 0;
+  const Int8RowParams* i8 = nullptr;  // kI8Rows only
 
   bool valid() const { return data != nullptr; }
 };

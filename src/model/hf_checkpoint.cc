@@ -11,7 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/dequant.h"
 #include "kernels/half.h"
+#include "kernels/matmul.h"
 
 namespace tandem {
 
@@ -278,19 +280,77 @@ class HfCheckpointBuilder {
     return Status::Ok();
   }
 
+  // The scheme, from quant_model_description.json (msmodelslim, the seeds' Ascend
+  // format) or config.json's quantization_config; anything else is refused by name.
   Status CheckQuantization() {
     std::error_code ec;
-    if (fs::is_regular_file(dir_ / "quant_model_description.json", ec)) {
-      return UnimplementedError((dir_ / "quant_model_description.json").string() +
-                                ": msmodelslim checkpoints are not supported yet");
+    const fs::path desc = dir_ / "quant_model_description.json";
+    if (fs::is_regular_file(desc, ec)) {
+      TANDEM_ASSIGN_OR_RETURN(Json d, ReadJson(desc));
+      if (!d.is_object()) return InvalidArgumentError(desc.string() + " is not a JSON object");
+      for (auto it = d.begin(); it != d.end(); ++it) {
+        if (!it.value().is_string()) continue;  // e.g. version fields
+        const std::string v = it.value().get<std::string>();
+        if (it.key() == "model_quant_type" || it.key().find('.') == std::string::npos) continue;
+        if (v != "FLOAT" && v != "W8A8" && v != "W8A8_DYNAMIC") {
+          return UnimplementedError(desc.string() + ": tensor '" + it.key() + "' has scheme '" + v +
+                                    "' (supported: W8A8_DYNAMIC, W8A8, FLOAT)");
+        }
+        description_[it.key()] = v;
+      }
+      quant_ = Quant::kModelSlim;
+      return Status::Ok();
     }
     const Json* q = Key("quantization_config");
     if (q == nullptr) return Status::Ok();
-    std::string method = q->is_object() && q->contains("quant_method") && (*q)["quant_method"].is_string()
-                             ? (*q)["quant_method"].get<std::string>()
-                             : "?";
+    if (!q->is_object()) return InvalidArgumentError(Where() + "quantization_config must be an object");
+    const std::string method = q->value("quant_method", "");
+    if (method == "compressed-tensors") {
+      const std::string format = q->value("format", "");
+      if (format != "int-quantized") {
+        return UnimplementedError(Where() + "compressed-tensors format '" + format +
+                                  "' is not supported (int-quantized W8A8)");
+      }
+      const Json groups = q->value("config_groups", Json::object());
+      if (!groups.is_object() || groups.empty()) {
+        return InvalidArgumentError(Where() + "quantization_config.config_groups must be a non-empty object");
+      }
+      for (auto g = groups.begin(); g != groups.end(); ++g) {
+        const std::string where = "quantization_config.config_groups." + g.key();
+        const Json& w = g.value().contains("weights") ? g.value()["weights"] : Json();
+        const Json& a = g.value().contains("input_activations") ? g.value()["input_activations"] : Json();
+        auto is = [](const Json& j, const char* key, const Json& want) { return j.is_object() && j.contains(key) && j[key] == want; };
+        if (!(is(w, "num_bits", 8) && is(w, "type", "int") && is(w, "symmetric", true) && is(w, "strategy", "channel"))) {
+          return UnimplementedError(Where() + where + ".weights is not supported (int8, symmetric, per channel): " +
+                                    w.dump());
+        }
+        if (!(is(a, "num_bits", 8) && is(a, "type", "int") && is(a, "symmetric", true) && is(a, "dynamic", true) &&
+              is(a, "strategy", "token"))) {
+          return UnimplementedError(Where() + where + ".input_activations is not supported (int8, symmetric, "
+                                    "dynamic per token): " + a.dump());
+        }
+      }
+      quant_ = Quant::kCompressedTensors;
+      return Status::Ok();
+    }
+    if (method == "fp8") {
+      const Json bs = q->value("weight_block_size", Json());
+      if (!bs.is_array() || bs.size() != 2 || !bs[0].is_number_integer() || !bs[1].is_number_integer() ||
+          bs[0].get<int64_t>() < 1 || bs[1].get<int64_t>() < 1) {
+        return UnimplementedError(Where() + "fp8 without a weight_block_size [rows, cols] is not supported "
+                                  "(block-scaled FP8, DeepSeek-V3 style)");
+      }
+      if (q->value("fmt", "e4m3") != "e4m3") {
+        return UnimplementedError(Where() + "fp8 fmt '" + q->value("fmt", "") + "' is not supported (e4m3)");
+      }
+      fp8_block_[0] = bs[0].get<int64_t>();
+      fp8_block_[1] = bs[1].get<int64_t>();
+      quant_ = Quant::kFp8;
+      return Status::Ok();
+    }
     return UnimplementedError(Where() + "quantization_config.quant_method '" + method +
-                              "' is not supported yet");
+                              "' is not supported (compressed-tensors int-quantized W8A8, fp8 block-scaled, "
+                              "or msmodelslim's quant_model_description.json)");
   }
 
   // ---- config.json -> GGUF keys (convert_hf_to_gguf.py's set_gguf_parameters) --------
@@ -505,6 +565,29 @@ class HfCheckpointBuilder {
   }
 
   // ---- tensors ----------------------------------------------------------------------
+  // A tensor as the transforms see it: HF's shape order ([rows, cols] or [n]), a
+  // Tandem type, and for kI8Rows the per-row arrays (owned by the checkpoint).
+  struct Src {
+    std::string name;  // the HF name, for messages
+    TensorType type = TensorType::kF32;
+    std::vector<int64_t> shape;
+    const uint8_t* data = nullptr;
+    uint64_t bytes = 0;
+    uint64_t begin = 0;  // offset in its shard (or a unique number for converted data)
+    const float* scale = nullptr;
+    const float* offset = nullptr;
+    const int32_t* bias = nullptr;
+    float act_scale = 0, act_offset = 0;
+
+    int64_t rows() const { return shape.empty() ? 1 : shape[0]; }
+    int64_t cols() const { return shape.size() < 2 ? (shape.empty() ? 1 : shape[0]) : shape[1]; }
+    int64_t row_bytes() const { return static_cast<int64_t>(bytes) / (shape.size() < 2 ? 1 : rows()); }
+    bool is_float() const {
+      return type == TensorType::kF32 || type == TensorType::kF16 || type == TensorType::kBF16;
+    }
+  };
+
+  // The HF tensor `hf_name` (nullptr if absent), marked as used.
   const SafetensorsTensor* Take(const std::string& hf_name) {
     auto it = hf_.find(hf_name);
     if (it == hf_.end()) return nullptr;
@@ -512,118 +595,344 @@ class HfCheckpointBuilder {
     return it->second;
   }
 
-  // A tensor used in place: dims reversed (GGUF's contiguous row length first).
-  Status InPlace(const std::string& gguf_name, const SafetensorsTensor& t, int64_t rows_limit = -1) {
+  std::string ModuleOf(const std::string& weight_name) const {
+    return weight_name.ends_with(".weight") ? weight_name.substr(0, weight_name.size() - 7) : weight_name;
+  }
+  const SafetensorsTensor* Companion(const std::string& module, const char* suffix) {
+    return Take(module + "." + suffix);
+  }
+  // A small float tensor (scales, offsets) as float32 values; InvalidArgument unless it
+  // holds `n` values (or one, broadcast, when `broadcast`).
+  StatusOr<std::vector<float>> Floats(const SafetensorsTensor& t, int64_t n, bool broadcast) {
     if (!IsFloatDtype(t.dtype)) {
-      return UnimplementedError("tensor '" + t.name + "' has dtype " + std::string(SafetensorsDtypeName(t.dtype)) +
-                                " which Tandem cannot compute with here (F32, F16, BF16 in a float checkpoint)");
+      return InvalidArgumentError("tensor '" + t.name + "' has dtype " + std::string(SafetensorsDtypeName(t.dtype)) +
+                                  ", expected F32, F16 or BF16");
     }
-    GgufTensorInfo g;
-    g.name = gguf_name;
-    g.type = FloatType(t.dtype);
-    for (auto it = t.shape.rbegin(); it != t.shape.rend(); ++it) g.dims.push_back(*it);
-    if (g.dims.empty()) g.dims.push_back(1);
-    g.num_elements = t.num_elements;
-    if (rows_limit >= 0 && g.dims.size() == 2 && rows_limit < g.dims[1]) {
-      g.dims[1] = rows_limit;
-      g.num_elements = rows_limit * g.dims[0];
+    if (t.num_elements != n && !(broadcast && t.num_elements == 1)) {
+      return InvalidArgumentError("tensor '" + t.name + "' has " + std::to_string(t.num_elements) +
+                                  " values, expected " + std::to_string(n));
     }
-    g.data = t.data;
-    g.size_bytes = static_cast<uint64_t>(g.num_elements) * SafetensorsDtypeSize(t.dtype);
-    g.offset = t.begin;  // within its shard (the fingerprint hashes names and offsets)
-    return c_->AddTensor(std::move(g));
+    std::vector<float> out(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) out[i] = FloatAt(t, t.num_elements == 1 ? 0 : i);
+    return out;
+  }
+  const float* KeepFloats(std::vector<float> v) {
+    c_->floats_.push_back(std::move(v));
+    return c_->floats_.back().data();
   }
 
-  // A tensor built at open into a buffer the checkpoint keeps.
-  Status Owned(const std::string& gguf_name, TensorType type, std::vector<int64_t> dims,
-               std::vector<uint8_t> bytes) {
-    GgufTensorInfo g;
-    g.name = gguf_name;
-    g.type = type;
-    g.num_elements = 1;
-    for (int64_t d : dims) g.num_elements *= d;
-    g.dims = std::move(dims);
-    g.size_bytes = bytes.size();
-    c_->buffers_.push_back(std::move(bytes));
-    g.data = c_->buffers_.back().data();
-    g.offset = (uint64_t{1} << 62) + c_->buffers_.size();  // not in a file: unique, never a file offset
-    return c_->AddTensor(std::move(g));
-  }
-
-  // A float tensor as F32 values, optionally plus a shift (Gemma's norm + 1).
-  Status AsF32(const std::string& gguf_name, const SafetensorsTensor& t, float shift) {
-    if (!IsFloatDtype(t.dtype)) return InPlace(gguf_name, t);  // names the dtype
-    std::vector<uint8_t> bytes(static_cast<size_t>(t.num_elements) * 4);
-    for (int64_t i = 0; i < t.num_elements; ++i) {
-      const float v = FloatAt(t, i) + shift;
-      std::memcpy(bytes.data() + i * 4, &v, 4);
+  // The tensor `hf_name` resolved to a type the kernels take: float as stored, int8
+  // weights with their scales (compressed-tensors, msmodelslim), FP8 block-scaled
+  // weights dequantized and stored as Q8_0 (F32 when a row is not whole 32-blocks).
+  StatusOr<Src> Resolve(const SafetensorsTensor& t) {
+    Src s;
+    s.name = t.name;
+    s.shape = t.shape;
+    s.data = t.data;
+    s.bytes = t.size_bytes();
+    s.begin = t.begin;
+    if (IsFloatDtype(t.dtype)) {
+      s.type = FloatType(t.dtype);
+      return s;
     }
-    std::vector<int64_t> dims(t.shape.rbegin(), t.shape.rend());
-    if (dims.empty()) dims.push_back(1);
-    return Owned(gguf_name, TensorType::kF32, std::move(dims), std::move(bytes));
-  }
-
-  Status Want2d(const SafetensorsTensor& t, int64_t rows, int64_t cols) {
-    if (t.shape.size() != 2 || t.shape[0] != rows || t.shape[1] != cols) {
-      std::string got;
-      for (int64_t d : t.shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
-      return InvalidArgumentError("tensor '" + t.name + "' has shape [" + got + "], expected [" +
-                                  std::to_string(rows) + ", " + std::to_string(cols) + "]");
-    }
-    return Status::Ok();
-  }
-
-  // llama's q/k rows (or bias) permuted from HF's rotate-half order to GGUF's adjacent
-  // pairs: reshape(n_head, 2, rows / n_head / 2, ...).swapaxes(1, 2).
-  Status Permuted(const std::string& gguf_name, const SafetensorsTensor& t, int64_t n_head) {
-    if (!IsFloatDtype(t.dtype)) return InPlace(gguf_name, t);
-    const int64_t rows = t.shape.empty() ? 1 : t.shape[0];
-    if (rows % (2 * n_head) != 0) {
-      return InvalidArgumentError("tensor '" + t.name + "' has " + std::to_string(rows) +
-                                  " rows, not a multiple of 2 x " + std::to_string(n_head) + " heads");
-    }
-    const int64_t row_bytes = static_cast<int64_t>(t.size_bytes()) / rows;
-    const int64_t per_head = rows / n_head, half = per_head / 2;
-    std::vector<uint8_t> bytes(t.size_bytes());
-    for (int64_t h = 0; h < n_head; ++h) {
-      for (int64_t i = 0; i < half; ++i) {
-        for (int64_t j = 0; j < 2; ++j) {
-          const int64_t out = h * per_head + i * 2 + j, in = h * per_head + j * half + i;
-          std::memcpy(bytes.data() + out * row_bytes, t.data + in * row_bytes, row_bytes);
+    const std::string module = ModuleOf(t.name);
+    if (t.dtype == SafetensorsDtype::kI8 && quant_ != Quant::kNone && quant_ != Quant::kFp8) {
+      if (t.shape.size() != 2) return InvalidArgumentError("int8 tensor '" + t.name + "' is not a matrix");
+      const int64_t rows = t.shape[0];
+      s.type = TensorType::kI8Rows;
+      std::string scheme = "W8A8_DYNAMIC";
+      if (quant_ == Quant::kModelSlim) {
+        auto it = description_.find(t.name);
+        scheme = it != description_.end() ? it->second : "";
+        if (scheme != "W8A8_DYNAMIC" && scheme != "W8A8") {
+          return UnimplementedError((dir_ / "quant_model_description.json").string() + ": tensor '" + t.name +
+                                    "' is int8 with scheme '" + scheme +
+                                    "' (supported: W8A8_DYNAMIC, W8A8, FLOAT)");
         }
       }
+      if (scheme == "W8A8") {  // msmodelslim static
+        const SafetensorsTensor* deq = Companion(module, "deq_scale");
+        const SafetensorsTensor* qb = Companion(module, "quant_bias");
+        const SafetensorsTensor* is = Companion(module, "input_scale");
+        const SafetensorsTensor* io = Companion(module, "input_offset");
+        if (deq == nullptr || is == nullptr || io == nullptr) {
+          return NotFoundError(dir_.string() + ": W8A8 tensor '" + t.name +
+                               "' lacks its deq_scale, input_scale or input_offset");
+        }
+        std::vector<float> d(static_cast<size_t>(rows));
+        if (deq->num_elements != rows) {
+          return InvalidArgumentError("tensor '" + deq->name + "' has " + std::to_string(deq->num_elements) +
+                                      " values, expected " + std::to_string(rows));
+        }
+        if (deq->dtype == SafetensorsDtype::kI64) {  // fp32 bits in the low 32 bits
+          for (int64_t r = 0; r < rows; ++r) {
+            uint32_t bits;
+            std::memcpy(&bits, deq->data + r * 8, 4);
+            std::memcpy(&d[r], &bits, 4);
+          }
+        } else {
+          TANDEM_ASSIGN_OR_RETURN(d, Floats(*deq, rows, false));
+        }
+        s.scale = KeepFloats(std::move(d));
+        if (qb != nullptr) {
+          if (qb->dtype != SafetensorsDtype::kI32 || qb->num_elements != rows) {
+            return InvalidArgumentError("tensor '" + qb->name + "' must be I32 with " + std::to_string(rows) + " values");
+          }
+          std::vector<int32_t> b(static_cast<size_t>(rows));
+          std::memcpy(b.data(), qb->data, static_cast<size_t>(rows) * 4);
+          c_->ints_.push_back(std::move(b));
+          s.bias = c_->ints_.back().data();
+        }
+        TANDEM_ASSIGN_OR_RETURN(std::vector<float> sc, Floats(*is, 1, true));
+        TANDEM_ASSIGN_OR_RETURN(std::vector<float> of, Floats(*io, 1, true));
+        if (!(sc[0] > 0) || !std::isfinite(sc[0])) {
+          return InvalidArgumentError("tensor '" + is->name + "' must be a positive scale");
+        }
+        s.act_scale = sc[0];
+        s.act_offset = of[0];
+        ++int8_static_;
+        return s;
+      }
+      const SafetensorsTensor* ws = Companion(module, "weight_scale");
+      if (ws == nullptr) return NotFoundError(dir_.string() + ": int8 tensor '" + t.name + "' lacks " + module + ".weight_scale");
+      TANDEM_ASSIGN_OR_RETURN(std::vector<float> sc, Floats(*ws, rows, false));
+      s.scale = KeepFloats(std::move(sc));
+      if (const SafetensorsTensor* wo = Companion(module, "weight_offset")) {
+        TANDEM_ASSIGN_OR_RETURN(std::vector<float> of, Floats(*wo, rows, false));
+        if (std::any_of(of.begin(), of.end(), [](float v) { return v != 0; })) s.offset = KeepFloats(std::move(of));
+      }
+      ++int8_dynamic_;
+      return s;
     }
-    std::vector<int64_t> dims(t.shape.rbegin(), t.shape.rend());
+    if (t.dtype == SafetensorsDtype::kF8E4M3 && quant_ == Quant::kFp8) return DequantizeFp8(t, module);
+    std::string hint = quant_ == Quant::kNone ? " (config.json has no quantization_config saying how to read it)" : "";
+    return UnimplementedError("tensor '" + t.name + "' has dtype " + std::string(SafetensorsDtypeName(t.dtype)) +
+                              " which Tandem cannot compute with" + hint);
+  }
+
+  // e4m3fn: 1 sign, 4 exponent (bias 7), 3 mantissa bits; 0x7f / 0xff are NaN.
+  static float Fp8E4M3(uint8_t b) {
+    const int sign = b >> 7, exp = (b >> 3) & 0xf, man = b & 7;
+    float v;
+    if (exp == 0) {
+      v = std::ldexp(static_cast<float>(man) / 8.0f, -6);
+    } else if (exp == 15 && man == 7) {
+      v = std::nanf("");
+    } else {
+      v = std::ldexp(1.0f + static_cast<float>(man) / 8.0f, exp - 7);
+    }
+    return sign ? -v : v;
+  }
+
+  // FP8 block-scaled (DeepSeek-V3 style): w = fp8 x weight_scale_inv[r / bs0][c / bs1].
+  StatusOr<Src> DequantizeFp8(const SafetensorsTensor& t, const std::string& module) {
+    if (t.shape.size() != 2) return InvalidArgumentError("FP8 tensor '" + t.name + "' is not a matrix");
+    const int64_t rows = t.shape[0], cols = t.shape[1];
+    const SafetensorsTensor* inv = Companion(module, "weight_scale_inv");
+    if (inv == nullptr) return NotFoundError(dir_.string() + ": FP8 tensor '" + t.name + "' lacks " + module + ".weight_scale_inv");
+    const int64_t br = (rows + fp8_block_[0] - 1) / fp8_block_[0], bc = (cols + fp8_block_[1] - 1) / fp8_block_[1];
+    if (inv->shape.size() != 2 || inv->shape[0] != br || inv->shape[1] != bc) {
+      return InvalidArgumentError("tensor '" + inv->name + "' must have shape [" + std::to_string(br) + ", " +
+                                  std::to_string(bc) + "] for blocks of " + std::to_string(fp8_block_[0]) + "x" +
+                                  std::to_string(fp8_block_[1]));
+    }
+    TANDEM_ASSIGN_OR_RETURN(std::vector<float> scales, Floats(*inv, br * bc, false));
+    const bool q8 = cols % 32 == 0;
+    const int64_t out_row = q8 ? *RowBytes(TensorType::kQ8_0, cols) : cols * 4;
+    std::vector<uint8_t> out(static_cast<size_t>(rows * out_row));
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) {
+        row[c] = Fp8E4M3(t.data[r * cols + c]) * scales[(r / fp8_block_[0]) * bc + c / fp8_block_[1]];
+      }
+      if (q8) {
+        QuantizeRowQ8_0(row.data(), out.data() + r * out_row, cols);
+      } else {
+        std::memcpy(out.data() + r * out_row, row.data(), static_cast<size_t>(cols) * 4);
+      }
+    }
+    ++fp8_;
+    c_->buffers_.push_back(std::move(out));
+    Src s;
+    s.name = t.name;
+    s.type = q8 ? TensorType::kQ8_0 : TensorType::kF32;
+    s.shape = t.shape;
+    s.data = c_->buffers_.back().data();
+    s.bytes = c_->buffers_.back().size();
+    s.begin = t.begin;
+    return s;
+  }
+
+  const Int8RowParams* KeepParams(const Src& s, int64_t row0) {
+    Int8RowParams p;
+    p.scale = s.scale ? s.scale + row0 : nullptr;
+    p.offset = s.offset ? s.offset + row0 : nullptr;
+    p.bias = s.bias ? s.bias + row0 : nullptr;
+    p.act_scale = s.act_scale;
+    p.act_offset = s.act_offset;
+    c_->params_.push_back(p);
+    return &c_->params_.back();
+  }
+
+  // Adds `s` as GGUF tensor `gguf_name` (dims reversed: the row length first). A stack
+  // of `n_matrices` > 1 gets one Int8RowParams per matrix (kI8Rows).
+  Status Emit(const std::string& gguf_name, const Src& s, std::vector<int64_t> dims = {}) {
+    GgufTensorInfo g;
+    g.name = gguf_name;
+    g.type = s.type;
+    g.dims = dims.empty() ? std::vector<int64_t>(s.shape.rbegin(), s.shape.rend()) : std::move(dims);
+    if (g.dims.empty()) g.dims.push_back(1);
+    g.num_elements = 1;
+    for (int64_t d : g.dims) g.num_elements *= d;
+    g.data = s.data;
+    g.size_bytes = s.bytes;
+    g.offset = s.begin;
+    if (s.type == TensorType::kI8Rows) {
+      g.i8 = g.dims.size() == 3 ? KeepParamArray(s, g.dims[2], g.dims[1]) : KeepParams(s, 0);
+    }
+    return c_->AddTensor(std::move(g));
+  }
+  // n Int8RowParams in one array (a stack's At(i) indexes it).
+  const Int8RowParams* KeepParamArray(const Src& s, int64_t n, int64_t rows_each) {
+    std::vector<Int8RowParams> a(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      a[i].scale = s.scale ? s.scale + i * rows_each : nullptr;
+      a[i].offset = s.offset ? s.offset + i * rows_each : nullptr;
+      a[i].bias = s.bias ? s.bias + i * rows_each : nullptr;
+      a[i].act_scale = s.act_scale;
+      a[i].act_offset = s.act_offset;
+    }
+    c_->param_arrays_.push_back(std::move(a));
+    return c_->param_arrays_.back().data();
+  }
+
+  // Keeps converted bytes; returns a Src over them with `like`'s type and arrays.
+  Src Owned(const Src& like, std::vector<int64_t> shape, std::vector<uint8_t> bytes) {
+    c_->buffers_.push_back(std::move(bytes));
+    Src s = like;
+    s.shape = std::move(shape);
+    s.data = c_->buffers_.back().data();
+    s.bytes = c_->buffers_.back().size();
+    s.begin = (uint64_t{1} << 62) + c_->buffers_.size();  // not a file offset: unique
+    return s;
+  }
+
+  // Row r of `s` as float32 values.
+  void RowAsFloat(const Src& s, int64_t r, float* out) const {
+    const int64_t cols = s.cols();
+    const uint8_t* row = s.data + r * s.row_bytes();
+    if (s.type == TensorType::kI8Rows) {
+      const float off = s.offset ? s.offset[r] : 0.0f;
+      for (int64_t c = 0; c < cols; ++c) {
+        const float q = static_cast<float>(static_cast<int8_t>(row[c]));
+        out[c] = s.act_scale > 0 ? q * s.scale[r] / s.act_scale : (q - off) * s.scale[r];
+      }
+      return;
+    }
+    DequantizeRow(s.type, row, out, cols);
+  }
+
+  // `s` widened to F32 values plus `shift` (Gemma's norm + 1; routers as the converter
+  // writes them).
+  Src AsF32(const Src& s, float shift) {
+    const int64_t rows = s.shape.size() < 2 ? 1 : s.rows(), cols = s.cols();
+    std::vector<uint8_t> bytes(static_cast<size_t>(rows * cols) * 4);
+    for (int64_t r = 0; r < rows; ++r) {
+      float* out = reinterpret_cast<float*>(bytes.data()) + r * cols;
+      RowAsFloat(s, r, out);
+      for (int64_t c = 0; c < cols; ++c) out[c] += shift;
+    }
+    Src f = s;
+    f.type = TensorType::kF32;
+    f.scale = f.offset = nullptr;
+    f.bias = nullptr;
+    f.act_scale = f.act_offset = 0;
+    return Owned(f, s.shape, std::move(bytes));
+  }
+
+  // Rows gathered in `order` (and the per-row arrays with them).
+  Src GatherRows(const Src& s, const std::vector<int64_t>& order) {
+    const int64_t rb = s.row_bytes();
+    std::vector<uint8_t> bytes(s.bytes);
+    for (size_t i = 0; i < order.size(); ++i) std::memcpy(bytes.data() + i * rb, s.data + order[i] * rb, rb);
+    Src out = Owned(s, s.shape, std::move(bytes));
+    auto gather_f = [&](const float* a) -> const float* {
+      if (a == nullptr) return nullptr;
+      std::vector<float> v(order.size());
+      for (size_t i = 0; i < order.size(); ++i) v[i] = a[order[i]];
+      return KeepFloats(std::move(v));
+    };
+    out.scale = gather_f(s.scale);
+    out.offset = gather_f(s.offset);
+    if (s.bias != nullptr) {
+      std::vector<int32_t> v(order.size());
+      for (size_t i = 0; i < order.size(); ++i) v[i] = s.bias[order[i]];
+      c_->ints_.push_back(std::move(v));
+      out.bias = c_->ints_.back().data();
+    }
+    return out;
+  }
+
+  // llama's q/k rows (or bias) from HF's rotate-half order to GGUF's adjacent pairs:
+  // reshape(n_head, 2, rows / n_head / 2, ...).swapaxes(1, 2).
+  StatusOr<Src> Permuted(const Src& s, int64_t n_head) {
+    const int64_t rows = s.rows();
+    if (rows % (2 * n_head) != 0) {
+      return InvalidArgumentError("tensor '" + s.name + "' has " + std::to_string(rows) +
+                                  " rows, not a multiple of 2 x " + std::to_string(n_head) + " heads");
+    }
+    const int64_t per_head = rows / n_head, half = per_head / 2;
+    std::vector<int64_t> order(static_cast<size_t>(rows));
+    for (int64_t h = 0; h < n_head; ++h)
+      for (int64_t i = 0; i < half; ++i)
+        for (int64_t j = 0; j < 2; ++j) order[h * per_head + i * 2 + j] = h * per_head + j * half + i;
     ++permuted_;
-    return Owned(gguf_name, FloatType(t.dtype), std::move(dims), std::move(bytes));
+    return GatherRows(s, order);
   }
 
   // Per-expert matrices [rows, cols] stacked into one GGUF tensor {cols, rows, n}.
-  Status Stacked(const std::string& gguf_name, const std::vector<const SafetensorsTensor*>& parts) {
-    const SafetensorsTensor& first = *parts[0];
-    if (!IsFloatDtype(first.dtype)) return InPlace(gguf_name, first);
+  Status Stacked(const std::string& gguf_name, const std::vector<Src>& parts) {
+    const Src& first = parts[0];
     if (first.shape.size() != 2) return InvalidArgumentError("tensor '" + first.name + "' is not a matrix");
     std::vector<uint8_t> bytes;
-    bytes.reserve(first.size_bytes() * parts.size());
-    for (const SafetensorsTensor* p : parts) {
-      if (p->dtype != first.dtype || p->shape != first.shape) {
-        return InvalidArgumentError("expert tensor '" + p->name + "' differs in dtype or shape from '" +
+    bytes.reserve(first.bytes * parts.size());
+    std::vector<float> scale, offset;
+    std::vector<int32_t> bias;
+    for (const Src& p : parts) {
+      if (p.type != first.type || p.shape != first.shape || (p.offset == nullptr) != (first.offset == nullptr) ||
+          (p.bias == nullptr) != (first.bias == nullptr) || p.act_scale != first.act_scale ||
+          p.act_offset != first.act_offset) {
+        return InvalidArgumentError("expert tensor '" + p.name + "' differs in type, shape or quantization from '" +
                                     first.name + "'");
       }
-      bytes.insert(bytes.end(), p->data, p->data + p->size_bytes());
+      bytes.insert(bytes.end(), p.data, p.data + p.bytes);
+      if (p.scale) scale.insert(scale.end(), p.scale, p.scale + p.rows());
+      if (p.offset) offset.insert(offset.end(), p.offset, p.offset + p.rows());
+      if (p.bias) bias.insert(bias.end(), p.bias, p.bias + p.rows());
     }
     ++stacked_;
     stacked_bytes_ += static_cast<int64_t>(bytes.size());
-    return Owned(gguf_name, FloatType(first.dtype),
-                 {first.shape[1], first.shape[0], static_cast<int64_t>(parts.size())}, std::move(bytes));
+    Src s = Owned(first, {static_cast<int64_t>(parts.size()) * first.rows(), first.cols()}, std::move(bytes));
+    s.scale = scale.empty() ? nullptr : KeepFloats(std::move(scale));
+    s.offset = offset.empty() ? nullptr : KeepFloats(std::move(offset));
+    if (!bias.empty()) {
+      c_->ints_.push_back(std::move(bias));
+      s.bias = c_->ints_.back().data();
+    }
+    return Emit(gguf_name, s, {first.cols(), first.rows(), static_cast<int64_t>(parts.size())});
   }
 
   // MLA's kv_b_proj [n_head * (nope + v), kv_lora] split into k_b {nope, kv_lora, n_head}
-  // (each head's K rows transposed) and v_b {kv_lora, v, n_head}.
-  Status SplitKvB(const std::string& prefix, const SafetensorsTensor& t) {
-    if (!IsFloatDtype(t.dtype)) return InPlace(prefix + "attn_kv_b.weight", t);
-    TANDEM_RETURN_IF_ERROR(Want2d(t, n_head_ * (nope_ + v_head_), kv_lora_));
-    const int64_t es = SafetensorsDtypeSize(t.dtype), lora = kv_lora_;
+  // (each head's K rows transposed) and v_b {kv_lora, v, n_head}. Float tensors keep
+  // their type (elements moved, not converted); others are dequantized to F32.
+  Status SplitKvB(const std::string& prefix, const Src& in) {
+    const int64_t lora = kv_lora_;
+    if (in.shape.size() != 2 || in.rows() != n_head_ * (nope_ + v_head_) || in.cols() != lora) {
+      return InvalidArgumentError("tensor '" + in.name + "' must have shape [" + std::to_string(n_head_ * (nope_ + v_head_)) +
+                                  ", " + std::to_string(lora) + "]");
+    }
+    const Src t = in.is_float() ? in : AsF32(in, 0.0f);
+    const int64_t es = static_cast<int64_t>(t.bytes) / (t.rows() * lora);
     std::vector<uint8_t> k(static_cast<size_t>(n_head_ * lora * nope_ * es));
     std::vector<uint8_t> v(static_cast<size_t>(n_head_ * v_head_ * lora * es));
     for (int64_t h = 0; h < n_head_; ++h) {
@@ -636,8 +945,9 @@ class HfCheckpointBuilder {
       std::memcpy(v.data() + h * v_head_ * lora * es, head + nope_ * lora * es, v_head_ * lora * es);
     }
     ++split_;
-    TANDEM_RETURN_IF_ERROR(Owned(prefix + "attn_k_b.weight", FloatType(t.dtype), {nope_, lora, n_head_}, std::move(k)));
-    return Owned(prefix + "attn_v_b.weight", FloatType(t.dtype), {lora, v_head_, n_head_}, std::move(v));
+    TANDEM_RETURN_IF_ERROR(Emit(prefix + "attn_k_b.weight", Owned(t, {n_head_ * lora, nope_}, std::move(k)),
+                                {nope_, lora, n_head_}));
+    return Emit(prefix + "attn_v_b.weight", Owned(t, {n_head_ * v_head_, lora}, std::move(v)), {lora, v_head_, n_head_});
   }
 
   // The GGUF name of a per-layer HF tensor suffix (after "model.layers.N."), "" if none.
@@ -696,57 +1006,53 @@ class HfCheckpointBuilder {
 
   Status AddTensors() {
     const float norm_shift = arch_ == "gemma3" ? 1.0f : 0.0f;
-    auto norm = [&](const std::string& gguf, const SafetensorsTensor& t) {
-      if (norm_shift != 0) ++shifted_;
-      return norm_shift != 0 ? AsF32(gguf, t, norm_shift) : InPlace(gguf, t);
-    };
     // Global tensors.
     const SafetensorsTensor* embd = Take("model.embed_tokens.weight");
     if (embd == nullptr) return NotFoundError(dir_.string() + ": the checkpoint lacks model.embed_tokens.weight");
+    TANDEM_ASSIGN_OR_RETURN(Src e, Resolve(*embd));
     // Gemma's embedding has rows past the tokenizer's tokens; the converter drops them.
-    int64_t embd_rows = -1;
     if (arch_ == "gemma3" && !c_->tokenizer_json_.empty()) {
       TANDEM_ASSIGN_OR_RETURN(Json tok, ReadJson(c_->tokenizer_json_));
       if (tok.is_object() && tok.contains("model") && tok["model"].is_object() && tok["model"].contains("vocab") &&
           tok.contains("added_tokens") && tok["added_tokens"].is_array()) {
-        embd_rows = static_cast<int64_t>(tok["model"]["vocab"].size() + tok["added_tokens"].size());
-        if (embd_rows < c_->vocab_size_) c_->vocab_size_ = embd_rows;
+        const int64_t n = static_cast<int64_t>(tok["model"]["vocab"].size() + tok["added_tokens"].size());
+        if (n < e.rows()) {
+          e.bytes = static_cast<uint64_t>(n * e.row_bytes());
+          e.shape[0] = n;
+          c_->vocab_size_ = n;
+        }
       }
     }
-    TANDEM_RETURN_IF_ERROR(InPlace("token_embd.weight", *embd, embd_rows));
-    if (const SafetensorsTensor* t = Take("model.norm.weight")) TANDEM_RETURN_IF_ERROR(norm("output_norm.weight", *t));
-    if (const SafetensorsTensor* t = Take("lm_head.weight"); t != nullptr && !tied_) {
-      TANDEM_RETURN_IF_ERROR(InPlace("output.weight", *t));
+    TANDEM_RETURN_IF_ERROR(Emit("token_embd.weight", e));
+    if (const SafetensorsTensor* t = Take("model.norm.weight")) {
+      TANDEM_ASSIGN_OR_RETURN(Src n, Resolve(*t));
+      TANDEM_RETURN_IF_ERROR(Emit("output_norm.weight", norm_shift != 0 ? AsF32(n, norm_shift) : n));
     }
-    // Per-layer tensors, experts gathered per layer and projection.
+    if (const SafetensorsTensor* t = Take("lm_head.weight"); t != nullptr && !tied_) {
+      TANDEM_ASSIGN_OR_RETURN(Src h, Resolve(*t));
+      TANDEM_RETURN_IF_ERROR(Emit("output.weight", h));
+    }
+    // Per-layer tensors, experts gathered per layer and projection. The names are
+    // collected first: Resolve takes companion tensors (scales) from hf_ as it goes.
     std::map<std::pair<int64_t, std::string>, std::map<int64_t, const SafetensorsTensor*>> experts;
+    std::vector<std::pair<std::string, const SafetensorsTensor*>> layer_tensors(hf_.begin(), hf_.end());
     const int64_t n_blocks = n_layers_ + n_nextn_;
-    for (const auto& [name, t] : hf_) {
+    for (const auto& [name, t] : layer_tensors) {
       if (!name.starts_with("model.layers.")) continue;
       size_t dot = name.find('.', 13);
       if (dot == std::string::npos) continue;
       int64_t il = -1;
-      try {
-        il = std::stoll(name.substr(13, dot - 13));
-      } catch (...) {
-        continue;
-      }
-      if (il < 0 || il >= n_blocks) continue;
+      if (!ParseIndex(name.substr(13, dot - 13), &il) || il >= n_blocks) continue;
       const std::string suffix = name.substr(dot + 1);
       const std::string prefix = "blk." + std::to_string(il) + ".";
       const bool nextn = il >= n_layers_;
       if (suffix.starts_with("mlp.experts.")) {
         size_t d2 = suffix.find('.', 12);
-        if (d2 == std::string::npos) continue;
         int64_t e = -1;
-        try {
-          e = std::stoll(suffix.substr(12, d2 - 12));
-        } catch (...) {
-          continue;
-        }
+        if (d2 == std::string::npos || !ParseIndex(suffix.substr(12, d2 - 12), &e)) continue;
         const std::string proj = suffix.substr(d2 + 1);
         if (proj != "gate_proj.weight" && proj != "up_proj.weight" && proj != "down_proj.weight") continue;
-        if (e < 0 || e >= n_expert_) {
+        if (e >= n_expert_) {
           return InvalidArgumentError("tensor '" + name + "' names expert " + std::to_string(e) + " of " +
                                       std::to_string(n_expert_));
         }
@@ -754,36 +1060,38 @@ class HfCheckpointBuilder {
         used_.insert(name);
         continue;
       }
-      if (suffix == "self_attn.kv_b_proj.weight" && mla_) {
-        used_.insert(name);
-        TANDEM_RETURN_IF_ERROR(SplitKvB(prefix, *t));
-        continue;
-      }
-      const std::string gguf = LayerName(suffix, nextn);
+      const bool kv_b = mla_ && suffix == "self_attn.kv_b_proj.weight";
+      const std::string gguf = kv_b ? "attn_kv_b.weight" : LayerName(suffix, nextn);
       if (gguf.empty()) continue;
       used_.insert(name);
+      TANDEM_ASSIGN_OR_RETURN(Src s, Resolve(*t));
       const std::string full = prefix + gguf;
-      if (arch_ == "llama" && (suffix.starts_with("self_attn.q_proj.") || suffix.starts_with("self_attn.k_proj."))) {
-        TANDEM_RETURN_IF_ERROR(Permuted(full, *t, suffix.starts_with("self_attn.q_proj.") ? n_head_ : n_head_kv_));
+      if (kv_b) {
+        TANDEM_RETURN_IF_ERROR(SplitKvB(prefix, s));
+      } else if (arch_ == "llama" && (suffix.starts_with("self_attn.q_proj.") || suffix.starts_with("self_attn.k_proj."))) {
+        TANDEM_ASSIGN_OR_RETURN(Src p, Permuted(s, suffix.starts_with("self_attn.q_proj.") ? n_head_ : n_head_kv_));
+        TANDEM_RETURN_IF_ERROR(Emit(full, p));
       } else if (gguf == "ffn_gate_inp.weight" || gguf == "indexer.proj.weight") {
         ++widened_;
-        TANDEM_RETURN_IF_ERROR(AsF32(full, *t, 0.0f));  // the converter writes these as F32
-      } else if (gguf.ends_with("norm.weight") && gguf != "indexer.k_norm.weight") {
-        TANDEM_RETURN_IF_ERROR(norm(full, *t));
+        TANDEM_RETURN_IF_ERROR(Emit(full, AsF32(s, 0.0f)));  // the converter writes these as F32
+      } else if (norm_shift != 0 && gguf.ends_with("norm.weight")) {
+        ++shifted_;
+        TANDEM_RETURN_IF_ERROR(Emit(full, AsF32(s, norm_shift)));
       } else {
-        TANDEM_RETURN_IF_ERROR(InPlace(full, *t));
+        TANDEM_RETURN_IF_ERROR(Emit(full, s));
       }
     }
     for (const auto& [key, by_expert] : experts) {
       const auto& [il, proj] = key;
-      std::vector<const SafetensorsTensor*> parts;
+      std::vector<Src> parts;
       for (int64_t e = 0; e < n_expert_; ++e) {
         auto it = by_expert.find(e);
         if (it == by_expert.end()) {
           return NotFoundError(dir_.string() + ": the checkpoint lacks model.layers." + std::to_string(il) +
                                ".mlp.experts." + std::to_string(e) + "." + proj);
         }
-        parts.push_back(it->second);
+        TANDEM_ASSIGN_OR_RETURN(Src s, Resolve(*it->second));
+        parts.push_back(std::move(s));
       }
       const std::string gguf = "blk." + std::to_string(il) + ".ffn_" + proj.substr(0, proj.find('_')) + "_exps.weight";
       TANDEM_RETURN_IF_ERROR(Stacked(gguf, parts));
@@ -791,18 +1099,29 @@ class HfCheckpointBuilder {
     for (const auto& [name, t] : hf_) {
       if (!used_.count(name)) c_->unused_.push_back(name);
     }
-    if (permuted_ > 0) {
-      c_->conversions_.push_back("q/k rows of " + std::to_string(permuted_) +
-                                 " tensors permuted (HF rotates half-and-half, llama's GGUF RoPE adjacent pairs)");
-    }
-    if (shifted_ > 0) c_->conversions_.push_back(std::to_string(shifted_) + " Gemma norms stored as 1 + w in F32");
+    auto say = [&](int n, const std::string& what) {
+      if (n > 0) c_->conversions_.push_back(std::to_string(n) + " " + what);
+    };
+    say(permuted_, "q/k tensors with rows permuted (HF rotates half-and-half, llama's GGUF RoPE adjacent pairs)");
+    say(shifted_, "Gemma norms stored as 1 + w in F32 (Gemma's RMSNorm multiplies by 1 + w)");
     if (stacked_ > 0) {
-      c_->conversions_.push_back(std::to_string(stacked_) + " per-expert groups stacked into 3-D tensors (" +
-                                 std::to_string(stacked_bytes_ / 1000000) + " MB copied)");
+      say(stacked_, "per-expert groups stacked into 3-D tensors (" + std::to_string(stacked_bytes_ / 1000000) +
+                        " MB copied: the kernels read an expert stack as one tensor)");
     }
-    if (split_ > 0) c_->conversions_.push_back(std::to_string(split_) + " kv_b_proj split into k_b / v_b for absorbed MLA");
-    if (widened_ > 0) c_->conversions_.push_back(std::to_string(widened_) + " router / indexer weights widened to F32");
+    say(split_, "kv_b_proj tensors split into k_b / v_b for absorbed MLA");
+    say(widened_, "router / indexer weights widened to F32 (as the converter writes them)");
+    say(int8_dynamic_, "int8 matrices used in place with per-channel scales (W8A8, tokens quantized per row)");
+    say(int8_static_, "int8 matrices used in place with static activation scales (msmodelslim W8A8)");
+    say(fp8_, "FP8 block-scaled matrices dequantized to Q8_0 (F32 where a row is not whole 32-value blocks)");
     return Status::Ok();
+  }
+
+  static bool ParseIndex(const std::string& s, int64_t* out) {
+    if (s.empty() || s.size() > 9 || !std::all_of(s.begin(), s.end(), [](char ch) { return ch >= '0' && ch <= '9'; })) {
+      return false;
+    }
+    *out = std::stoll(s);
+    return true;
   }
 
   HfCheckpoint* c_;
@@ -815,7 +1134,12 @@ class HfCheckpointBuilder {
   int64_t n_expert_ = 0, kv_lora_ = 0, nope_ = 0, v_head_ = 0;
   std::map<std::string, const SafetensorsTensor*> hf_;
   std::set<std::string> used_;
-  int permuted_ = 0, shifted_ = 0, stacked_ = 0, split_ = 0, widened_ = 0;
+  enum class Quant { kNone, kCompressedTensors, kModelSlim, kFp8 };
+  Quant quant_ = Quant::kNone;
+  std::map<std::string, std::string> description_;  // msmodelslim: tensor -> scheme
+  int64_t fp8_block_[2] = {128, 128};
+  int permuted_ = 0, shifted_ = 0, stacked_ = 0, split_ = 0, widened_ = 0, fp8_ = 0;
+  int int8_dynamic_ = 0, int8_static_ = 0;
   int64_t stacked_bytes_ = 0;
 };
 

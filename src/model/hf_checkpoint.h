@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "kernels/matmul.h"
 #include "model/model_source.h"
 #include "model/safetensors_file.h"
 
@@ -66,6 +67,10 @@ class HfCheckpoint : public ModelSource {
 
   std::vector<std::unique_ptr<SafetensorsFile>> shards_;
   std::deque<std::vector<uint8_t>> buffers_;  // converted tensors' bytes
+  std::deque<std::vector<float>> floats_;     // per-row scales / offsets of int8 matrices
+  std::deque<std::vector<int32_t>> ints_;     // static quant_bias rows
+  std::deque<Int8RowParams> params_;          // one per int8 matrix
+  std::deque<std::vector<Int8RowParams>> param_arrays_;  // one per int8 expert stack
   std::string tokenizer_json_, tokenizer_config_, generation_config_;
   std::string hf_arch_;
   int64_t vocab_size_ = 0;

@@ -70,7 +70,7 @@ struct GgufTensorInfo {
   uint64_t size_bytes = 0;
   int64_t num_elements = 0;
   // TensorType::kI8Rows only: the per-row scales (and static activation parameters)
-  // the source keeps beside the int8 rows.
+  // the source keeps beside the int8 rows; for a 3-D tensor, one per matrix.
   const Int8RowParams* i8 = nullptr;
 
   int64_t row_length() const { return dims.empty() ? 1 : dims[0]; }

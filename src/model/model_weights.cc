@@ -85,7 +85,7 @@ class Binder {
   }
   // The tensor's data as `rows` rows of `cols` values (shape already checked).
   static WeightMatrix View(const GgufTensorInfo* t, int64_t rows, int64_t cols) {
-    return WeightMatrix{t->type, t->data, rows, cols, *RowBytes(t->type, cols)};
+    return WeightMatrix{t->type, t->data, rows, cols, *RowBytes(t->type, cols), t->i8};
   }
   void Mismatch(const std::string& name, const GgufTensorInfo* t, const std::string& want) {
     std::string got = "[";

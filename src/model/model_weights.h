@@ -22,7 +22,8 @@ class ModelSource;
 // attn_k_b / attn_v_b. `all` views it as [count * rows_each, cols], so load-time
 // rewrites treat it as one matrix, and At(i) is matrix i's slice of it (no copy).
 // With expert parallelism a layer's expert stacks hold only this rank's experts
-// [first, first + count) (NarrowTo); At takes the global index.
+// [first, first + count) (NarrowTo); At takes the global index. A kI8Rows stack's
+// all.i8 points to `count` Int8RowParams, one per matrix.
 struct MatrixStack {
   WeightMatrix all;
   int count = 0;
@@ -35,12 +36,14 @@ struct MatrixStack {
     WeightMatrix m = all;
     m.data = all.data + static_cast<int64_t>(i - first) * rows_each * all.row_bytes;
     m.rows = rows_each;
+    if (all.i8 != nullptr) m.i8 = all.i8 + (i - first);
     return m;
   }
   // Keeps matrices [begin, begin + n) of those held; the others are never read again
   // (their mapped pages stay untouched).
   void NarrowTo(int begin, int n) {
     all.data += static_cast<int64_t>(begin - first) * rows_each * all.row_bytes;
+    if (all.i8 != nullptr) all.i8 += begin - first;
     all.rows = static_cast<int64_t>(n) * rows_each;
     first = begin;
     count = n;
