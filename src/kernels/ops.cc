@@ -285,6 +285,19 @@ void RopeAngles(int rot_dims, int64_t position, float freq_base, float freq_scal
   }
 }
 
+void RopeAnglesFactors(int rot_dims, int64_t position, float freq_base, float freq_scale,
+                       const float* factors, float* cos_out, float* sin_out) {
+  const int half = rot_dims / 2;
+  const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(rot_dims));
+  float theta_extrap = static_cast<float>(position);
+  for (int i = 0; i < half; ++i) {
+    const float theta = freq_scale * (theta_extrap / factors[i]);
+    cos_out[i] = std::cos(theta);
+    sin_out[i] = std::sin(theta);
+    theta_extrap *= theta_scale;
+  }
+}
+
 void RopeAnglesYarn(int rot_dims, int64_t position, float freq_base, float freq_scale,
                     float ext_factor, float attn_factor, float corr_low, float corr_high,
                     float* cos_out, float* sin_out) {

@@ -30,6 +30,10 @@ void Rope(float* head, int head_dim, int rot_dims, int64_t position, float freq_
 void RopeAngles(int rot_dims, int64_t position, float freq_base, float freq_scale, float* cos_out,
                 float* sin_out);
 void RopeApply(float* head, int rot_dims, const float* cos, const float* sin, bool neox);
+// RopeAngles with per-pair frequency factors (Llama 3.1's rope_freqs), as ggml's rope
+// cache: pair i's angle is freq_scale * (position * base^(-2i/rot_dims) / factors[i]).
+void RopeAnglesFactors(int rot_dims, int64_t position, float freq_base, float freq_scale,
+                       const float* factors, float* cos_out, float* sin_out);
 // RopeAngles with YaRN scaling, exactly as ggml's rope_yarn + rope cache: for pair i the
 // extrapolated angle p·base^(-2i/rot_dims) and its interpolation (times freq_scale) are
 // mixed by a ramp that is 1 below dim corr_low and 0 above corr_high (times

@@ -80,6 +80,24 @@ TEST(OpsTest, RopeInTwoStepsEqualsRope) {
   }
 }
 
+// Frequency factors of 1 give RopeAngles' bits; a factor f divides pair i's angle by f.
+TEST(OpsTest, RopeFactorsDivideEachPairsAngle) {
+  std::vector<float> ones(64, 1.0f), factors(64);
+  for (int i = 0; i < 64; ++i) factors[i] = 1.0f + static_cast<float>(i % 5);
+  for (int64_t pos : {0, 3, 4095, 100000}) {
+    std::vector<float> c0(64), s0(64), c1(64), s1(64), c2(64), s2(64);
+    RopeAngles(128, pos, 500000.0f, 1.0f, c0.data(), s0.data());
+    RopeAnglesFactors(128, pos, 500000.0f, 1.0f, ones.data(), c1.data(), s1.data());
+    RopeAnglesFactors(128, pos, 500000.0f, 1.0f, factors.data(), c2.data(), s2.data());
+    for (int i = 0; i < 64; ++i) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(c0[i]), std::bit_cast<uint32_t>(c1[i])) << i;
+      ASSERT_EQ(std::bit_cast<uint32_t>(s0[i]), std::bit_cast<uint32_t>(s1[i])) << i;
+      const double angle = static_cast<double>(pos) * std::pow(500000.0, -2.0 * i / 128) / factors[i];
+      EXPECT_NEAR(c2[i], std::cos(angle), 2e-3 * (1 + std::fabs(angle) * 1e-4)) << i;
+    }
+  }
+}
+
 // The attention kernels against plain double-precision loops, for head sizes that take
 // the 64-wide, the 8-wide and the scalar paths, and key counts with and without a tail
 // of the four-key loop. Tolerance: float accumulation of hd products of values <= 2 in

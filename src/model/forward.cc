@@ -166,7 +166,9 @@ const std::vector<float>& Forward::RopeAnglesOfBatch(bool swa) {
   ForRows(pool_, n, 16, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       float* cos = &angles[i * rd];
-      if (plain) {
+      if (!c_.rope_freq_factors.empty() && !swa) {
+        RopeAnglesFactors(rd, pos_[i], base, c_.rope_scale, c_.rope_freq_factors.data(), cos, cos + half);
+      } else if (plain) {
         RopeAngles(rd, pos_[i], base, c_.rope_scale, cos, cos + half);
       } else {
         RopeAnglesYarn(rd, pos_[i], base, c_.rope_scale, y.ext_factor, y.attn_factor, y.corr_low,

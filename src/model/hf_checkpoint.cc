@@ -451,9 +451,51 @@ class HfCheckpointBuilder {
       return Status::Ok();
     }
     if (type == "llama3") {
-      return UnimplementedError(Where() + where + "rope_type 'llama3' (RoPE frequency factors) is not supported yet");
+      if (arch_ != "llama") return UnimplementedError(Where() + where + "rope_type 'llama3' is for llama only");
+      return Llama3RopeFactors(*scaling, where, theta);
     }
     return UnimplementedError(Where() + where + "rope_type '" + type + "' is not supported (linear, yarn)");
+  }
+
+  // Llama 3.1's rope_freqs.weight, as convert_hf_to_gguf.py computes it (in float32,
+  // the order of its torch expressions): for pair i, freq = 1 / base^(2i / dim), its
+  // wavelength 2 pi / freq, then factor 1 below the high-frequency wavelength, `factor`
+  // above the low-frequency one, and a smooth 1 / ((1 - s) / factor + s) between.
+  Status Llama3RopeFactors(const Json& sc, const std::string& where, double theta) {
+    auto get = [&](const char* key, double fallback) -> StatusOr<float> {
+      if (!sc.contains(key) || sc[key].is_null()) return static_cast<float>(fallback);
+      TANDEM_ASSIGN_OR_RETURN(double v, Number(sc, key, where));
+      return static_cast<float>(v);
+    };
+    TANDEM_ASSIGN_OR_RETURN(float factor, get("factor", 8.0));
+    TANDEM_ASSIGN_OR_RETURN(float low, get("low_freq_factor", 1.0));
+    TANDEM_ASSIGN_OR_RETURN(float high, get("high_freq_factor", 4.0));
+    TANDEM_ASSIGN_OR_RETURN(float old_ctx, get("original_max_position_embeddings", 8192));
+    if (!(factor > 0) || !(low > 0) || !(high > low)) {
+      return InvalidArgumentError(Where() + where + "llama3 needs factor > 0 and high_freq_factor > low_freq_factor > 0");
+    }
+    const int64_t dim = head_dim_;
+    const float low_wavelen = old_ctx / low, high_wavelen = old_ctx / high;
+    std::vector<uint8_t> bytes(static_cast<size_t>(dim / 2) * 4);
+    for (int64_t i = 0; i < dim / 2; ++i) {
+      const float exponent = static_cast<float>(2 * i) / static_cast<float>(dim);
+      const float freq = 1.0f / std::pow(static_cast<float>(theta), exponent);
+      const float wavelen = static_cast<float>(2 * M_PI) / freq;
+      float f;
+      if (wavelen < high_wavelen) {
+        f = 1.0f;
+      } else if (wavelen > low_wavelen) {
+        f = factor;
+      } else {
+        const float smooth = (old_ctx / wavelen - low) / (high - low);
+        f = 1.0f / ((1.0f - smooth) / factor + smooth);
+      }
+      std::memcpy(bytes.data() + i * 4, &f, 4);
+    }
+    Src s;
+    s.name = "rope_scaling (llama3)";
+    s.type = TensorType::kF32;
+    return Emit("rope_freqs.weight", Owned(s, {dim / 2}, std::move(bytes)));
   }
 
   Status AddGemma3Metadata() {

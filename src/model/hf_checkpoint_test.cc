@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -176,6 +177,23 @@ TEST_F(HfCheckpointTest, ReadsTheConfigAsGgufKeysAndBindsEveryTensor) {
   }
   ASSERT_FALSE(ck.conversions().empty());
   EXPECT_NE(ck.conversions()[0].find("permuted"), std::string::npos);
+}
+
+TEST_F(HfCheckpointTest, Llama3RopeScalingBecomesTheFrequencyFactors) {
+  std::string config = kConfig;
+  config.insert(config.rfind('}'), R"(, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+      "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})");
+  WriteText(dir_ / "config.json", config);
+  auto c = HfCheckpoint::Open(dir_.string());
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  auto mc = LoadModelConfig(**c);
+  ASSERT_TRUE(mc.ok()) << mc.status().message();
+  // head_dim 4: pair 0's wavelength 2 pi is short (factor 1); pair 1's, 2 pi sqrt(5e5),
+  // lies between 8192 / 4 and 8192: smooth = (8192 / wavelen - 1) / 3.
+  ASSERT_EQ(mc->rope_freq_factors.size(), 2u);
+  EXPECT_EQ(mc->rope_freq_factors[0], 1.0f);
+  const double wavelen = 2 * M_PI * std::sqrt(500000.0), smooth = (8192 / wavelen - 1) / 3;
+  EXPECT_NEAR(mc->rope_freq_factors[1], 1 / ((1 - smooth) / 8 + smooth), 1e-5);
 }
 
 TEST_F(HfCheckpointTest, AMissingShardIsNamed) {

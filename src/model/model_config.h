@@ -106,6 +106,9 @@ struct ModelConfig {
   bool rope_neox = false;    // pairs (i, i+d/2) instead of (2i, 2i+1)
   float rope_base = 10000.0f;
   float rope_scale = 1.0f;   // position multiplier (1 / linear scaling factor)
+  // Llama 3.1's RoPE frequency factors (rope_freqs.weight, rope_dims / 2 values): pair
+  // i's angle is divided by factor i, as ggml's rope with freq_factors. Empty: none.
+  std::vector<float> rope_freq_factors;
   float rope_base_swa = 10000.0f;  // for sliding-window layers
   RopeYarn yarn;                   // rope.scaling.type "yarn"
 
