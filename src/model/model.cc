@@ -86,6 +86,11 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path,
                        << hf->unused().front() << ")";
     }
   } else {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+      return InvalidArgumentError(path + " is a directory without config.json: pass a .gguf file or a Hugging Face "
+                                  "checkpoint directory (config.json beside the *.safetensors)");
+    }
     TANDEM_ASSIGN_OR_RETURN(m->source_, GgufFile::Open(path));
   }
   const ModelSource& source = *m->source_;
