@@ -15,7 +15,7 @@
 #include "model/gguf_file.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "model/weight_quantization.h"
 
 namespace tandem {
