@@ -4,7 +4,7 @@
 #
 #   ./test.sh          release build: unit tests (ctest), integration tests (pytest),
 #                      an ASan+UBSan build of the core unit tests (common, kernels,
-#                      model, template, kv, socket, transfer, engine, parsers), and
+#                      model, tokenizer, template, kv, socket, transfer, engine, parsers), and
 #                      each libFuzzer target for a bounded time (TANDEM_FUZZ_SECONDS,
 #                      default 20).
 #   ./test.sh --full   the same, with the networking and server unit tests also under
@@ -92,7 +92,7 @@ TANDEM_BIN=$ROOT/build/src/cli/tandem run_pytest pytest build/pytest.log tests
 
 if [ "$MODE" != "--quick" ]; then
   echo "== unit tests under ASan+UBSan (at ${SECONDS}s)"
-  ASAN_TARGETS=(common_test kernels_test model_test template_test kv_test socket_test transfer_test engine_test kv_connector_test parsers_test dist_test)
+  ASAN_TARGETS=(common_test kernels_test model_test tokenizer_test template_test kv_test socket_test transfer_test engine_test kv_connector_test parsers_test dist_test)
   [ "$MODE" = "--full" ] && ASAN_TARGETS+=(net_test server_test)
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTANDEM_SANITIZE=ON >/dev/null &&
     cmake --build build-asan -j"$JOBS" --target "${ASAN_TARGETS[@]}" || record asan-build 0 1

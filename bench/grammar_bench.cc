@@ -17,7 +17,7 @@
 #include "engine/grammar_constraint.h"
 #include "grammar/grammar_cache.h"
 #include "model/gguf_file.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace tandem;
 using Clock = std::chrono::steady_clock;

@@ -21,7 +21,7 @@
 #include <string>
 #include <string_view>
 
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "model/vocab.h"
 #include "net/request_reader.h"
 #include "proxy/json_span.h"

@@ -9,7 +9,7 @@ whitespace runs, digits, accents, special-token spellings, single bytes, ...):
   decoded_special  llama_detokenize(ids_special, remove_special=False, unparse_special=True)
 plus the vocab's BOS/EOS/EOT ids, add_bos/add_eos, the end-of-generation ids and
 llama_token_to_piece for a sample of ids. The output is tests/data/tokenizer_golden_<name>.json,
-read by src/model/tokenizer_test.cc.
+read by src/tokenizer/tokenizer_test.cc.
 
 Usage (after scripts/fetch_vocabs.sh and with the default model in models/default.gguf):
   python3 tools/make_tokenizer_golden.py            # all vocabs

@@ -24,7 +24,7 @@
 #include "engine/engine.h"
 #include "kv/kv_events.h"
 #include "model/model.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "net/host_address.h"
 #include "net/kv_event_publisher.h"
 #include "server/generation_defaults.h"

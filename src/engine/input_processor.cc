@@ -7,7 +7,7 @@
 #include "engine/request_validation.h"
 #include "grammar/token_trie.h"
 #include "model/model.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace tandem {
 

@@ -5,7 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace tandem {
 

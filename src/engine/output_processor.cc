@@ -4,7 +4,7 @@
 
 #include "common/logging.h"
 #include "engine/engine_metrics.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace tandem {
 namespace {

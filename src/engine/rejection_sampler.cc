@@ -6,7 +6,7 @@
 #include "common/thread_pool.h"
 #include "engine/logits_processor.h"
 #include "engine/request.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace tandem {
 namespace {

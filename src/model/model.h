@@ -16,7 +16,7 @@
 #include "model/model_source.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "model/weight_quantization.h"
 
 namespace tandem {

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "model/unicode.h"
+#include "tokenizer/unicode.h"
 
 namespace tandem::testing {
 

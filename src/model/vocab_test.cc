@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "model/gguf_file.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace tandem {
 namespace {

@@ -2,7 +2,7 @@
 
 #include "common/logging.h"
 #include "model/model.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "server/json_fields.h"
 #include "template/builtin_chat_templates.h"
 

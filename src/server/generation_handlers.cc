@@ -1,7 +1,7 @@
 // POST /v1/completions and POST /v1/chat/completions.
 #include <optional>
 
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "server/handlers.h"
 
 namespace tandem::server {

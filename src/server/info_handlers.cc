@@ -3,7 +3,7 @@
 
 #include "common/metrics.h"
 #include "model/model.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 #include "server/handlers.h"
 #include "server/json_fields.h"
 

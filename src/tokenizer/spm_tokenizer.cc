@@ -1,4 +1,4 @@
-#include "model/spm_tokenizer.h"
+#include "tokenizer/spm_tokenizer.h"
 
 #include <cstdio>
 #include <queue>
@@ -6,7 +6,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "model/unicode.h"
+#include "tokenizer/unicode.h"
 
 namespace tandem {
 namespace {

@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "model/vocab.h"
+#include "tokenizer/vocab.h"
 
 namespace tandem {
 

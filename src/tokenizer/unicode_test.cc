@@ -1,13 +1,13 @@
 // Unit tests of the tokenizer building blocks: UTF-8, categories, GPT-2 byte map,
 // pre-tokenizer splits.
-#include "model/unicode.h"
+#include "tokenizer/unicode.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "model/pre_tokenizer.h"
+#include "tokenizer/pre_tokenizer.h"
 
 namespace tandem {
 namespace {

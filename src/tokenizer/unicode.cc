@@ -1,10 +1,10 @@
-#include "model/unicode.h"
+#include "tokenizer/unicode.h"
 
 #include <algorithm>
 #include <array>
 
 #include "common/utf8.h"
-#include "model/unicode_tables.h"
+#include "tokenizer/unicode_tables.h"
 
 namespace tandem::unicode {
 namespace {

@@ -1,4 +1,4 @@
-#include "model/special_token_splitter.h"
+#include "tokenizer/special_token_splitter.h"
 
 #include <algorithm>
 

@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "common/status.h"
-#include "model/token_map.h"
-#include "model/vocab.h"
+#include "tokenizer/token_map.h"
+#include "tokenizer/vocab.h"
 
 namespace tandem {
 

@@ -1,14 +1,14 @@
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
-#include "model/bpe_tokenizer.h"
-#include "model/pre_tokenizer.h"
-#include "model/special_token_splitter.h"
-#include "model/spm_tokenizer.h"
-#include "model/unicode.h"
+#include "tokenizer/bpe_tokenizer.h"
+#include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/special_token_splitter.h"
+#include "tokenizer/spm_tokenizer.h"
+#include "tokenizer/unicode.h"
 
 namespace tandem {
 namespace {

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "model/vocab.h"
+#include "tokenizer/vocab.h"
 
 namespace tandem {
 

@@ -15,8 +15,8 @@
 #include <string_view>
 #include <vector>
 
-#include "model/token_map.h"
-#include "model/vocab.h"
+#include "tokenizer/token_map.h"
+#include "tokenizer/vocab.h"
 
 namespace tandem {
 

@@ -1,8 +1,8 @@
-#include "model/pre_tokenizer.h"
+#include "tokenizer/pre_tokenizer.h"
 
 #include <algorithm>
 
-#include "model/unicode.h"
+#include "tokenizer/unicode.h"
 
 namespace tandem {
 namespace {

@@ -17,9 +17,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "model/pre_tokenizer.h"
-#include "model/token_map.h"
-#include "model/vocab.h"
+#include "tokenizer/pre_tokenizer.h"
+#include "tokenizer/token_map.h"
+#include "tokenizer/vocab.h"
 
 namespace tandem {
 

@@ -3,7 +3,7 @@
 // files from scripts/fetch_vocabs.sh (models/vocab/) and the default gemma3 model
 // (models/default.gguf, or $TANDEM_MODEL). A missing model file fails the test
 // unless TANDEM_ALLOW_MISSING_MODELS=1, which skips it instead.
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #include <gtest/gtest.h>
 

@@ -1,9 +1,9 @@
-#include "model/bpe_tokenizer.h"
+#include "tokenizer/bpe_tokenizer.h"
 
 #include <queue>
 #include <string>
 
-#include "model/unicode.h"
+#include "tokenizer/unicode.h"
 
 namespace tandem {
 namespace {
