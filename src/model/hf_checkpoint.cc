@@ -732,6 +732,9 @@ class HfCheckpointBuilder {
         }
         s.act_scale = sc[0];
         s.act_offset = of[0];
+        // The weight's own scale / offset, which deq_scale and quant_bias already hold.
+        Companion(module, "weight_scale");
+        Companion(module, "weight_offset");
         ++int8_static_;
         return s;
       }
