@@ -50,6 +50,8 @@ std::optional<TensorTypeTraits> AnyTypeTraits(TensorType type) {
       return TensorTypeTraits{"Q4_0x2", 64, 36};
     case TensorType::kQ5_0x2:
       return TensorTypeTraits{"Q5_0x2", 64, 44};
+    case TensorType::kI8Rows:
+      return TensorTypeTraits{"I8_ROWS", 1, 1};
   }
   return std::nullopt;
 }
