@@ -6,7 +6,9 @@
 // This file: the bandwidth reference and MatMul (GEMV at 1 token, GEMM at 16/128/512).
 // kernels_bench_ops.cc: VecDotQ8, DotInt8Tile4x4 (per int8 kernel), quantizers, dequantizers, ops.h, and the
 // attention core. kernels_bench_blas.cc: OpenBLAS / oneDNN sgemm against MatMul (built
-// only where those libraries are installed). Every benchmark is named
+// only where those libraries are installed). kernels_bench_w8a8.cc: per-channel int8
+// weights (kI8Rows) against Q8_0 at a 1.5B model's and a MoE expert's shapes.
+// Every benchmark is named
 // Kernel/<type>/<shape>/.../threads:N, where N is the ThreadPool size (the caller is one
 // of the N threads), and reports real time; counters:
 //   bytes  weight (or buffer) bytes read per second: GEMV and the bandwidth reference;
@@ -167,6 +169,7 @@ int main(int argc, char** argv) {
   tandem::bench::RegisterMatMulBenchmarks();
   tandem::bench::RegisterOpBenchmarks();
   tandem::bench::RegisterBlasBenchmarks();
+  tandem::bench::RegisterW8A8Benchmarks();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   std::fflush(stdout);

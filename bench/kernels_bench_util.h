@@ -74,5 +74,6 @@ inline void SetFlopRate(benchmark::State& state, double flop_per_iteration) {
 void RegisterMatMulBenchmarks();  // kernels_bench.cc: bandwidth reference, MatMul
 void RegisterOpBenchmarks();      // kernels_bench_ops.cc: dots, quantizers, ops, attention
 void RegisterBlasBenchmarks();    // kernels_bench_blas.cc: OpenBLAS / oneDNN sgemm if built
+void RegisterW8A8Benchmarks();    // kernels_bench_w8a8.cc: kI8Rows against Q8_0
 
 }  // namespace tandem::bench

@@ -38,8 +38,10 @@ enum class TensorType : uint32_t {
   // the same values and scales, 64 values per block.
   kQ4_0x2 = 0x10002,
   kQ5_0x2 = 0x10006,
-  // Per-output-row int8 weights (W8A8 checkpoints): row r = cols int8 values, with the
-  // row's scale (and static activation parameters) in WeightMatrix::i8.
+  // Per-output-channel int8 weights (W8A8: compressed-tensors `int-quantized`, msmodelslim
+  // W8A8 / W8A8_DYNAMIC), the stored I8 [out, in] tensor as it is: row r = cols int8 values,
+  // contiguous, row_bytes = cols. The per-row scales (and offsets, activation parameters)
+  // travel beside the data (kernels/matmul.h Int8RowParams).
   kI8Rows = 0x10018,
 };
 

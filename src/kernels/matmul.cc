@@ -8,6 +8,7 @@
 #include "common/logging.h"
 #include "common/thread_pool.h"
 #include "kernels/dequant.h"
+#include "kernels/i8_rows.h"
 #include "kernels/int8_tile.h"
 #include "kernels/ops.h"
 #include "kernels/q0_gemm.h"
@@ -358,6 +359,10 @@ void MatMulQuantized(const WeightMatrix& w, const uint8_t* xq, int64_t a_row_byt
 }  // namespace
 
 MatMulInput::Kind MatMulInput::KindOf(TensorType type, int64_t cols, int* key) {
+  if (type == TensorType::kI8Rows) {
+    *key = 0;
+    return Kind::kI8;
+  }
   if (HasInt8Tile(type) && !SumsInLlamaCppOrder(type) && cols % 64 == 0) {
     *key = Int8TileOffset(type);
     return Kind::kTile;
@@ -375,7 +380,18 @@ bool MatMulInput::NeedsPreparation(TensorType type, int64_t cols) {
 bool MatMulInput::Fits(TensorType type, int64_t cols) const {
   int key = 0;
   const Kind kind = KindOf(type, cols, &key);
+  // kI8Rows by type: the dynamic quantization.
+  if (kind == Kind::kI8 && act_scale_ != 0) return false;
   return kind == kind_ && key == key_ && cols == cols_;
+}
+
+bool MatMulInput::Fits(const WeightMatrix& w) const {
+  if (w.type != TensorType::kI8Rows) return Fits(w.type, w.cols);
+  if (kind_ != Kind::kI8 || cols_ != w.cols || w.i8 == nullptr) return false;
+  // Static parameters equal bit for bit (dynamic: both 0).
+  const float scale = w.i8->is_static() ? w.i8->act_scale : 0.0f;
+  const float offset = w.i8->is_static() ? w.i8->act_offset : 0.0f;
+  return std::memcmp(&scale, &act_scale_, sizeof(float)) == 0 && std::memcmp(&offset, &act_offset_, sizeof(float)) == 0;
 }
 
 void MatMulInput::Resize(int64_t n) {
@@ -384,14 +400,45 @@ void MatMulInput::Resize(int64_t n) {
     q_.resize(static_cast<size_t>(n * cols_));
     d_.resize(static_cast<size_t>(n * cols_ / 8));
     c_.resize(static_cast<size_t>(n * cols_ / 8));
+  } else if (kind_ == Kind::kI8) {  // rows of xq + 128 (aligned: whole cache lines per load), s_t, sum(xq)
+    bytes_.resize(static_cast<size_t>(n * row_bytes_ + 64));
+    align_ = static_cast<int64_t>((64 - reinterpret_cast<uintptr_t>(bytes_.data()) % 64) % 64);
+    d_.resize(static_cast<size_t>(n));
+    c_.resize(static_cast<size_t>(n));
   } else {
     bytes_.resize(static_cast<size_t>(n * row_bytes_));
   }
 }
 
 void MatMulInput::Prepare(TensorType type, int64_t cols, const float* x, int64_t n_tokens, ThreadPool* pool) {
+  PrepareFor(type, cols, nullptr, x, n_tokens, pool);
+}
+
+void MatMulInput::Prepare(const WeightMatrix& w, const float* x, int64_t n_tokens, ThreadPool* pool) {
+  TANDEM_CHECK(w.valid());
+  if (w.type == TensorType::kI8Rows) I8RowsCheck(w);
+  PrepareFor(w.type, w.cols, w.i8, x, n_tokens, pool);
+}
+
+void MatMulInput::PrepareFor(TensorType type, int64_t cols, const Int8RowParams* i8, const float* x,
+                             int64_t n_tokens, ThreadPool* pool) {
   kind_ = KindOf(type, cols, &key_);
   cols_ = cols;
+  if (kind_ == Kind::kI8) {
+    const bool is_static = i8 != nullptr && i8->is_static();
+    act_scale_ = is_static ? i8->act_scale : 0.0f;
+    act_offset_ = is_static ? i8->act_offset : 0.0f;
+    row_bytes_ = I8RowStride(cols);
+    Resize(n_tokens);
+    float* s = d_.data();
+    int32_t* sums = c_.data();
+    const float scale = act_scale_, offset = act_offset_;
+    ForTokens(n_tokens, pool, [&](int64_t t) {
+      QuantizeI8Activations(x + t * cols, cols, scale, offset, i8_row(t), s + t, sums + t);
+    });
+    return;
+  }
+  act_scale_ = act_offset_ = 0;
   // kTile: the tile's layout; else the weight type's partner format (quant_dot.h), or
   // floats, rounded when the format rounds (F16 / BF16 weights), else copied.
   const auto format = static_cast<ActivationFormat>(key_);
@@ -427,7 +474,18 @@ void MatMulInput::Gather(const MatMulInput& from, const int64_t* rows, int64_t n
   key_ = from.key_;
   cols_ = from.cols_;
   row_bytes_ = from.row_bytes_;
+  act_scale_ = from.act_scale_;
+  act_offset_ = from.act_offset_;
   Resize(n);
+  if (kind_ == Kind::kI8) {
+    for (int64_t i = 0; i < n; ++i) {
+      TANDEM_CHECK(rows[i] >= 0 && rows[i] < from.n_);
+      std::copy_n(from.i8_row(rows[i]), row_bytes_, i8_row(i));
+      d_[i] = from.d_[rows[i]];
+      c_[i] = from.c_[rows[i]];
+    }
+    return;
+  }
   if (kind_ == Kind::kTile) {
     const int64_t n_lanes = cols_ / 8;
     for (int64_t i = 0; i < n; ++i) {
@@ -446,7 +504,7 @@ void MatMulInput::Gather(const MatMulInput& from, const int64_t* rows, int64_t n
 
 void MatMul(const WeightMatrix& w, const MatMulInput& x, int64_t first, int64_t n, float* y, ThreadPool* pool) {
   TANDEM_CHECK(w.valid());
-  TANDEM_CHECK(x.Fits(w.type, w.cols)) << "a MatMul input prepared for other weights";
+  TANDEM_CHECK(x.Fits(w)) << "a MatMul input prepared for other weights (or other activation quantization)";
   TANDEM_CHECK(first >= 0 && n >= 0 && first + n <= x.n_);
   if (n == 0) return;
   switch (x.kind_) {
@@ -465,6 +523,16 @@ void MatMul(const WeightMatrix& w, const MatMulInput& x, int64_t first, int64_t 
       ForRows(w, n, pool, [&](int64_t begin, int64_t end) { MatMulRows(w, xf, n, y, begin, end); });
       return;
     }
+    case MatMulInput::Kind::kI8: {
+      I8RowsCheck(w);
+      I8Tokens tokens;
+      tokens.u = x.i8_row(first);
+      tokens.stride = x.row_bytes_;
+      tokens.s = x.d_.data() + first;
+      tokens.sum = x.c_.data() + first;
+      ForRows(w, n, pool, [&](int64_t begin, int64_t end) { I8RowsProduct(w, tokens, n, y, begin, end); });
+      return;
+    }
     case MatMulInput::Kind::kNone:
       break;
   }
@@ -480,7 +548,7 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
   }
   // Prepared once per call, by the calling thread (on the pool for many tokens).
   thread_local MatMulInput input;
-  input.Prepare(w.type, w.cols, x, n_tokens, pool);
+  input.Prepare(w, x, n_tokens, pool);
   MatMul(w, input, 0, n_tokens, y, pool);
 }
 
@@ -493,18 +561,19 @@ void MatMulSameInput(std::initializer_list<std::pair<const WeightMatrix*, float*
     TANDEM_CHECK(w->valid());
     const bool plain = !MatMulInput::NeedsPreparation(w->type, w->cols);
     size_t j = 0;
-    while (j < prepared && !inputs[j].Fits(w->type, w->cols)) ++j;
+    while (j < prepared && !inputs[j].Fits(*w)) ++j;
     if (plain || (j == prepared && prepared == kMaxInputs)) {
       MatMul(*w, x, n_tokens, y, pool);
       continue;
     }
-    if (j == prepared) inputs[prepared++].Prepare(w->type, w->cols, x, n_tokens, pool);
+    if (j == prepared) inputs[prepared++].Prepare(*w, x, n_tokens, pool);
     MatMul(*w, inputs[j], 0, n_tokens, y, pool);
   }
 }
 
 void GetRow(const WeightMatrix& w, int64_t row, float* out) {
   TANDEM_CHECK(row >= 0 && row < w.rows) << "row " << row << " of " << w.rows;
+  if (w.type == TensorType::kI8Rows) return DequantizeI8Row(w, row, out);
   DequantizeRow(w.type, w.data + row * w.row_bytes, out, w.cols);
 }
 
