@@ -68,4 +68,9 @@ fi
 if [ -x scripts/fetch_vocabs.sh ]; then
   scripts/fetch_vocabs.sh
 fi
+# Opt-in: llama.cpp's HF -> GGUF converter with torch and transformers (about 5 GB, mostly
+# the CUDA libraries PyPI's torch brings), the reference for the HF checkpoint fixtures.
+if [ "${TANDEM_HF_REFERENCE:-0}" = 1 ]; then
+  scripts/convert_hf_reference.sh --setup
+fi
 log "ready"
