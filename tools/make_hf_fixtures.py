@@ -24,7 +24,8 @@ shards) and DeepSeek-V3's block-scaled FP8 (`-fp8`).
 
 Tokenizers come from tools/hf_tokenizers.py `train_tokenizer(family, out_dir)` when it is
 there, else from the stand-in tools/hf_fixture_tokenizer.py; config.json's vocab_size is
-the tokenizer's size rounded up to 64, and the embedding (and LM head) has that many rows.
+the tokenizer's size rounded up to 64 (Gemma 3: the size itself), and the embedding (and
+LM head) has that many rows.
 
 Every byte is a function of the fixture's seed and the tensor's name (no timestamps), so
 runs are identical. --size checkpoints are written shard by shard (4 GiB shards), so memory
@@ -374,7 +375,8 @@ def msmodelslim_mla_mixed(num_layers: int) -> Callable[[Tensor], str]:
 
 
 V3 = replace(TINY_MLA, q_lora=64, n_shared=1, nextn=1)
-DSA = replace(V3, index_heads=4, index_dim=32, index_topk=16)
+# The indexer key: a power of two from 64 (llama.cpp rotates it with a Walsh-Hadamard matrix).
+DSA = replace(V3, index_heads=4, index_dim=64, index_topk=16)
 QWEN3MOE_IGNORE = ["lm_head", "re:.*mlp.gate$"]
 
 FIXTURES: list[Fixture] = [
@@ -471,7 +473,10 @@ def write_checkpoint(out_dir: Path, build, family: str, dims: Dims, seed: int, s
         stale.unlink()  # an earlier run's shards (their count may differ)
     train_tokenizer(family, out_dir)
     ids, n_tokens = token_ids(out_dir)
-    vocab = dims.vocab or -(-n_tokens // 64) * 64
+    # Gemma 3: exactly the tokenizer's size (llama.cpp's converter cuts Gemma's embedding to
+    # the tokenizer's tokens, and a padded vocab_size would leave the GGUF's token list
+    # longer than its embedding).
+    vocab = dims.vocab or (n_tokens if family == "gemma3" else -(-n_tokens // 64) * 64)
     if vocab < n_tokens:
         raise ValueError(f"{out_dir.name}: vocab_size {vocab} < tokenizer size {n_tokens}")
     config, tensors = build(dims, vocab)

@@ -116,6 +116,7 @@ void Forward::Block(int il, const std::vector<ForwardSequence>& batch) {
   } else {
     MatMulSameInput({{&l.wq, q_.data()}, {&l.wk, k_.data()}, {&l.wv, v_.data()}}, xn_.data(), n, pool_);
     Attention(il, batch);
+    Trace("kqv_out", il, att_, c_.q_dim());
     MatMul(l.wo, att_.data(), n, proj_.data(), pool_);
   }
   Trace("attn_out", il, proj_, E);

@@ -458,7 +458,7 @@ class HfCheckpointBuilder {
   }
 
   // Llama 3.1's rope_freqs.weight, as convert_hf_to_gguf.py computes it (in float32,
-  // the order of its torch expressions): for pair i, freq = 1 / base^(2i / dim), its
+  // the order of its torch expressions; bit for bit against it on the llama fixture): for pair i, freq = 1 / base^(2i / dim), its
   // wavelength 2 pi / freq, then factor 1 below the high-frequency wavelength, `factor`
   // above the low-frequency one, and a smooth 1 / ((1 - s) / factor + s) between.
   Status Llama3RopeFactors(const Json& sc, const std::string& where, double theta) {
@@ -480,7 +480,8 @@ class HfCheckpointBuilder {
     for (int64_t i = 0; i < dim / 2; ++i) {
       const float exponent = static_cast<float>(2 * i) / static_cast<float>(dim);
       const float freq = 1.0f / std::pow(static_cast<float>(theta), exponent);
-      const float wavelen = static_cast<float>(2 * M_PI) / freq;
+      // torch evaluates `2 * math.pi / freq` as reciprocal(freq) * 2 pi.
+      const float wavelen = (1.0f / freq) * static_cast<float>(2 * M_PI);
       float f;
       if (wavelen < high_wavelen) {
         f = 1.0f;
@@ -939,6 +940,13 @@ class HfCheckpointBuilder {
   Status Stacked(const std::string& gguf_name, const std::vector<Src>& parts) {
     const Src& first = parts[0];
     if (first.shape.size() != 2) return InvalidArgumentError("tensor '" + first.name + "' is not a matrix");
+    if (first.type == TensorType::kI8Rows && first.act_scale > 0) {
+      // An MoE layer quantizes each token once for all its experts (dynamic); msmodelslim
+      // writes experts as W8A8_DYNAMIC.
+      return UnimplementedError("expert tensor '" + first.name +
+                                "' is static W8A8 (per-tensor activation scales): experts are supported as "
+                                "W8A8_DYNAMIC or float");
+    }
     std::vector<uint8_t> bytes;
     bytes.reserve(first.bytes * parts.size());
     std::vector<float> scale, offset;

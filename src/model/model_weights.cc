@@ -79,6 +79,7 @@ class Binder {
   // False (and the reason noted) for a type the kernels cannot compute with.
   bool Computable(const std::string& name, const GgufTensorInfo* t) {
     if (CanDequantize(t->type)) return true;
+    if (t->type == TensorType::kI8Rows && t->i8 != nullptr) return true;  // W8A8 rows with their scales
     bad_ += "tensor '" + name + "' has type " + std::string(TraitsOf(t->type).name) +
             " which Tandem cannot compute with; ";
     return false;
