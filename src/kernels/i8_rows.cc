@@ -31,6 +31,8 @@ constexpr int64_t kRunsRowBlock = 2048;
 // 512 tokens, one thread: about 250 -> 310 GFLOP/s on the AVX-512 Xeon).
 constexpr int64_t kColumnChunk = 2048;
 
+// The integer dots of one block (I8DotArgs) by one kernel. An AMX-INT8 path (a later
+// issue) goes here: tiles of int32 sums of u x q give the same integers as the others.
 void Dots(Int8Kernel kernel, const I8DotArgs& a) {
   switch (kernel) {
     case Int8Kernel::kScalar:
