@@ -75,22 +75,23 @@ inline int64_t I8Slices(int64_t cols) {
 // cols: xq = 0), *s_t = its scale (dynamic; 0 when static), *sum = sum_k xq[k].
 // act_scale == 0: dynamic. Every kernel gives the same bytes.
 // Preconditions: act_scale >= 0; cols <= kI8MaxCols.
-void QuantizeI8Activations(const float* x, int64_t cols, float act_scale, float act_offset, uint8_t* u,
-                           float* s_t, int32_t* sum, Int8Kernel kernel = ChosenInt8Kernel());
+void QuantizeI8Activations(const float* x, int64_t cols, float act_scale, float act_offset,
+                           uint8_t* u, float* s_t, int32_t* sum,
+                           Int8Kernel kernel = ChosenInt8Kernel());
 
 // Quantized activation rows, as MatMulInput holds them for kI8Rows weights.
 struct I8Tokens {
-  const uint8_t* u = nullptr;     // [n_tokens, stride]: xq + 128 (64-byte aligned rows are faster)
-  int64_t stride = 0;             // I8RowStride(cols)
-  const float* s = nullptr;       // [n_tokens] s_t (dynamic); unused when static
-  const int32_t* sum = nullptr;   // [n_tokens] sum of xq
+  const uint8_t* u = nullptr;    // [n_tokens, stride]: xq + 128 (64-byte aligned rows are faster)
+  int64_t stride = 0;            // I8RowStride(cols)
+  const float* s = nullptr;      // [n_tokens] s_t (dynamic); unused when static
+  const int32_t* sum = nullptr;  // [n_tokens] sum of xq
 };
 
 // y[t * w.rows + r] for t < n_tokens and r0 <= r < r1: the product of 3 above, the
 // activations quantized with w.i8's parameters.
 // Preconditions: I8RowsCheck(w) holds; x holds n_tokens rows of w.cols values.
-void I8RowsProduct(const WeightMatrix& w, const I8Tokens& x, int64_t n_tokens, float* y, int64_t r0, int64_t r1,
-                   Int8Kernel kernel = ChosenInt8Kernel());
+void I8RowsProduct(const WeightMatrix& w, const I8Tokens& x, int64_t n_tokens, float* y, int64_t r0,
+                   int64_t r1, Int8Kernel kernel = ChosenInt8Kernel());
 
 // CHECKs that w is a usable kI8Rows matrix: i8 and its scales set, row_bytes >= cols,
 // cols <= kI8MaxCols, no weight offsets with static activations, act_scale >= 0 and finite.
