@@ -4,11 +4,10 @@
 //   build/src/kernels/kernels_bench --benchmark_min_time=0.2 [--benchmark_filter=MatMul/Q8_0]
 //
 // This file: the bandwidth reference and MatMul (GEMV at 1 token, GEMM at 16/128/512).
-// kernels_bench_ops.cc: VecDotQ8, DotInt8Tile4x4 (per int8 kernel), quantizers, dequantizers, ops.h, and the
-// attention core. kernels_bench_blas.cc: OpenBLAS / oneDNN sgemm against MatMul (built
-// only where those libraries are installed). kernels_bench_w8a8.cc: per-channel int8
-// weights (kI8Rows) against Q8_0 at a 1.5B model's and a MoE expert's shapes.
-// Every benchmark is named
+// kernels_bench_ops.cc: VecDotQ8, DotInt8Tile4x4 (per int8 kernel), quantizers, dequantizers,
+// ops.h, and the attention core. kernels_bench_blas.cc: OpenBLAS / oneDNN sgemm against MatMul
+// (built only where those libraries are installed). kernels_bench_w8a8.cc: per-channel int8 weights
+// (kI8Rows) against Q8_0 at a 1.5B model's and a MoE expert's shapes. Every benchmark is named
 // Kernel/<type>/<shape>/.../threads:N, where N is the ThreadPool size (the caller is one
 // of the N threads), and reports real time; counters:
 //   bytes  weight (or buffer) bytes read per second: GEMV and the bandwidth reference;

@@ -60,7 +60,8 @@ const BothWays& Weights(const Shape& s) {
   if (slot != nullptr) return *slot;
   slot = std::make_unique<BothWays>();
   BothWays& b = *slot;
-  const std::vector<float> f = RandomFloats(s.rows * s.cols, static_cast<uint64_t>(s.rows * 31 + s.cols));
+  const std::vector<float> f =
+      RandomFloats(s.rows * s.cols, static_cast<uint64_t>(s.rows * 31 + s.cols));
   const int64_t q8_row = *RowBytes(TensorType::kQ8_0, s.cols);
   b.q8_0.resize(static_cast<size_t>(s.rows * q8_row));
   b.i8.resize(static_cast<size_t>(s.rows * s.cols));
@@ -73,7 +74,8 @@ const BothWays& Weights(const Shape& s) {
     for (int64_t k = 0; k < s.cols; ++k) amax = std::max(amax, std::fabs(row[k]));
     b.i8_scale[r] = amax / 127.0f;
     for (int64_t k = 0; k < s.cols; ++k) {
-      b.i8[r * s.cols + k] = static_cast<int8_t>(amax == 0 ? 0 : std::nearbyint(row[k] * (127.0f / amax)));
+      b.i8[r * s.cols + k] =
+          static_cast<int8_t>(amax == 0 ? 0 : std::nearbyint(row[k] * (127.0f / amax)));
     }
   }
   b.params.scale = b.i8_scale.data();
@@ -110,7 +112,8 @@ void BM_W8A8(benchmark::State& state, TensorType type, Shape shape, int64_t n_to
 }
 
 // One product through `kernel`, activations prepared before the loop.
-void BM_W8A8Kernel(benchmark::State& state, TensorType type, Int8Kernel kernel, Shape shape, int64_t n_tokens) {
+void BM_W8A8Kernel(benchmark::State& state, TensorType type, Int8Kernel kernel, Shape shape,
+                   int64_t n_tokens) {
   const BothWays& b = Weights(shape);
   const std::vector<float> x = RandomFloats(n_tokens * shape.cols, 7);
   std::vector<float> y(static_cast<size_t>(n_tokens * shape.rows));
@@ -118,7 +121,8 @@ void BM_W8A8Kernel(benchmark::State& state, TensorType type, Int8Kernel kernel, 
     const int64_t row_bytes = *RowBytes(type, shape.cols), n_blocks = shape.cols / 32;
     std::vector<uint8_t> xq(static_cast<size_t>(n_tokens * row_bytes));
     for (int64_t t = 0; t < n_tokens; ++t) {
-      QuantizeActivations(ActivationFormat::kQ8_0, &x[t * shape.cols], shape.cols, &xq[t * row_bytes]);
+      QuantizeActivations(ActivationFormat::kQ8_0, &x[t * shape.cols], shape.cols,
+                          &xq[t * row_bytes]);
     }
     Q0Tokens tokens;
     PairQ0Tokens(type, xq.data(), row_bytes, static_cast<int>(n_tokens), n_blocks, &tokens);
@@ -129,15 +133,18 @@ void BM_W8A8Kernel(benchmark::State& state, TensorType type, Int8Kernel kernel, 
         DotQ0Rows(type, b.q8_0.data(), row_bytes, shape.rows, tokens, y.data(), shape.rows, kernel);
       } else {
         // matmul.cc's token blocks (a block's records stay in L2), a multiple of 16 tokens.
-        const int64_t block = std::max<int64_t>(16, (192 << 10) / (n_blocks * kQ0RecordBytes / 2) / 16 * 16);
+        const int64_t block =
+            std::max<int64_t>(16, (192 << 10) / (n_blocks * kQ0RecordBytes / 2) / 16 * 16);
         for (int64_t t0 = 0; t0 < n_tokens; t0 += block) {
           for (int64_t r0 = 0; r0 < shape.rows; r0 += 4) {  // rows % 4 == 0 at these shapes
             Q0Row rows[4];
             for (int r = 0; r < 4; ++r) {
-              PrepareQ0Row(type, &b.q8_0[(r0 + r) * row_bytes], n_blocks, &u[r * 32 * n_blocks], &d[r * n_blocks]);
+              PrepareQ0Row(type, &b.q8_0[(r0 + r) * row_bytes], n_blocks, &u[r * 32 * n_blocks],
+                           &d[r * n_blocks]);
               rows[r] = Q0Row{&u[r * 32 * n_blocks], &d[r * n_blocks]};
             }
-            for (int64_t t = t0; t < std::min(n_tokens, t0 + block); t += 8) {  // n_tokens % 8 == 0 here
+            for (int64_t t = t0; t < std::min(n_tokens, t0 + block);
+                 t += 8) {  // n_tokens % 8 == 0 here
               float out[4][8];
               DotQ0Tile(type, rows, tokens, static_cast<int>(t / 2), 4, out, kernel);
               for (int r = 0; r < 4; ++r) {
@@ -164,7 +171,8 @@ void BM_W8A8Kernel(benchmark::State& state, TensorType type, Int8Kernel kernel, 
     std::vector<float> s(static_cast<size_t>(n_tokens));
     std::vector<int32_t> sums(static_cast<size_t>(n_tokens));
     for (int64_t t = 0; t < n_tokens; ++t) {
-      QuantizeI8Activations(&x[t * shape.cols], shape.cols, 0, 0, rows + t * stride, &s[t], &sums[t], kernel);
+      QuantizeI8Activations(&x[t * shape.cols], shape.cols, 0, 0, rows + t * stride, &s[t],
+                            &sums[t], kernel);
     }
     const I8Tokens tokens{rows, stride, s.data(), sums.data()};
     for (auto _ : state) {
@@ -174,7 +182,9 @@ void BM_W8A8Kernel(benchmark::State& state, TensorType type, Int8Kernel kernel, 
     }
   }
   if (n_tokens == 1) {
-    SetBytesRate(state, static_cast<double>(shape.rows * (type == TensorType::kQ8_0 ? shape.cols / 32 * 34 : shape.cols)));
+    SetBytesRate(state,
+                 static_cast<double>(
+                     shape.rows * (type == TensorType::kQ8_0 ? shape.cols / 32 * 34 : shape.cols)));
   } else {
     SetFlopRate(state, 2.0 * static_cast<double>(shape.rows * shape.cols * n_tokens));
   }
@@ -188,8 +198,9 @@ void RegisterW8A8Benchmarks() {
       for (int threads : {1, 2}) {
         for (int round = 1; round <= 2; ++round) {
           for (TensorType type : {TensorType::kQ8_0, TensorType::kI8Rows}) {
-            const std::string name = "W8A8/" + TypeName(type) + "/" + ShapeName(shape) + "/tokens:" +
-                                     std::to_string(n_tokens) + "/threads:" + std::to_string(threads) +
+            const std::string name = "W8A8/" + TypeName(type) + "/" + ShapeName(shape) +
+                                     "/tokens:" + std::to_string(n_tokens) +
+                                     "/threads:" + std::to_string(threads) +
                                      "/round:" + std::to_string(round);
             benchmark::RegisterBenchmark(name.c_str(), BM_W8A8, type, shape, n_tokens, threads)
                 ->UseRealTime()
@@ -205,8 +216,9 @@ void RegisterW8A8Benchmarks() {
         if (kernel == Int8Kernel::kScalar && n_tokens == 512) continue;  // seconds per call
         for (int round = 1; round <= 2; ++round) {
           for (TensorType type : {TensorType::kQ8_0, TensorType::kI8Rows}) {
-            const std::string name = "W8A8Kernel/" + TypeName(type) + "/" + Int8KernelName(kernel) + "/" +
-                                     ShapeName(shape) + "/tokens:" + std::to_string(n_tokens) +
+            const std::string name = "W8A8Kernel/" + TypeName(type) + "/" + Int8KernelName(kernel) +
+                                     "/" + ShapeName(shape) +
+                                     "/tokens:" + std::to_string(n_tokens) +
                                      "/round:" + std::to_string(round);
             benchmark::RegisterBenchmark(name.c_str(), BM_W8A8Kernel, type, kernel, shape, n_tokens)
                 ->UseRealTime()

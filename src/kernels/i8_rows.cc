@@ -31,6 +31,8 @@ constexpr int64_t kRunsRowBlock = 2048;
 // 512 tokens, one thread: about 250 -> 310 GFLOP/s on the AVX-512 Xeon).
 constexpr int64_t kColumnChunk = 2048;
 
+// The integer dots of one block (I8DotArgs) by one kernel. An AMX-INT8 path (a later
+// issue) goes here: tiles of int32 sums of u x q give the same integers as the others.
 void Dots(Int8Kernel kernel, const I8DotArgs& a) {
   switch (kernel) {
     case Int8Kernel::kScalar:
@@ -58,8 +60,8 @@ void Finish(Int8Kernel kernel, const I8FinishArgs& a) {
 
 // Step 3 of i8_rows.h for rows wider than kI8MaxExactCols: dots in int64 (the K slices'
 // exact int32 dots added), the same float steps.
-void FinishWide(const Int8RowParams& p, const int64_t* dots, int64_t n, int64_t r0, float s_t, int64_t sum,
-                float* y) {
+void FinishWide(const Int8RowParams& p, const int64_t* dots, int64_t n, int64_t r0, float s_t,
+                int64_t sum, float* y) {
   for (int64_t i = 0; i < n; ++i) {
     const int64_t r = r0 + i;
     if (p.is_static()) {
@@ -77,17 +79,20 @@ void FinishWide(const Int8RowParams& p, const int64_t* dots, int64_t n, int64_t 
 
 void I8RowsCheck(const WeightMatrix& w) {
   TANDEM_CHECK(w.type == TensorType::kI8Rows);
-  TANDEM_CHECK(w.i8 != nullptr && w.i8->scale != nullptr) << "a kI8Rows matrix without its Int8RowParams scales";
-  TANDEM_CHECK(w.row_bytes >= w.cols) << "kI8Rows rows of " << w.row_bytes << " bytes for " << w.cols << " columns";
+  TANDEM_CHECK(w.i8 != nullptr && w.i8->scale != nullptr)
+      << "a kI8Rows matrix without its Int8RowParams scales";
+  TANDEM_CHECK(w.row_bytes >= w.cols)
+      << "kI8Rows rows of " << w.row_bytes << " bytes for " << w.cols << " columns";
   TANDEM_CHECK(w.cols > 0 && w.cols <= kI8MaxCols) << "kI8Rows rows of " << w.cols << " columns";
-  TANDEM_CHECK(w.i8->act_scale >= 0 && std::isfinite(w.i8->act_scale) && std::isfinite(w.i8->act_offset))
+  TANDEM_CHECK(w.i8->act_scale >= 0 && std::isfinite(w.i8->act_scale) &&
+               std::isfinite(w.i8->act_offset))
       << "kI8Rows activation scale " << w.i8->act_scale << ", offset " << w.i8->act_offset;
   TANDEM_CHECK(!w.i8->is_static() || w.i8->offset == nullptr)
       << "kI8Rows weight offsets are for dynamic activation quantization only";
 }
 
-void QuantizeI8Activations(const float* x, int64_t cols, float act_scale, float act_offset, uint8_t* u,
-                           float* s_t, int32_t* sum, Int8Kernel kernel) {
+void QuantizeI8Activations(const float* x, int64_t cols, float act_scale, float act_offset,
+                           uint8_t* u, float* s_t, int32_t* sum, Int8Kernel kernel) {
   if (kernel == Int8Kernel::kScalar) {
     QuantizeI8RowScalar(x, cols, act_scale, act_offset, u, s_t);
   } else {
@@ -98,8 +103,8 @@ void QuantizeI8Activations(const float* x, int64_t cols, float act_scale, float 
   *sum = static_cast<int32_t>(static_cast<uint32_t>(total) - (static_cast<uint32_t>(cols) << 7));
 }
 
-void I8RowsProduct(const WeightMatrix& w, const I8Tokens& x, int64_t n_tokens, float* y, int64_t r0, int64_t r1,
-                   Int8Kernel kernel) {
+void I8RowsProduct(const WeightMatrix& w, const I8Tokens& x, int64_t n_tokens, float* y, int64_t r0,
+                   int64_t r1, Int8Kernel kernel) {
   if (n_tokens <= 0 || r1 <= r0) return;
   const Int8RowParams& p = *w.i8;
   const int64_t cols = w.cols, slices = I8Slices(cols);
@@ -109,7 +114,8 @@ void I8RowsProduct(const WeightMatrix& w, const I8Tokens& x, int64_t n_tokens, f
   // whole range (row_runs.h). More are bound by arithmetic: blocks of rows.
   const bool runs = n_tokens <= kMaxTokensForRuns;
   const int64_t chunk = runs ? cols : kColumnChunk;
-  const int64_t token_block = std::max<int64_t>(4, kTokenBlockBytes / std::min(x.stride, chunk) / 4 * 4);
+  const int64_t token_block =
+      std::max<int64_t>(4, kTokenBlockBytes / std::min(x.stride, chunk) / 4 * 4);
   const int64_t row_block = runs ? kRunsRowBlock : kRowBlock;
   thread_local std::vector<int32_t> dots, part;
   thread_local std::vector<int64_t> wide;
@@ -140,7 +146,8 @@ void I8RowsProduct(const WeightMatrix& w, const I8Tokens& x, int64_t n_tokens, f
           a.dots = part.data();
           Dots(kernel, a);
           for (size_t i = 0; i < dots.size(); ++i) {
-            dots[i] = static_cast<int32_t>(static_cast<uint32_t>(dots[i]) + static_cast<uint32_t>(part[i]));
+            dots[i] = static_cast<int32_t>(static_cast<uint32_t>(dots[i]) +
+                                           static_cast<uint32_t>(part[i]));
           }
         }
         for (int64_t t = 0; t < nt; ++t) {
@@ -170,8 +177,8 @@ void I8RowsProduct(const WeightMatrix& w, const I8Tokens& x, int64_t n_tokens, f
         for (size_t i = 0; i < wide.size(); ++i) wide[i] += dots[i];
       }
       for (int64_t t = 0; t < nt; ++t) {
-        FinishWide(p, wide.data() + t * nr, nr, b0, p.is_static() ? 0.0f : x.s[t0 + t], x.sum[t0 + t],
-                   y + (t0 + t) * w.rows + b0);
+        FinishWide(p, wide.data() + t * nr, nr, b0, p.is_static() ? 0.0f : x.s[t0 + t],
+                   x.sum[t0 + t], y + (t0 + t) * w.rows + b0);
       }
     }
   }
@@ -200,7 +207,8 @@ float I8RowConstant(const WeightMatrix& w, int64_t row) {
   int64_t sum = 0;
   for (int64_t k = 0; k < w.cols; ++k) sum += q[k];
   const double bias = p.bias != nullptr ? p.bias[row] : 0;
-  return static_cast<float>(static_cast<double>(p.scale[row]) * (bias + p.act_offset * static_cast<double>(sum)));
+  return static_cast<float>(static_cast<double>(p.scale[row]) *
+                            (bias + p.act_offset * static_cast<double>(sum)));
 }
 
 }  // namespace tandem

@@ -25,20 +25,24 @@ __attribute__((target("avx2"))) inline __m128i Sums4(__m256i a, __m256i b, __m25
 // One step of 32 columns: acc[r][t] += the products of rows[r][k, k + 32) and
 // x[t][xk, xk + 32) (activations + 128); with kInlineSums sums[r] += the weights.
 template <VnniForm kForm, int kTokens, bool kInlineSums>
-__attribute__((target("avx2,fma"), always_inline)) inline void StepYmm(__m256i (&acc)[4][kTokens], __m256i (&sums)[4],
-                                                                       const int8_t* const rows[4], int64_t k,
-                                                                       const uint8_t* const x[kTokens], int64_t xk) {
+__attribute__((target("avx2,fma"), always_inline)) inline void StepYmm(
+    __m256i (&acc)[4][kTokens], __m256i (&sums)[4], const int8_t* const rows[4], int64_t k,
+    const uint8_t* const x[kTokens], int64_t xk) {
   if constexpr (kForm == VnniForm::kNone) {
     const __m256i ones = _mm256_set1_epi16(1);
     for (int h = 0; h < 32; h += 16) {
       __m256i w16[4];
       for (int r = 0; r < 4; ++r) {
-        w16[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[r] + k + h)));
-        if constexpr (kInlineSums) sums[r] = _mm256_add_epi32(sums[r], _mm256_madd_epi16(w16[r], ones));
+        w16[r] = _mm256_cvtepi8_epi16(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[r] + k + h)));
+        if constexpr (kInlineSums)
+          sums[r] = _mm256_add_epi32(sums[r], _mm256_madd_epi16(w16[r], ones));
       }
       for (int t = 0; t < kTokens; ++t) {
-        const __m256i u16 = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[t] + xk + h)));
-        for (int r = 0; r < 4; ++r) acc[r][t] = _mm256_add_epi32(acc[r][t], _mm256_madd_epi16(w16[r], u16));
+        const __m256i u16 =
+            _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[t] + xk + h)));
+        for (int r = 0; r < 4; ++r)
+          acc[r][t] = _mm256_add_epi32(acc[r][t], _mm256_madd_epi16(w16[r], u16));
       }
     }
   } else {
@@ -58,7 +62,8 @@ __attribute__((target("avx2,fma"), always_inline)) inline void StepYmm(__m256i (
 // row_sums[4]: the rows' sums, given, or with kInlineSums taken in the same pass and
 // stored there.
 template <VnniForm kForm, int kTokens, bool kInlineSums>
-__attribute__((target("avx2,fma"))) void DotsYmm4(const int8_t* const w[4], const uint8_t* const x[kTokens],
+__attribute__((target("avx2,fma"))) void DotsYmm4(const int8_t* const w[4],
+                                                  const uint8_t* const x[kTokens],
                                                   int32_t* row_sums, int64_t cols, int32_t* out) {
   __m256i acc[4][kTokens], sums[4];
   for (int r = 0; r < 4; ++r) {
@@ -79,10 +84,12 @@ __attribute__((target("avx2,fma"))) void DotsYmm4(const int8_t* const w[4], cons
     StepYmm<kForm, kTokens, kInlineSums>(acc, sums, rows, 0, x, k);
   }
   if constexpr (kInlineSums) {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(row_sums), Sums4(sums[0], sums[1], sums[2], sums[3]));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(row_sums),
+                     Sums4(sums[0], sums[1], sums[2], sums[3]));
   }
   // 128 * the row sums (wrapping)
-  const __m128i corr = _mm_slli_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row_sums)), 7);
+  const __m128i corr =
+      _mm_slli_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row_sums)), 7);
   for (int t = 0; t < kTokens; ++t) {
     const __m128i s = _mm_sub_epi32(Sums4(acc[0][t], acc[1][t], acc[2][t], acc[3][t]), corr);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 4 * t), s);
@@ -128,7 +135,8 @@ void DotsYmm(const I8DotArgs& a) {
 }
 
 // 32 int32 lanes (each in [-128, 127]) -> 32 bytes in order.
-__attribute__((target("avx2"))) inline __m256i PackToBytes(__m256i a, __m256i b, __m256i c, __m256i d) {
+__attribute__((target("avx2"))) inline __m256i PackToBytes(__m256i a, __m256i b, __m256i c,
+                                                           __m256i d) {
   const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
   return _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
@@ -157,8 +165,9 @@ void I8DotsYmm(VnniForm form, const I8DotArgs& a) {
 
 __attribute__((target("avx2,fma"))) void I8FinishAvx2(const I8FinishArgs& a) { I8FinishRows(a); }
 
-__attribute__((target("avx2,fma"))) void QuantizeI8RowAvx2(const float* x, int64_t cols, float act_scale,
-                                                           float act_offset, uint8_t* u, float* s_t) {
+__attribute__((target("avx2,fma"))) void QuantizeI8RowAvx2(const float* x, int64_t cols,
+                                                           float act_scale, float act_offset,
+                                                           uint8_t* u, float* s_t) {
   std::memset(u + cols, 128, static_cast<size_t>(I8RowStride(cols) - cols));
   const __m256i flip = _mm256_set1_epi8(-128);
   const int64_t full = cols / 32 * 32;
@@ -173,14 +182,16 @@ __attribute__((target("avx2,fma"))) void QuantizeI8RowAvx2(const float* x, int64
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(u + k),
                           _mm256_xor_si256(PackToBytes(v[0], v[1], v[2], v[3]), flip));
     }
-    for (int64_t k = full; k < cols; ++k) u[k] = static_cast<uint8_t>(RoundToInt8(x[k] / act_scale + act_offset) ^ 0x80);
+    for (int64_t k = full; k < cols; ++k)
+      u[k] = static_cast<uint8_t>(RoundToInt8(x[k] / act_scale + act_offset) ^ 0x80);
     return;
   }
   // max |x|: exact in any order; _mm256_max_ps(v, m) keeps m where v is NaN, as the
   // scalar loop does.
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   __m256 m = _mm256_setzero_ps();
-  for (int64_t k = 0; k + 8 <= cols; k += 8) m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + k), abs_mask), m);
+  for (int64_t k = 0; k + 8 <= cols; k += 8)
+    m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + k), abs_mask), m);
   alignas(32) float lanes[8];
   _mm256_store_ps(lanes, m);
   float amax = 0;
@@ -198,8 +209,10 @@ __attribute__((target("avx2,fma"))) void QuantizeI8RowAvx2(const float* x, int64
   const __m256 vinv = _mm256_set1_ps(inv);
   for (int64_t k = 0; k < full; k += 32) {
     __m256i v[4];
-    for (int j = 0; j < 4; ++j) v[j] = RoundToInt8x8(_mm256_mul_ps(_mm256_loadu_ps(x + k + 8 * j), vinv));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(u + k), _mm256_xor_si256(PackToBytes(v[0], v[1], v[2], v[3]), flip));
+    for (int j = 0; j < 4; ++j)
+      v[j] = RoundToInt8x8(_mm256_mul_ps(_mm256_loadu_ps(x + k + 8 * j), vinv));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(u + k),
+                        _mm256_xor_si256(PackToBytes(v[0], v[1], v[2], v[3]), flip));
   }
   for (int64_t k = full; k < cols; ++k) u[k] = static_cast<uint8_t>(RoundToInt8(x[k] * inv) ^ 0x80);
 }

@@ -37,9 +37,10 @@ __attribute__((target(TANDEM_AVX512_TARGET))) inline __m512i Sums16(const __m512
 
 // acc + per int32 lane the sum of 4 products of unsigned bytes u and signed bytes s.
 // Inline assembly: GCC 12 copies each accumulator through another register around the
-// intrinsic's vpdpbusd (MatMul 1536 x 1536 at 512 tokens: half the speed).
-__attribute__((target(TANDEM_AVX512_TARGET), always_inline)) inline __m512i DpBusdZmm(__m512i acc, __m512i u,
-                                                                                     __m512i s) {
+// intrinsic's vpdpbusd (I8RowsProduct, 1536 x 1536 at 512 tokens: half the speed).
+__attribute__((target(TANDEM_AVX512_TARGET), always_inline)) inline __m512i DpBusdZmm(__m512i acc,
+                                                                                      __m512i u,
+                                                                                      __m512i s) {
   __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u), "v"(s));
   return acc;
 }
@@ -47,11 +48,9 @@ __attribute__((target(TANDEM_AVX512_TARGET), always_inline)) inline __m512i DpBu
 // acc[r][t] += the products of the 64 columns w[r] and x[t][k, k + 64) (activations
 // + 128); with kInlineSums sums[r] += the weights.
 template <int kTokens, bool kInlineSums>
-__attribute__((target(TANDEM_AVX512_TARGET), always_inline)) inline void StepZmm(__m512i (&acc)[4][kTokens],
-                                                                                __m512i (&sums)[4],
-                                                                                const __m512i w[4],
-                                                                                const uint8_t* const x[kTokens],
-                                                                                int64_t k) {
+__attribute__((target(TANDEM_AVX512_TARGET), always_inline)) inline void StepZmm(
+    __m512i (&acc)[4][kTokens], __m512i (&sums)[4], const __m512i w[4],
+    const uint8_t* const x[kTokens], int64_t k) {
   if constexpr (kInlineSums) {
     for (int r = 0; r < 4; ++r) sums[r] = DpBusdZmm(sums[r], _mm512_set1_epi8(1), w[r]);
   }
@@ -63,7 +62,8 @@ __attribute__((target(TANDEM_AVX512_TARGET), always_inline)) inline void StepZmm
 
 // [sum v0, sum v1, sum v2, sum v3] (lanes, wrapping): Sums16's first two rounds, then
 // the 128-bit lanes added within.
-__attribute__((target(TANDEM_AVX512_TARGET))) inline __m128i Sums4(__m512i v0, __m512i v1, __m512i v2, __m512i v3) {
+__attribute__((target(TANDEM_AVX512_TARGET))) inline __m128i Sums4(__m512i v0, __m512i v1,
+                                                                   __m512i v2, __m512i v3) {
   const __m512i a0 = _mm512_add_epi32(_mm512_shuffle_i32x4(v0, v1, _MM_SHUFFLE(1, 0, 1, 0)),
                                       _mm512_shuffle_i32x4(v0, v1, _MM_SHUFFLE(3, 2, 3, 2)));
   const __m512i a1 = _mm512_add_epi32(_mm512_shuffle_i32x4(v2, v3, _MM_SHUFFLE(1, 0, 1, 0)),
@@ -73,15 +73,18 @@ __attribute__((target(TANDEM_AVX512_TARGET))) inline __m128i Sums4(__m512i v0, _
                                _mm512_shuffle_i32x4(a0, a1, _MM_SHUFFLE(3, 1, 3, 1)));
   b = _mm512_add_epi32(b, _mm512_shuffle_epi32(b, _MM_PERM_BADC));
   b = _mm512_add_epi32(b, _mm512_shuffle_epi32(b, _MM_PERM_CDAB));
-  return _mm512_castsi512_si128(_mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), b));
+  return _mm512_castsi512_si128(_mm512_permutexvar_epi32(
+      _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), b));
 }
 
 // out[t * 4 + r] = dot(w[r], x[t] - 128) over cols columns, r < 4, t < kTokens;
 // row_sums[4]: the rows' sums, given, or with kInlineSums taken in the same pass and
 // stored there.
 template <int kTokens, bool kInlineSums>
-__attribute__((target(TANDEM_AVX512_TARGET))) void DotsZmm4(const int8_t* const w[4], const uint8_t* const x[kTokens],
-                                                            int32_t* row_sums, int64_t cols, int32_t* out) {
+__attribute__((target(TANDEM_AVX512_TARGET))) void DotsZmm4(const int8_t* const w[4],
+                                                            const uint8_t* const x[kTokens],
+                                                            int32_t* row_sums, int64_t cols,
+                                                            int32_t* out) {
   __m512i acc[4][kTokens], sums[4];
   for (int r = 0; r < 4; ++r) {
     sums[r] = _mm512_setzero_si512();
@@ -112,7 +115,8 @@ __attribute__((target(TANDEM_AVX512_TARGET))) void DotsZmm4(const int8_t* const 
     return;
   }
   if constexpr (kInlineSums) {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(row_sums), Sums4(sums[0], sums[1], sums[2], sums[3]));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(row_sums),
+                     Sums4(sums[0], sums[1], sums[2], sums[3]));
   }
   const __m128i rs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row_sums));
   if constexpr (kTokens == 4) {
@@ -135,7 +139,8 @@ __attribute__((target(TANDEM_AVX512_TARGET))) void DotsZmm4(const int8_t* const 
 // Every row group of the block against tokens x[0, kTokens) (t0 on: the first nt kept);
 // block_sums[n_rows]: the rows' sums, taken here with kInlineSums.
 template <int kTokens, bool kInlineSums>
-void RowGroupsZmm(const I8DotArgs& a, int64_t t0, int nt, const uint8_t* const x[4], int32_t* block_sums) {
+void RowGroupsZmm(const I8DotArgs& a, int64_t t0, int nt, const uint8_t* const x[4],
+                  int32_t* block_sums) {
   ForEachRowGroup<4>(a.n_rows, a.runs, [&](const int64_t rows[4], int valid) {
     const int8_t* w[4];
     int32_t sums[4];
@@ -185,6 +190,8 @@ void I8DotsAvx512(const I8DotArgs& a) {
   }
 }
 
-__attribute__((target(TANDEM_AVX512_TARGET))) void I8FinishAvx512(const I8FinishArgs& a) { I8FinishRows(a); }
+__attribute__((target(TANDEM_AVX512_TARGET))) void I8FinishAvx512(const I8FinishArgs& a) {
+  I8FinishRows(a);
+}
 
 }  // namespace tandem

@@ -66,7 +66,8 @@ inline __attribute__((always_inline)) void I8FinishRows(const I8FinishArgs& a) {
     const int32_t* __restrict bias = a.bias;
     for (int64_t i = 0; i < n; ++i) {
       // int32, wrapping (exact while |dot + bias| < 2^31)
-      const auto sum = static_cast<int32_t>(static_cast<uint32_t>(dots[i]) + static_cast<uint32_t>(bias[i]));
+      const auto sum =
+          static_cast<int32_t>(static_cast<uint32_t>(dots[i]) + static_cast<uint32_t>(bias[i]));
       y[i] = scale[i] * static_cast<float>(sum);
     }
     return;
@@ -120,12 +121,14 @@ inline void ForEachRowGroup(int64_t n_rows, bool runs, Fn&& fn) {
 // (i8_rows.h QuantizeI8Activations, without the sum).
 void I8DotsScalar(const I8DotArgs& a);
 void I8FinishScalar(const I8FinishArgs& a);
-void QuantizeI8RowScalar(const float* x, int64_t cols, float act_scale, float act_offset, uint8_t* u, float* s_t);
+void QuantizeI8RowScalar(const float* x, int64_t cols, float act_scale, float act_offset,
+                         uint8_t* u, float* s_t);
 
 // form kNone: AVX2 vpmaddwd; kVex: AVX-VNNI; kEvex: the avx512 level's ymm form.
 void I8DotsYmm(VnniForm form, const I8DotArgs& a);
 void I8FinishAvx2(const I8FinishArgs& a);
-void QuantizeI8RowAvx2(const float* x, int64_t cols, float act_scale, float act_offset, uint8_t* u, float* s_t);
+void QuantizeI8RowAvx2(const float* x, int64_t cols, float act_scale, float act_offset, uint8_t* u,
+                       float* s_t);
 
 void I8DotsAvx512(const I8DotArgs& a);
 void I8FinishAvx512(const I8FinishArgs& a);

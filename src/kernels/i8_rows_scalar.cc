@@ -15,7 +15,8 @@ void I8DotsScalar(const I8DotArgs& a) {
     for (int64_t i = 0; i < a.n_rows; ++i) {
       const int8_t* w = a.w + i * a.row_bytes;
       int32_t dot = 0;  // exact: cols <= kI8MaxExactCols
-      for (int64_t k = 0; k < a.cols; ++k) dot += static_cast<int32_t>(w[k]) * (static_cast<int32_t>(u[k]) - 128);
+      for (int64_t k = 0; k < a.cols; ++k)
+        dot += static_cast<int32_t>(w[k]) * (static_cast<int32_t>(u[k]) - 128);
       a.dots[t * a.dots_stride + i] = dot;
     }
   }
@@ -23,7 +24,8 @@ void I8DotsScalar(const I8DotArgs& a) {
 
 void I8FinishScalar(const I8FinishArgs& a) { I8FinishRows(a); }
 
-void QuantizeI8RowScalar(const float* x, int64_t cols, float act_scale, float act_offset, uint8_t* u, float* s_t) {
+void QuantizeI8RowScalar(const float* x, int64_t cols, float act_scale, float act_offset,
+                         uint8_t* u, float* s_t) {
   std::memset(u + cols, 128, static_cast<size_t>(I8RowStride(cols) - cols));
   auto store = [&](int64_t k, float v) { u[k] = static_cast<uint8_t>(RoundToInt8(v) ^ 0x80); };
   if (act_scale > 0) {

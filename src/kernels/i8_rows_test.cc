@@ -73,7 +73,8 @@ std::unique_ptr<I8Matrix> MakeMatrix(int64_t rows, int64_t cols, Mode mode, std:
     m->p.offset = m->offset.data();
   }
   if (mode == Mode::kStatic || mode == Mode::kStaticBias) {
-    m->p.act_scale = 0.03f;  // x ~ N(0, 1): |x / 0.03| stays well inside [-128, 127] but for rare tails
+    m->p.act_scale =
+        0.03f;  // x ~ N(0, 1): |x / 0.03| stays well inside [-128, 127] but for rare tails
     m->p.act_offset = 3.0f;
   }
   if (mode == Mode::kStaticBias) {
@@ -94,7 +95,8 @@ std::unique_ptr<I8Matrix> MakeMatrix(int64_t rows, int64_t cols, Mode mode, std:
 
 // n_tokens rows of cols values ~ N(0, 1); token 0 all zeros when asked, token 1 with one
 // outlier (its other values quantize to few levels).
-std::vector<float> MakeActivations(int64_t n_tokens, int64_t cols, bool zero_first, std::mt19937& rng) {
+std::vector<float> MakeActivations(int64_t n_tokens, int64_t cols, bool zero_first,
+                                   std::mt19937& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> x(static_cast<size_t>(n_tokens * cols));
   for (auto& v : x) v = normal(rng);
@@ -112,7 +114,9 @@ struct RefRow {
 RefRow RefQuantize(const float* x, int64_t cols, float act_scale, float act_offset) {
   RefRow row;
   row.q.resize(static_cast<size_t>(cols));
-  auto q8 = [](float v) { return static_cast<int8_t>(std::clamp(std::nearbyint(v), -128.0f, 127.0f)); };
+  auto q8 = [](float v) {
+    return static_cast<int8_t>(std::clamp(std::nearbyint(v), -128.0f, 127.0f));
+  };
   if (act_scale > 0) {
     for (int64_t k = 0; k < cols; ++k) row.q[k] = q8(x[k] / act_scale + act_offset);
   } else {
@@ -150,15 +154,16 @@ std::vector<float> RefProduct(const I8Matrix& m, const std::vector<float>& x, in
 }
 
 // The product through one kernel: activations quantized by it, all rows.
-std::vector<float> KernelProduct(const WeightMatrix& w, const std::vector<float>& x, int64_t n_tokens,
-                                 Int8Kernel kernel, int64_t r0 = 0, int64_t r1 = -1) {
+std::vector<float> KernelProduct(const WeightMatrix& w, const std::vector<float>& x,
+                                 int64_t n_tokens, Int8Kernel kernel, int64_t r0 = 0,
+                                 int64_t r1 = -1) {
   const int64_t cols = w.cols, stride = I8RowStride(cols);
   std::vector<uint8_t> u(static_cast<size_t>(n_tokens * stride));
   std::vector<float> s(static_cast<size_t>(n_tokens));
   std::vector<int32_t> sums(static_cast<size_t>(n_tokens));
   for (int64_t t = 0; t < n_tokens; ++t) {
-    QuantizeI8Activations(&x[t * cols], cols, w.i8->act_scale, w.i8->act_offset, &u[t * stride], &s[t], &sums[t],
-                          kernel);
+    QuantizeI8Activations(&x[t * cols], cols, w.i8->act_scale, w.i8->act_offset, &u[t * stride],
+                          &s[t], &sums[t], kernel);
   }
   const I8Tokens tokens{u.data(), stride, s.data(), sums.data()};
   std::vector<float> y(static_cast<size_t>(n_tokens * w.rows), -1.0f);
@@ -186,16 +191,18 @@ TEST(I8RowsTest, QuantizerFollowsTheContractAtEveryKernel) {
     const std::vector<float> x = MakeActivations(3, cols, true, rng);
     for (float act_scale : {0.0f, 0.03f, 0.004f}) {  // 0.004: many values clamp
       for (int64_t t = 0; t < 3; ++t) {
-        const RefRow want = RefQuantize(&x[t * cols], cols, act_scale, act_scale > 0 ? -5.0f : 0.0f);
+        const RefRow want =
+            RefQuantize(&x[t * cols], cols, act_scale, act_scale > 0 ? -5.0f : 0.0f);
         for (Int8Kernel kernel : RunnableInt8Kernels()) {
           std::vector<uint8_t> u(static_cast<size_t>(I8RowStride(cols)), 99);
           float s = -1;
           int32_t sum = 0;
-          QuantizeI8Activations(&x[t * cols], cols, act_scale, act_scale > 0 ? -5.0f : 0.0f, u.data(), &s, &sum,
-                                kernel);
-          SCOPED_TRACE(std::string(Int8KernelName(kernel)) + " cols " + std::to_string(cols) + " token " +
-                       std::to_string(t) + " act_scale " + std::to_string(act_scale));
-          for (int64_t k = 0; k < cols; ++k) ASSERT_EQ(u[k], static_cast<uint8_t>(want.q[k] + 128)) << k;
+          QuantizeI8Activations(&x[t * cols], cols, act_scale, act_scale > 0 ? -5.0f : 0.0f,
+                                u.data(), &s, &sum, kernel);
+          SCOPED_TRACE(std::string(Int8KernelName(kernel)) + " cols " + std::to_string(cols) +
+                       " token " + std::to_string(t) + " act_scale " + std::to_string(act_scale));
+          for (int64_t k = 0; k < cols; ++k)
+            ASSERT_EQ(u[k], static_cast<uint8_t>(want.q[k] + 128)) << k;
           for (size_t k = static_cast<size_t>(cols); k < u.size(); ++k) ASSERT_EQ(u[k], 128);
           EXPECT_EQ(std::memcmp(&s, &want.s, sizeof(float)), 0) << s << " vs " << want.s;
           EXPECT_EQ(sum, want.sum);
@@ -217,11 +224,13 @@ TEST(I8RowsTest, RoundsHalfToEven) {
     float s;
     int32_t sum;
     QuantizeI8Activations(x, 7, 1.0f, 0.0f, u, &s, &sum, kernel);  // static, scale 1: x itself
-    for (int k = 0; k < 7; ++k) EXPECT_EQ(u[k] - 128, want[k]) << Int8KernelName(kernel) << " " << k;
+    for (int k = 0; k < 7; ++k)
+      EXPECT_EQ(u[k] - 128, want[k]) << Int8KernelName(kernel) << " " << k;
     EXPECT_EQ(sum, 2);
     QuantizeI8Activations(x, 7, 0.0f, 0.0f, u, &s, &sum, kernel);  // dynamic: amax 127 -> scale 1
     EXPECT_EQ(s, 1.0f);
-    for (int k = 0; k < 7; ++k) EXPECT_EQ(u[k] - 128, want[k]) << Int8KernelName(kernel) << " " << k;
+    for (int k = 0; k < 7; ++k)
+      EXPECT_EQ(u[k] - 128, want[k]) << Int8KernelName(kernel) << " " << k;
   }
 }
 
@@ -234,8 +243,9 @@ TEST(I8RowsTest, EveryKernelGivesTheContractsBits) {
     int64_t rows, cols, tokens;
   };
   // Decode's interleaved runs over blocks of 2048 rows: 4103 and 2050 rows.
-  const Case cases[] = {{1, 1, 1},     {5, 3, 2},       {37, 100, 1},  {33, 1000, 33}, {9, 63, 37}, {64, 2048, 5},
-                        {130, 577, 17}, {6, 65, 3},      {18, 64, 8},   {7, 1536, 4},   {4103, 40, 1}, {2050, 65, 2}};
+  const Case cases[] = {{1, 1, 1},   {5, 3, 2},     {37, 100, 1},   {33, 1000, 33},
+                        {9, 63, 37}, {64, 2048, 5}, {130, 577, 17}, {6, 65, 3},
+                        {18, 64, 8}, {7, 1536, 4},  {4103, 40, 1},  {2050, 65, 2}};
   for (const Case& c : cases) {
     for (Mode mode : kModes) {
       const auto m = MakeMatrix(c.rows, c.cols, mode, rng);
@@ -243,9 +253,9 @@ TEST(I8RowsTest, EveryKernelGivesTheContractsBits) {
       const std::vector<float> want = RefProduct(*m, x, c.tokens);
       for (Int8Kernel kernel : RunnableInt8Kernels()) {
         const std::vector<float> got = KernelProduct(m->w, x, c.tokens, kernel);
-        EXPECT_TRUE(SameBits(got, want)) << Int8KernelName(kernel) << " " << ModeName(mode) << " " << c.rows << "x"
-                                         << c.cols << ", " << c.tokens << " tokens: first difference at "
-                                         << FirstDifference(got, want);
+        EXPECT_TRUE(SameBits(got, want))
+            << Int8KernelName(kernel) << " " << ModeName(mode) << " " << c.rows << "x" << c.cols
+            << ", " << c.tokens << " tokens: first difference at " << FirstDifference(got, want);
       }
     }
   }
@@ -261,7 +271,8 @@ TEST(I8RowsTest, EveryKernelGivesTheContractsBits) {
     const std::vector<float> x = MakeActivations(6, 70, false, rng);
     const std::vector<float> want = RefProduct(*m, x, 6);
     for (Int8Kernel kernel : RunnableInt8Kernels()) {
-      EXPECT_TRUE(SameBits(KernelProduct(w, x, 6, kernel), want)) << Int8KernelName(kernel) << " padded rows";
+      EXPECT_TRUE(SameBits(KernelProduct(w, x, 6, kernel), want))
+          << Int8KernelName(kernel) << " padded rows";
     }
   }
   // Rows [r0, r1) only: the others untouched.
@@ -273,7 +284,8 @@ TEST(I8RowsTest, EveryKernelGivesTheContractsBits) {
     for (int64_t t = 0; t < 6; ++t) {
       for (int64_t r = 0; r < 41; ++r) {
         const float expected = r >= 13 && r < 30 ? want[t * 41 + r] : -1.0f;
-        ASSERT_EQ(std::memcmp(&got[t * 41 + r], &expected, 4), 0) << Int8KernelName(kernel) << " t " << t << " r " << r;
+        ASSERT_EQ(std::memcmp(&got[t * 41 + r], &expected, 4), 0)
+            << Int8KernelName(kernel) << " t " << t << " r " << r;
       }
     }
   }
@@ -353,13 +365,15 @@ TEST(I8RowsTest, BatchSizeAndPoolNeverChangeAToken) {
       for (int64_t t = 0; t < n_tokens; ++t) {
         std::vector<float> one(static_cast<size_t>(rows));
         MatMul(m->w, &x[t * cols], 1, one.data(), p);
-        ASSERT_EQ(std::memcmp(one.data(), &all[t * rows], rows * 4), 0) << ModeName(mode) << " token " << t;
+        ASSERT_EQ(std::memcmp(one.data(), &all[t * rows], rows * 4), 0)
+            << ModeName(mode) << " token " << t;
       }
       for (int64_t t0 : {0, 3, 30}) {
         const int64_t n = std::min<int64_t>(7, n_tokens - t0);
         std::vector<float> part(static_cast<size_t>(n * rows));
         MatMul(m->w, &x[t0 * cols], n, part.data(), p);
-        ASSERT_EQ(std::memcmp(part.data(), &all[t0 * rows], part.size() * 4), 0) << ModeName(mode) << " from " << t0;
+        ASSERT_EQ(std::memcmp(part.data(), &all[t0 * rows], part.size() * 4), 0)
+            << ModeName(mode) << " from " << t0;
       }
     }
   }
@@ -388,7 +402,8 @@ TEST(I8RowsTest, PreparedInputsGiveMatMulsBits) {
   const std::vector<int64_t> pick = {5, 0, 22, 7, 7, 13, 1, 2, 3, 19, 20, 4, 6, 8, 9, 10, 11};
   const auto n = static_cast<int64_t>(pick.size());
   std::vector<float> gathered;
-  for (int64_t r : pick) gathered.insert(gathered.end(), x.begin() + r * cols, x.begin() + (r + 1) * cols);
+  for (int64_t r : pick)
+    gathered.insert(gathered.end(), x.begin() + r * cols, x.begin() + (r + 1) * cols);
   for (Mode mode : kModes) {
     const auto m = MakeMatrix(rows, cols, mode, rng);
     MatMulInput all, some;
@@ -470,7 +485,8 @@ TEST(I8RowsTest, WideRowsAreExact) {
   const std::vector<float> xd = MakeActivations(n_tokens, cols, false, rng);
   const std::vector<float> want_d = RefProduct(*d, xd, n_tokens);
   for (Int8Kernel kernel : RunnableInt8Kernels()) {
-    EXPECT_TRUE(SameBits(KernelProduct(d->w, xd, n_tokens, kernel), want_d)) << Int8KernelName(kernel);
+    EXPECT_TRUE(SameBits(KernelProduct(d->w, xd, n_tokens, kernel), want_d))
+        << Int8KernelName(kernel);
   }
 }
 
@@ -484,8 +500,9 @@ TEST(I8RowsTest, DequantizedRows) {
       GetRow(m->w, r, got.data());
       for (int64_t k = 0; k < 37; ++k) {
         const float q = m->q[r * 37 + k];
-        row[k] = m->p.is_static() ? q * (m->p.scale[r] / m->p.act_scale)
-                                  : (q - (m->p.offset != nullptr ? m->p.offset[r] : 0.0f)) * m->p.scale[r];
+        row[k] = m->p.is_static()
+                     ? q * (m->p.scale[r] / m->p.act_scale)
+                     : (q - (m->p.offset != nullptr ? m->p.offset[r] : 0.0f)) * m->p.scale[r];
       }
       EXPECT_TRUE(SameBits(got, row)) << ModeName(mode) << " row " << r;
     }

@@ -391,7 +391,8 @@ bool MatMulInput::Fits(const WeightMatrix& w) const {
   // Static parameters equal bit for bit (dynamic: both 0).
   const float scale = w.i8->is_static() ? w.i8->act_scale : 0.0f;
   const float offset = w.i8->is_static() ? w.i8->act_offset : 0.0f;
-  return std::memcmp(&scale, &act_scale_, sizeof(float)) == 0 && std::memcmp(&offset, &act_offset_, sizeof(float)) == 0;
+  return std::memcmp(&scale, &act_scale_, sizeof(float)) == 0 &&
+         std::memcmp(&offset, &act_offset_, sizeof(float)) == 0;
 }
 
 void MatMulInput::Resize(int64_t n) {
@@ -400,7 +401,8 @@ void MatMulInput::Resize(int64_t n) {
     q_.resize(static_cast<size_t>(n * cols_));
     d_.resize(static_cast<size_t>(n * cols_ / 8));
     c_.resize(static_cast<size_t>(n * cols_ / 8));
-  } else if (kind_ == Kind::kI8) {  // rows of xq + 128 (aligned: whole cache lines per load), s_t, sum(xq)
+  } else if (kind_ == Kind::kI8) {
+    // Rows of xq + 128 (64-byte aligned: whole cache lines per load), s_t, sum(xq).
     bytes_.resize(static_cast<size_t>(n * row_bytes_ + 64));
     align_ = static_cast<int64_t>((64 - reinterpret_cast<uintptr_t>(bytes_.data()) % 64) % 64);
     d_.resize(static_cast<size_t>(n));
@@ -414,7 +416,8 @@ void MatMulInput::Prepare(TensorType type, int64_t cols, const float* x, int64_t
   PrepareFor(type, cols, nullptr, x, n_tokens, pool);
 }
 
-void MatMulInput::Prepare(const WeightMatrix& w, const float* x, int64_t n_tokens, ThreadPool* pool) {
+void MatMulInput::Prepare(const WeightMatrix& w, const float* x, int64_t n_tokens,
+                          ThreadPool* pool) {
   TANDEM_CHECK(w.valid());
   if (w.type == TensorType::kI8Rows) I8RowsCheck(w);
   PrepareFor(w.type, w.cols, w.i8, x, n_tokens, pool);
@@ -504,7 +507,8 @@ void MatMulInput::Gather(const MatMulInput& from, const int64_t* rows, int64_t n
 
 void MatMul(const WeightMatrix& w, const MatMulInput& x, int64_t first, int64_t n, float* y, ThreadPool* pool) {
   TANDEM_CHECK(w.valid());
-  TANDEM_CHECK(x.Fits(w)) << "a MatMul input prepared for other weights (or other activation quantization)";
+  TANDEM_CHECK(x.Fits(w))
+      << "a MatMul input prepared for other weights (or other activation quantization)";
   TANDEM_CHECK(first >= 0 && n >= 0 && first + n <= x.n_);
   if (n == 0) return;
   switch (x.kind_) {
@@ -530,7 +534,8 @@ void MatMul(const WeightMatrix& w, const MatMulInput& x, int64_t first, int64_t 
       tokens.stride = x.row_bytes_;
       tokens.s = x.d_.data() + first;
       tokens.sum = x.c_.data() + first;
-      ForRows(w, n, pool, [&](int64_t begin, int64_t end) { I8RowsProduct(w, tokens, n, y, begin, end); });
+      ForRows(w, n, pool,
+              [&](int64_t begin, int64_t end) { I8RowsProduct(w, tokens, n, y, begin, end); });
       return;
     }
     case MatMulInput::Kind::kNone:

@@ -88,8 +88,8 @@ class MatMulInput {
   // The preparation weights of `type` take; *key: the tile offset or the activation format.
   static Kind KindOf(TensorType type, int64_t cols, int* key);
   // Prepare's body; i8: the activation quantization of kI8Rows weights (null: dynamic).
-  void PrepareFor(TensorType type, int64_t cols, const Int8RowParams* i8, const float* x, int64_t n_tokens,
-                  ThreadPool* pool);
+  void PrepareFor(TensorType type, int64_t cols, const Int8RowParams* i8, const float* x,
+                  int64_t n_tokens, ThreadPool* pool);
   // Storage for n rows of this kind (n_ = n).
   void Resize(int64_t n);
   // kI8: row i of the activations.
