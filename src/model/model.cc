@@ -8,7 +8,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "common/logging.h"
 #include "common/thread_pool.h"
@@ -38,12 +41,34 @@ std::string FingerprintOf(const ModelSource& file) {
   return hex;
 }
 
-// The tokenizer of a checkpoint directory, from its tokenizer.json.
-StatusOr<std::unique_ptr<Tokenizer>> LoadCheckpointTokenizer(const HfCheckpoint& hf) {
-  if (hf.tokenizer_json_path().empty()) {
-    return NotFoundError(hf.path() + " has no tokenizer.json (Tandem reads the tokenizer from it)");
+// generation_config.json's eos_token_id (a number or a list): they end generation too,
+// as transformers and vLLM take them.
+Status AddGenerationConfigEos(const HfCheckpoint& hf, Vocab* vocab) {
+  if (hf.generation_config_path().empty()) return Status::Ok();
+  std::ifstream in(hf.generation_config_path(), std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  const nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return InvalidArgumentError(hf.generation_config_path() + " is not a JSON object");
+  if (!j.contains("eos_token_id") || j["eos_token_id"].is_null()) return Status::Ok();
+  const nlohmann::json& e = j["eos_token_id"];
+  std::vector<int64_t> ids;
+  if (e.is_number_integer()) ids.push_back(e.get<int64_t>());
+  for (const auto& v : e.is_array() ? e : nlohmann::json::array()) {
+    if (!v.is_number_integer()) return InvalidArgumentError(hf.generation_config_path() + ": eos_token_id must be ids");
+    ids.push_back(v.get<int64_t>());
   }
-  return UnimplementedError(hf.tokenizer_json_path() + ": reading tokenizer.json is not supported yet");
+  for (int64_t id : ids) {
+    if (id < 0 || id >= vocab->size()) {
+      return InvalidArgumentError(hf.generation_config_path() + ": eos_token_id " + std::to_string(id) +
+                                  " is outside the vocabulary");
+    }
+    if (std::find(vocab->eog_ids.begin(), vocab->eog_ids.end(), id) == vocab->eog_ids.end()) {
+      vocab->eog_ids.push_back(static_cast<int32_t>(id));
+    }
+  }
+  std::sort(vocab->eog_ids.begin(), vocab->eog_ids.end());
+  return Status::Ok();
 }
 
 // Re-quantizes the float matrices of `weights` to Q8_0 and says what happened in the log.
@@ -98,19 +123,21 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path,
   auto config = LoadModelConfig(source);
   if (!config.ok()) return with_path(config.status());
   m->config_ = std::move(config).value();
-  if (hf != nullptr) {
-    auto tokenizer = LoadCheckpointTokenizer(*hf);
-    if (!tokenizer.ok()) return with_path(tokenizer.status());
-    m->tokenizer_ = std::move(tokenizer).value();
-    m->config_.n_vocab = static_cast<int>(hf->vocab_size());
-  } else {
-    auto vocab = LoadVocab(source);
-    if (!vocab.ok()) return with_path(vocab.status());
-    if (m->config_.n_vocab == 0) m->config_.n_vocab = vocab->size();
-    auto tokenizer = Tokenizer::Create(std::move(vocab).value());
-    if (!tokenizer.ok()) return with_path(tokenizer.status());
-    m->tokenizer_ = std::move(tokenizer).value();
+  if (hf != nullptr && hf->tokenizer_json_path().empty()) {
+    return NotFoundError(path + " has no tokenizer.json (Tandem reads the checkpoint's tokenizer from it)");
   }
+  // A checkpoint's tokenizer.json is read into the same tokenizer.ggml.* keys
+  // (HfCheckpoint), so both formats build their Tokenizer here.
+  auto vocab = LoadVocab(source);
+  if (!vocab.ok()) return with_path(vocab.status());
+  if (hf != nullptr) {
+    if (Status s = AddGenerationConfigEos(*hf, &*vocab); !s.ok()) return s;
+    m->config_.n_vocab = static_cast<int>(hf->vocab_size());
+  }
+  if (m->config_.n_vocab == 0) m->config_.n_vocab = vocab->size();
+  auto tokenizer = Tokenizer::Create(std::move(vocab).value());
+  if (!tokenizer.ok()) return with_path(tokenizer.status());
+  m->tokenizer_ = std::move(tokenizer).value();
   auto weights = BindWeights(source, m->config_);
   if (!weights.ok()) return with_path(weights.status());
   m->weights_ = std::move(weights).value();
