@@ -400,6 +400,8 @@ FIXTURES: list[Fixture] = [
     Fixture("glm-dsa-msmodelslim-w8a8", glm_dsa, "glm5", DSA, 110,
             lambda: ModelSlim(msmodelslim_mla_mixed(DSA.layers), BF16, "W8A8_DYNAMIC"), 3),
     Fixture("deepseek-v3-fp8", deepseek_v3, "deepseek3", V3, 108, Fp8Block, 3),
+    # GLM-5-FP8's layout (block-scaled FP8 as DeepSeek-V3's) on the glm-dsa fixture.
+    Fixture("glm-dsa-fp8", glm_dsa, "glm5", DSA, 110, Fp8Block, 3),
 ]
 
 # Benchmark shapes: Llama-3.2-1B with an untied LM head (1.50 B parameters) and
@@ -420,7 +422,7 @@ SIZE_SHARD_BYTES = 4 << 30
 def init_std(t: Tensor) -> float:
     """Weight scales that keep activations O(1) through the tiny random models: stds for
     64 inputs scaled by fan-in; projections back into the residual stream kept small."""
-    base = {"linear": 0.25, "linear_out": 0.1, "router": 0.2, "nextn_proj": 0.15, "lm_head": 0.25}[t.role]
+    base = {"linear": 0.25, "linear_out": 0.1, "router": 0.2, "nextn_proj": 0.15, "lm_head": 0.1}[t.role]  # lm_head: logits of std ~0.8
     return base * (64.0 / t.shape[-1]) ** 0.5
 
 
