@@ -4,7 +4,8 @@ top-8, a shared expert, a leading dense layer, a NextN block), the deepseek2 one
 DeepSeek sparse attention: the indexer keys ride in the same KV rows) served colocated, and in
 PD through `tandem proxy` with docs/DEPLOY.md's MultiConnector (Mooncake transfer + the pool
 connector on a real pool worker and etcd); PD output equals colocated, and a second
-engine reuses the first one's blocks through the pool. Also: sparse GGUFs with missing,
+engine reuses the first one's blocks through the pool; the same for a GLM-5-shaped Hugging
+Face checkpoint directory in msmodelslim W8A8. Also: sparse GGUFs with missing,
 misshapen or miscounted experts, or a glm-dsa / deepseek32 file with a missing or
 misshapen indexer or a bad indexer key, are refused at load with exit 2 naming the problem."""
 import json
@@ -24,6 +25,9 @@ MLA_MODEL = "deepseek2-q4_k_m.gguf"
 DSA_MODEL = "glm-dsa-q4_k_m.gguf"
 # DeepSeek-V3.2: the indexer on every layer (NEOX RoPE in it), YaRN, grouped sigmoid routing.
 DS32_MODEL = "deepseek32-q4_k_m.gguf"
+# The seeds' model as they hold it: a GLM-5 (GlmMoeDsaForCausalLM) Hugging Face directory,
+# msmodelslim W8A8 (static attention, dynamic experts) with its NextN layer.
+HF_MODEL = "hf/glm-dsa-msmodelslim-w8a8"
 COMMON = ["--served-model-name", "moe", "--enable-prompt-tokens-details", "--max-model-len", "512"]
 
 
@@ -40,7 +44,7 @@ def multi_config(role, kv_port=None):
                        "kv_connector_extra_config": {"connectors": [mooncake, pool]}})
 
 
-@pytest.fixture(scope="module", params=[MODEL, MLA_MODEL, DSA_MODEL, DS32_MODEL])
+@pytest.fixture(scope="module", params=[MODEL, MLA_MODEL, DSA_MODEL, DS32_MODEL, HF_MODEL])
 def moe_cluster(request, tandem_bin, fixture_dir, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("moe")
     model = fixture_dir / request.param

@@ -148,12 +148,14 @@ def test_mtp_needs_nextn_layers(tandem_bin, fixture_dir):
     assert "NextN" in r.stderr and "--speculative-config" in r.stderr
 
 
-def test_mtp_greedy_equals_no_speculation_colocated_and_pd(tandem_bin, fixture_dir, tmp_path):
-    """The deployment's MTP config (docs/DEPLOY.md) on a glm4moe fixture with a NextN block: colocated, and as PD
+@pytest.mark.parametrize("model_name", ["glm4moe-q4_k_m.gguf", "hf/glm4moe"])
+def test_mtp_greedy_equals_no_speculation_colocated_and_pd(tandem_bin, fixture_dir, tmp_path, model_name):
+    """The deployment's MTP config (docs/DEPLOY.md) on a glm4moe fixture with a NextN block (a GGUF, and a
+    Hugging Face checkpoint directory whose NextN layer drafts): colocated, and as PD
     (P and D both with MTP, as that deployment runs them; the NextN layer's KV rows travel in
     the blocks), the text equals a server's without speculation."""
     from tandem_procs import free_port
-    model = fixture_dir / "glm4moe-q4_k_m.gguf"
+    model = fixture_dir / model_name
     mtp = ["--speculative-config", '{"num_speculative_tokens": 3, "method": "deepseek_mtp"}']
 
     procs = []

@@ -27,11 +27,11 @@ def serve(tandem_bin, fixture_dir, tmp_path):
     """serve(script, flags) -> a running server whose every reply is `script`."""
     servers = []
 
-    def start(script, flags=GLM_FLAGS):
+    def start(script, flags=GLM_FLAGS, model="qwen3.gguf", max_len="512"):
         path = tmp_path / f"script{len(servers)}.txt"
         path.write_text(script)
-        server = Server(tandem_bin, fixture_dir / "qwen3.gguf",
-                        ["--served-model-name", "fx", "--max-model-len", "512", *flags,
+        server = Server(tandem_bin, fixture_dir / model,
+                        ["--served-model-name", "fx", "--max-model-len", max_len, *flags,
                          "--scripted-output-file", str(path)], tmp_path, f"tools{len(servers)}")
         servers.append(server)
         return server
@@ -100,6 +100,19 @@ def check_same(result):
     for c in whole["tool_calls"]:  # vLLM's shape: arguments are a JSON object text
         assert c["arguments"].startswith("{") and c["arguments"].endswith("}")
     return whole, finish
+
+
+def test_glm_parsers_on_a_checkpoint_directorys_own_template(serve):
+    """A GLM-4.5 Hugging Face directory: the chat template comes from its
+    tokenizer_config.json (tools rendered by it), and glm45 reasoning + glm47 tool calls
+    parse the reply."""
+    server = serve("<think>Paris is in France.</think><tool_call>get_weather<arg_key>city</arg_key>"
+                   "<arg_value>Paris</arg_value></tool_call>", model="hf/glm4moe", max_len="1024")
+    assert "chat template: the model's own (tokenizer.chat_template)" in server.log()
+    message, finish = check_same(chat(server, tools=TOOLS))
+    assert finish == "tool_calls"
+    assert message["reasoning_content"] == "Paris is in France."
+    assert calls_of(message) == [("get_weather", {"city": "Paris"})]
 
 
 def test_several_calls_in_one_reply(serve):

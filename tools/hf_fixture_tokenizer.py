@@ -141,6 +141,13 @@ def _gemma(fam: dict, vocab_size: int) -> dict:
     return j
 
 
+# Reasoning and tool-call markup: added tokens that are not special in the published
+# Qwen3 / GLM-4.5 tokenizers, so skip_special_tokens keeps them in the text the output
+# parsers read.
+MARKUP = {"<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>",
+          "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"}
+
+
 def train_tokenizer(family: str, out_dir: Path, vocab_size: int = 400) -> None:
     """Writes out_dir/tokenizer.json and out_dir/tokenizer_config.json for `family`."""
     fam = FAMILIES[family]
@@ -154,7 +161,7 @@ def train_tokenizer(family: str, out_dir: Path, vocab_size: int = 400) -> None:
         base = len(j["model"]["vocab"])
         ids = {t: base + k for k, t in enumerate(fam["specials"])}
     j["added_tokens"] = [{"id": ids[t], "content": t, "single_word": False, "lstrip": False,
-                          "rstrip": False, "normalized": False, "special": True}
+                          "rstrip": False, "normalized": False, "special": t not in MARKUP}
                          for t in fam["specials"]]
     bos = fam["bos"]
     if fam["add_bos"] and fam["regexes"] is not None:
@@ -170,7 +177,8 @@ def train_tokenizer(family: str, out_dir: Path, vocab_size: int = 400) -> None:
         "add_bos_token": fam["add_bos"],
         "add_eos_token": False,
         "added_tokens_decoder": {str(ids[t]): {"content": t, "lstrip": False, "normalized": False,
-                                               "rstrip": False, "single_word": False, "special": True}
+                                               "rstrip": False, "single_word": False,
+                                               "special": t not in MARKUP}
                                  for t in fam["specials"]},
         "bos_token": bos,
         "chat_template": (TEMPLATES / fam["template"]).read_text(encoding="utf-8"),
