@@ -14,7 +14,10 @@ The llama.cpp tools are built natively by bench/build_llama_cpp.sh (outside the 
 
 Usage: bench/compare_llama_bench.py --model M.gguf [--threads 2] [--pairs 2]
        [--prompt-tokens 512] [--gen-tokens 128] [--batch 16] [--batch-prompt-tokens 16]
-       [--batch-gen-tokens 32] [--llama-bin DIR]
+       [--batch-gen-tokens 32] [--llama-bin DIR] [--tandem-model PATH]
+
+--tandem-model: tandem runs on PATH instead (e.g. a Hugging Face W8A8 checkpoint
+directory holding the same weights as M.gguf in another format); llama.cpp on M.gguf.
 """
 import argparse
 import json
@@ -81,6 +84,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True)
     ap.add_argument("--binary", default=os.path.join(ROOT, "build", "src", "cli", "tandem"))
+    ap.add_argument("--tandem-model", default="", help="tandem's model (default: --model)")
     ap.add_argument("--llama-bin", default="")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--pairs", type=int, default=2)
@@ -92,6 +96,9 @@ def main():
     args = ap.parse_args()
     bin_dir = args.llama_bin or subprocess.run([os.path.join(ROOT, "bench", "build_llama_cpp.sh")], check=True,
                                                capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    tandem_model = args.tandem_model or args.model
+    if args.tandem_model:
+        print(f"tandem on {tandem_model}")
     print(f"model {os.path.basename(args.model)} ({os.path.getsize(args.model) / 1e9:.2f} GB), "
           f"{args.threads} threads, {cpu_line()}, start {time.strftime('%H:%M:%S')}")
     print("| pair | order | run | prompt tok/s | decode tok/s | batched decode tok/s | extra |")
@@ -108,14 +115,15 @@ def main():
                 res[who] = (pp, tg, bt)
                 extra = f"{time.strftime('%H:%M:%S')}"
             else:
-                j = tandem_bench(args.binary, args.model, args.threads, args.prompt_tokens, args.gen_tokens,
+                j = tandem_bench(args.binary, tandem_model, args.threads, args.prompt_tokens, args.gen_tokens,
                                  args.batch, args.batch_prompt_tokens, args.batch_gen_tokens)
                 res[who] = (j["prompt_tokens_per_s"], j["decode_tokens_per_s"],
                             j["batched_decode_tokens_per_s"][str(args.batch)])
                 extra = (f"{time.strftime('%H:%M:%S')}; decode {100 * j['decode_roofline_fraction']:.0f}% of the "
                          f"roofline ({j['memory_bandwidth_gb_s']:.1f} GB/s, "
                          f"{j['active_weight_bytes_per_token'] / 1e6:.0f} MB active/token); peak RSS after load "
-                         f"{j['peak_rss_after_load_bytes'] / 1e6:.0f} MB of a {j['model_file_bytes'] / 1e6:.0f} MB file")
+                         f"{j['peak_rss_after_load_bytes'] / 1e6:.0f} MB of a {j['model_file_bytes'] / 1e6:.0f} MB model"
+                         + (f"; load {j['load_seconds']:.1f} s" if "load_seconds" in j else ""))
             pp, tg, bt = res[who]
             print(f"| {i + 1} | {order.index(who) + 1} | {who} | {pp:.1f} | {tg:.2f} | {bt:.2f} | {extra} |", flush=True)
         t, l = res["tandem"], res["llama.cpp"]

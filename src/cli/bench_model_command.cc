@@ -173,7 +173,10 @@ std::vector<int32_t> SyntheticPrompt(const Model& model, int n, int salt) {
 constexpr int kWarmupPromptTokens = 32;
 
 int RunBenchModel(const BenchModelFlags& f) {
+  const auto load_start = std::chrono::steady_clock::now();
   auto model = LoadModelFromFlags(f.model);
+  const double load_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
   const int64_t peak_rss_after_load = PeakResidentBytes();
   if (!model.ok()) return ReportError(model.status());
   StatusOr<std::vector<int>> cpus = std::vector<int>{};
@@ -258,6 +261,7 @@ int RunBenchModel(const BenchModelFlags& f) {
         << ", \"active_weight_bytes_per_token\": " << bytes
         << ", \"total_weight_bytes\": " << total_bytes << ", \"model_file_bytes\": " << file_bytes
         << ", \"peak_rss_after_load_bytes\": " << peak_rss_after_load
+        << ", \"load_seconds\": " << load_seconds
         << ", \"roofline_decode_tokens_per_s\": " << roofline
         << ", \"decode_roofline_fraction\": " << (roofline > 0 ? tg / roofline : 0)
         << ", \"kv_cache_dtype\": \"" << kv_dtype
