@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/little_endian.h"
+#include "model/model.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 
@@ -194,6 +195,40 @@ TEST_F(HfCheckpointTest, Llama3RopeScalingBecomesTheFrequencyFactors) {
   EXPECT_EQ(mc->rope_freq_factors[0], 1.0f);
   const double wavelen = 2 * M_PI * std::sqrt(500000.0), smooth = (8192 / wavelen - 1) / 3;
   EXPECT_NEAR(mc->rope_freq_factors[1], 1 / ((1 - smooth) / 8 + smooth), 1e-5);
+}
+
+// A GPT-2-style byte-level tokenizer.json of the fixture's 12 tokens.
+void WriteTokenizer(const fs::path& dir) {
+  std::string vocab;
+  for (int i = 0; i < kVocab; ++i) vocab += (i ? "," : "") + std::string("\"") + static_cast<char>('a' + i) + "\":" + std::to_string(i);
+  WriteText(dir / "tokenizer.json",
+            "{\"model\": {\"type\": \"BPE\", \"vocab\": {" + vocab + "}, \"merges\": []}, \"added_tokens\": [],"
+            " \"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"use_regex\": true},"
+            " \"decoder\": {\"type\": \"ByteLevel\"}}");
+}
+
+TEST_F(HfCheckpointTest, LoadsAsAModelWhoseFingerprintNamesTheWeights) {
+  WriteTokenizer(dir_);
+  auto a = Model::Load(dir_.string());
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_EQ((*a)->config().n_vocab, kVocab);
+  EXPECT_EQ((*a)->tokenizer().Encode("abc", false, false), (std::vector<int32_t>{0, 1, 2}));
+  auto again = Model::Load(dir_.string());
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->fingerprint(), (*a)->fingerprint());
+  // One weight changed: another fingerprint (the blocks of the two never mix).
+  shard2_["model.layers.0.mlp.up_proj.weight"].values[3] += 1.0f;
+  WriteShards();
+  auto changed = Model::Load(dir_.string());
+  ASSERT_TRUE(changed.ok()) << changed.status().message();
+  EXPECT_NE((*changed)->fingerprint(), (*a)->fingerprint());
+}
+
+TEST_F(HfCheckpointTest, ATokenizerJsonOfAnUnknownModelTypeIsNamed) {
+  WriteText(dir_ / "tokenizer.json", R"({"model": {"type": "WordPiece", "vocab": {}}})");
+  auto m = Model::Load(dir_.string());
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("WordPiece"), std::string::npos) << m.status().message();
 }
 
 TEST_F(HfCheckpointTest, AMissingShardIsNamed) {
