@@ -55,6 +55,18 @@ StatusOr<Json> ReadJson(const fs::path& path) {
   return j;
 }
 
+// j[key] when it is a string (else `fallback`): json::value() throws on another type.
+std::string StrOf(const Json& j, const char* key, const std::string& fallback = "") {
+  if (!j.is_object()) return fallback;
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+bool BoolOf(const Json& j, const char* key, bool fallback) {
+  if (!j.is_object()) return fallback;
+  auto it = j.find(key);
+  return it != j.end() && it->is_boolean() ? it->get<bool>() : fallback;
+}
+
 bool IsFloatDtype(SafetensorsDtype d) {
   return d == SafetensorsDtype::kF32 || d == SafetensorsDtype::kF16 || d == SafetensorsDtype::kBF16;
 }
@@ -305,9 +317,9 @@ class HfCheckpointBuilder {
     const Json* q = Key("quantization_config");
     if (q == nullptr) return Status::Ok();
     if (!q->is_object()) return InvalidArgumentError(Where() + "quantization_config must be an object");
-    const std::string method = q->value("quant_method", "");
+    const std::string method = StrOf(*q, "quant_method");
     if (method == "compressed-tensors") {
-      const std::string format = q->value("format", "");
+      const std::string format = StrOf(*q, "format");
       if (format != "int-quantized") {
         return UnimplementedError(Where() + "compressed-tensors format '" + format +
                                   "' is not supported (int-quantized W8A8)");
@@ -341,8 +353,8 @@ class HfCheckpointBuilder {
         return UnimplementedError(Where() + "fp8 without a weight_block_size [rows, cols] is not supported "
                                   "(block-scaled FP8, DeepSeek-V3 style)");
       }
-      if (q->value("fmt", "e4m3") != "e4m3") {
-        return UnimplementedError(Where() + "fp8 fmt '" + q->value("fmt", "") + "' is not supported (e4m3)");
+      if (StrOf(*q, "fmt", "e4m3") != "e4m3") {
+        return UnimplementedError(Where() + "fp8 fmt '" + StrOf(*q, "fmt") + "' is not supported (e4m3)");
       }
       fp8_block_[0] = bs[0].get<int64_t>();
       fp8_block_[1] = bs[1].get<int64_t>();
@@ -599,7 +611,7 @@ class HfCheckpointBuilder {
     if (t.is_string()) return PutString("tokenizer.chat_template", t.get<std::string>());
     if (t.is_array()) {
       for (const Json& e : t) {
-        if (e.is_object() && e.value("name", "") == "default" && e.contains("template") && e["template"].is_string()) {
+        if (e.is_object() && StrOf(e, "name") == "default" && e.contains("template") && e["template"].is_string()) {
           return PutString("tokenizer.chat_template", e["template"].get<std::string>());
         }
       }
@@ -623,16 +635,16 @@ class HfCheckpointBuilder {
       return InvalidArgumentError(path + ": expected an object with a \"model\" object");
     }
     const Json& m = t["model"];
-    const std::string type = m.value("type", "");
+    const std::string type = StrOf(m, "type");
     if (type != "BPE") return refuse("model.type '" + type + "' is not supported (BPE)");
     if (m.contains("dropout") && !m["dropout"].is_null()) return refuse("model.dropout is not supported");
     auto has_type = [](const Json& j, const char* want) {
       if (!j.is_object()) return false;
-      if (j.value("type", "") == want) return true;
+      if (StrOf(j, "type") == want) return true;
       for (const char* list : {"pretokenizers", "decoders", "normalizers"}) {
         if (j.contains(list) && j[list].is_array()) {
           for (const Json& e : j[list]) {
-            if (e.is_object() && e.value("type", "") == want) return true;
+            if (e.is_object() && StrOf(e, "type") == want) return true;
           }
         }
       }
@@ -646,26 +658,26 @@ class HfCheckpointBuilder {
     // The Split regexes in order, and the normalizer.
     std::vector<std::string> regexes;
     std::vector<Json> items;
-    if (pre_tok.is_object() && pre_tok.value("type", "") == "Sequence" && pre_tok.contains("pretokenizers")) {
+    if (pre_tok.is_object() && StrOf(pre_tok, "type") == "Sequence" && pre_tok.contains("pretokenizers")) {
       for (const Json& e : pre_tok["pretokenizers"]) items.push_back(e);
     } else if (!pre_tok.is_null()) {
       items.push_back(pre_tok);
     }
     bool byte_level_regex = false;
     for (const Json& e : items) {
-      const std::string ty = e.is_object() ? e.value("type", "") : "";
+      const std::string ty = e.is_object() ? StrOf(e, "type") : "";
       if (ty == "Split" && e.contains("pattern") && e["pattern"].is_object() && e["pattern"].contains("Regex") &&
-          e["pattern"]["Regex"].is_string() && e.value("behavior", "") == "Isolated" && !e.value("invert", false)) {
+          e["pattern"]["Regex"].is_string() && StrOf(e, "behavior") == "Isolated" && !BoolOf(e, "invert", false)) {
         regexes.push_back(e["pattern"]["Regex"].get<std::string>());
       } else if (ty == "ByteLevel") {
-        byte_level_regex = e.value("use_regex", true);
+        byte_level_regex = BoolOf(e, "use_regex", true);
       } else {
         return refuse("pre_tokenizer " + e.dump().substr(0, 120) + " is not supported");
       }
     }
     const Json norm = t.value("normalizer", Json());
-    const std::string norm_type = norm.is_object() ? norm.value("type", "") : "";
-    const bool ignore_merges = m.value("ignore_merges", false);
+    const std::string norm_type = norm.is_object() ? StrOf(norm, "type") : "";
+    const bool ignore_merges = BoolOf(m, "ignore_merges", false);
     static const std::string kLlama3 =
         "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
     static const std::string kQwen2 =
@@ -707,7 +719,7 @@ class HfCheckpointBuilder {
             !a["content"].is_string()) {
           return InvalidArgumentError(path + ": added_tokens entries need an integer id and a string content");
         }
-        TANDEM_RETURN_IF_ERROR(put(a["id"].get<int64_t>(), a["content"].get<std::string>(), a.value("special", false) ? 3 : 4));
+        TANDEM_RETURN_IF_ERROR(put(a["id"].get<int64_t>(), a["content"].get<std::string>(), BoolOf(a, "special", false) ? 3 : 4));
       }
     }
     if (static_cast<int64_t>(tokens.size()) > c_->vocab_size_) {
@@ -774,7 +786,7 @@ class HfCheckpointBuilder {
       if (id >= 0) TANDEM_RETURN_IF_ERROR(PutUint(gguf, id));
     }
     bool add_bos = false;
-    if (const Json pp = t.value("post_processor", Json()); pp.is_object() && pp.value("type", "") == "TemplateProcessing" &&
+    if (const Json pp = t.value("post_processor", Json()); pp.is_object() && StrOf(pp, "type") == "TemplateProcessing" &&
                                                             pp.contains("single") && pp["single"].is_array() &&
                                                             !pp["single"].empty() && pp["single"][0].contains("SpecialToken")) {
       add_bos = true;
