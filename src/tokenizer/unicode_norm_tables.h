@@ -1,5 +1,5 @@
-// Generated Unicode normalization and case data (see tools/gen_unicode_norm_tables.py);
-// internal to unicode_normalization.cc.
+// Generated Unicode normalization, case and word-character data (see
+// tools/gen_unicode_norm_tables.py); internal to unicode_normalization.cc.
 //
 // Thread safety: constant data.
 #pragma once
@@ -22,6 +22,11 @@ struct CombiningClassRange {
   uint8_t combining_class;
 };
 
+struct CodepointRange {
+  uint32_t first;  // inclusive
+  uint32_t last;   // inclusive
+};
+
 struct Composition {
   uint32_t first;
   uint32_t second;
@@ -36,5 +41,7 @@ extern const Composition kCompositions[];  // ascending (first, second)
 extern const size_t kNumCompositions;
 extern const CodepointPair kLowercase[];  // ascending code points
 extern const size_t kNumLowercase;
+extern const CodepointRange kWordChars[];  // ascending, disjoint
+extern const size_t kNumWordChars;
 
 }  // namespace tandem::unicode_internal

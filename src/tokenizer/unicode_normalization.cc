@@ -41,9 +41,8 @@ size_t WellFormedLength(std::string_view text, size_t pos, size_t* subpart) {
     return 0;
   }
   for (size_t k = 1; k <= need; ++k) {
-    const bool ok = pos + k < text.size() &&
-                    (k == 1 ? (byte(pos + k) >= lo && byte(pos + k) <= hi)
-                            : (byte(pos + k) & 0xC0) == 0x80);
+    const bool ok = pos + k < text.size() && (k == 1 ? (byte(pos + k) >= lo && byte(pos + k) <= hi)
+                                                     : (byte(pos + k) & 0xC0) == 0x80);
     if (!ok) {
       *subpart = k;
       return 0;
@@ -159,8 +158,8 @@ uint8_t CanonicalCombiningClass(uint32_t cpt) {
   const auto* begin = unicode_internal::kCombiningClasses;
   const auto* end = begin + unicode_internal::kNumCombiningClasses;
   // The first range ending at or after cpt.
-  const auto* it = std::lower_bound(begin, end, cpt,
-                                    [](const auto& r, uint32_t c) { return r.last < c; });
+  const auto* it =
+      std::lower_bound(begin, end, cpt, [](const auto& r, uint32_t c) { return r.last < c; });
   return it != end && it->first <= cpt ? it->combining_class : 0;
 }
 
@@ -216,6 +215,18 @@ std::string Lowercase(std::string_view text) {
     if (m->second != 0) AppendUtf8(m->second, &out);
   }
   return out;
+}
+
+bool IsWordChar(uint32_t cpt) {
+  if (cpt < 0x80) {
+    return (cpt >= 'a' && cpt <= 'z') || (cpt >= 'A' && cpt <= 'Z') || (cpt >= '0' && cpt <= '9') ||
+           cpt == '_';
+  }
+  const auto* begin = unicode_internal::kWordChars;
+  const auto* end = begin + unicode_internal::kNumWordChars;
+  const auto* it =
+      std::lower_bound(begin, end, cpt, [](const auto& r, uint32_t c) { return r.last < c; });
+  return it != end && it->first <= cpt;
 }
 
 }  // namespace tandem::unicode
