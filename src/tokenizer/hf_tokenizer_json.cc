@@ -45,8 +45,7 @@ const char* const kEogTexts[] = {
     "[EOT]",
     "[EOS]",
     "<end_of_utterance>",
-    "<\xef\xbd\x9c"
-    "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+    "<｜end▁of▁sentence｜>",
 };
 // End-of-turn candidates in preference order (llama.cpp's).
 const char* const kEotTexts[] = {
@@ -59,8 +58,7 @@ const char* const kEotTexts[] = {
     "<EOT>",
     "_<EOT>",
     "[EOT]",
-    "<\xef\xbd\x9c"
-    "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+    "<｜end▁of▁sentence｜>",
     "<end_of_utterance>",
 };
 
