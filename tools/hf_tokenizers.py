@@ -2,7 +2,9 @@
 """Small Hugging Face tokenizers in the configuration of each model family Tandem serves.
 
 `train_tokenizer(family, out_dir)` trains a byte-pair-encoding tokenizer of a few hundred
-tokens with the `tokenizers` package (deterministically: the same files every run) and
+tokens with the `tokenizers` package (deterministically: the same files every run; the one
+test configuration with a continuing-subword prefix is trained by the same algorithm
+written here, as the package's trainer is not reproducible in that mode) and
 writes `tokenizer.json` and `tokenizer_config.json` into `out_dir`, laid out as the
 family's real checkpoints lay them out: the same normalizer, pre-tokenizer, BPE options,
 post-processor and decoder, the family's special and added tokens (with their flags), the
