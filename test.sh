@@ -129,7 +129,7 @@ if [ "$MODE" != "--quick" ]; then
   echo "== fuzzing (bounded) (at ${SECONDS}s)"
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DTANDEM_FUZZ=ON -DTANDEM_BUILD_TESTS=OFF >/dev/null &&
-    cmake --build build-fuzz -j"$JOBS" --target gguf_fuzz safetensors_fuzz hf_checkpoint_fuzz transfer_fuzz http_fuzz chat_template_fuzz \
+    cmake --build build-fuzz -j"$JOBS" --target gguf_fuzz safetensors_fuzz hf_checkpoint_fuzz tokenizer_json_fuzz transfer_fuzz http_fuzz chat_template_fuzz \
       pool_wire_fuzz || record fuzz-build 0 1
   for fuzzer in build-fuzz/fuzz/*_fuzz; do
     [ -x "$fuzzer" ] || continue

@@ -19,6 +19,7 @@ APT_PACKAGES=(
   etcd-server etcd-client
   libzmq3-dev cppzmq-dev
   libgloo-dev
+  libonig-dev
   python3 python3-pip
 )
 missing=()

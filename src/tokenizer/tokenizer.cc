@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "tokenizer/bpe_tokenizer.h"
+#include "tokenizer/hf_tokenizer.h"
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/special_token_splitter.h"
 #include "tokenizer/spm_tokenizer.h"
@@ -91,12 +92,9 @@ void CleanSpaces(std::string* text) {
   t.resize(total);
 }
 
-}  // namespace
 
-Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {}
-Tokenizer::~Tokenizer() = default;
-
-StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(Vocab vocab) {
+// Checks shared by both factories.
+Status ValidateVocab(const Vocab& vocab) {
   const size_t n = vocab.tokens.size();
   if (n == 0) return InvalidArgumentError("tokenizer: empty vocab");
   if (vocab.types.size() != n) {
@@ -114,18 +112,35 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(Vocab vocab) {
   if (vocab.add_eos && !in_range(vocab.eos_id)) {
     return InvalidArgumentError("tokenizer: add_eos is set but the EOS id is not in the vocab");
   }
+  return Status::Ok();
+}
 
+void SortEogIds(Vocab* vocab) {
+  std::sort(vocab->eog_ids.begin(), vocab->eog_ids.end());  // IsEog binary-searches
+  vocab->eog_ids.erase(std::unique(vocab->eog_ids.begin(), vocab->eog_ids.end()),
+                       vocab->eog_ids.end());
+}
+
+}  // namespace
+
+Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::move(vocab)) {}
+Tokenizer::~Tokenizer() = default;
+
+StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(Vocab vocab) {
+  TANDEM_RETURN_IF_ERROR(ValidateVocab(vocab));
   PreTokenizer::Options bpe_options;
   if (vocab.model == "gpt2") {
     TANDEM_ASSIGN_OR_RETURN(bpe_options, PreTokenizer::OptionsForName(vocab.pre));
+  } else if (vocab.model == "hf") {
+    return InvalidArgumentError("tokenizer: a Hugging Face vocab comes with its pipeline "
+                                "(LoadHfTokenizer)");
   } else if (vocab.model != "llama") {
     return UnimplementedError("tokenizer model '" + vocab.model +
                               "' is not supported (supported: llama (SentencePiece), "
                               "gpt2 (byte-level BPE))");
   }
 
-  std::sort(vocab.eog_ids.begin(), vocab.eog_ids.end());  // IsEog binary-searches
-  vocab.eog_ids.erase(std::unique(vocab.eog_ids.begin(), vocab.eog_ids.end()), vocab.eog_ids.end());
+  SortEogIds(&vocab);
   std::unique_ptr<Tokenizer> tokenizer(new Tokenizer(std::move(vocab)));
   Tokenizer& t = *tokenizer;
   t.token_to_id_ = BuildTokenMap(t.vocab_);
@@ -140,8 +155,21 @@ StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(Vocab vocab) {
   return tokenizer;
 }
 
+StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::CreateHf(Vocab vocab,
+                                                         std::unique_ptr<HfTokenizer> hf) {
+  TANDEM_RETURN_IF_ERROR(ValidateVocab(vocab));
+  if (hf == nullptr) return InvalidArgumentError("tokenizer: no Hugging Face pipeline");
+  SortEogIds(&vocab);
+  std::unique_ptr<Tokenizer> tokenizer(new Tokenizer(std::move(vocab)));
+  tokenizer->token_to_id_ = BuildTokenMap(tokenizer->vocab_);
+  tokenizer->token_to_id_.erase("");  // ids no token has
+  tokenizer->hf_ = std::move(hf);
+  return tokenizer;
+}
+
 std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special,
                                        bool parse_special) const {
+  if (hf_) return hf_->Encode(text, add_special, parse_special);
   std::vector<int32_t> ids;
   if (add_special && vocab_.add_bos) ids.push_back(vocab_.bos_id);
   bool after_special = true;  // the start of the text counts as after a special token
@@ -175,6 +203,11 @@ void Tokenizer::EncodeFragment(std::string_view text, bool after_special,
 std::string Tokenizer::TokenToPiece(int32_t id, bool special) const {
   if (id < 0 || id >= vocab_.size()) return "";
   const std::string& text = vocab_.tokens[id];
+  if (hf_) {
+    const TokenType type = vocab_.types[id];
+    if ((type == TokenType::kControl || type == TokenType::kUnknown) && !special) return "";
+    return hf_->TokenToPiece(id);
+  }
   switch (vocab_.types[id]) {
     case TokenType::kControl:
     case TokenType::kUnknown:
@@ -197,6 +230,7 @@ std::string Tokenizer::TokenToPiece(int32_t id, bool special) const {
 }
 
 std::string Tokenizer::Decode(const std::vector<int32_t>& ids, bool skip_special) const {
+  if (hf_) return hf_->Decode(ids, skip_special);
   size_t begin = 0;
   size_t end = ids.size();
   bool strip_space = vocab_.add_space_prefix;  // the space Encode put before the text

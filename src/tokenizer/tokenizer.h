@@ -1,10 +1,13 @@
-// Tokenizer: text <-> token ids for a GGUF vocab, with the same results as
-// llama.cpp (llama_tokenize / llama_token_to_piece / llama_detokenize of
-// llama-cpp-python 0.3.36) on every supported vocab.
+// Tokenizer: text <-> token ids, with three backends:
 //
-// Supported: tokenizer model "llama" (SentencePiece-style, e.g. gemma) and "gpt2"
-// (byte-level BPE) with the pre-tokenizers of PreTokenizer::SupportedNames()
-// (default, gpt-2, llama-bpe/llama3, qwen2, ...).
+//   - a GGUF vocab, with the same results as llama.cpp (llama_tokenize /
+//     llama_token_to_piece / llama_detokenize of llama-cpp-python 0.3.36) on every
+//     supported vocab: tokenizer model "llama" (SentencePiece-style, e.g. gemma) and
+//     "gpt2" (byte-level BPE) with the pre-tokenizers of PreTokenizer::SupportedNames()
+//     (default, gpt-2, llama-bpe/llama3, qwen2, ...);
+//   - a Hugging Face tokenizer.json (model "hf", built by LoadHfTokenizer in
+//     tokenizer/hf_tokenizer_json.h), with the same ids and texts as the Python
+//     `tokenizers` package (HfTokenizer).
 //
 //   TANDEM_ASSIGN_OR_RETURN(Vocab vocab, LoadVocab(gguf));
 //   TANDEM_ASSIGN_OR_RETURN(auto tokenizer, Tokenizer::Create(std::move(vocab)));
@@ -30,6 +33,7 @@
 namespace tandem {
 
 class BpeTokenizer;
+class HfTokenizer;
 class SpecialTokenSplitter;
 class SpmTokenizer;
 
@@ -40,12 +44,17 @@ class Tokenizer {
   // vocab (e.g. a BOS id the vocab does not have while add_bos is set).
   static StatusOr<std::unique_ptr<Tokenizer>> Create(Vocab vocab);
 
+  // The Hugging Face backend: `vocab` (model "hf") describes the tokens, `hf` encodes
+  // and decodes. LoadHfTokenizer builds both; InvalidArgument as Create.
+  static StatusOr<std::unique_ptr<Tokenizer>> CreateHf(Vocab vocab, std::unique_ptr<HfTokenizer> hf);
+
   ~Tokenizer();
   Tokenizer(const Tokenizer&) = delete;
   Tokenizer& operator=(const Tokenizer&) = delete;
 
   // Token ids of `text` (any bytes; malformed UTF-8 is tolerated).
-  // add_special: prepend BOS / append EOS as the vocab's add_bos / add_eos say.
+  // add_special: prepend BOS / append EOS as the vocab's add_bos / add_eos say (Hugging
+  //   Face: the post-processor's tokens).
   // parse_special: match control-token spellings such as "<start_of_turn>" in the
   //   text; when false they are tokenized as plain text. User-defined tokens are
   //   matched either way.
@@ -53,8 +62,9 @@ class Tokenizer {
 
   // The bytes token `id` stands for (may be a partial UTF-8 sequence): "▁" becomes a
   // space for SentencePiece, <0xXX> becomes that byte, byte-level BPE text is mapped
-  // back to bytes. Control/unknown tokens give their text only when `special`, else
-  // "". An id outside the vocab gives "".
+  // back to bytes (Hugging Face: the decoder's output for the token alone, as in the
+  // middle of a text, bytes not validated). Control/unknown tokens give their text only
+  // when `special`, else "". An id outside the vocab gives "".
   std::string TokenToPiece(int32_t id, bool special) const;
 
   // Text of `ids`, as llama_detokenize(remove_special = skip_special,
@@ -62,6 +72,7 @@ class Tokenizer {
   // (when the vocab adds them) are dropped and control tokens render as "". Drops the
   // space SentencePiece prefixed to the text, and for vocabs that ask for it
   // (gpt-2, llama3) removes spaces before punctuation like " ," and " 's".
+  // Hugging Face: tokenizers' decode(ids, skip_special_tokens=skip_special).
   std::string Decode(const std::vector<int32_t>& ids, bool skip_special) const;
 
   const Vocab& vocab() const { return vocab_; }
@@ -78,8 +89,9 @@ class Tokenizer {
   Vocab vocab_;
   TokenMap token_to_id_;  // views into vocab_.tokens
   std::unique_ptr<SpecialTokenSplitter> splitter_;
-  std::unique_ptr<SpmTokenizer> spm_;  // exactly one of spm_ / bpe_ is set
+  std::unique_ptr<SpmTokenizer> spm_;  // exactly one of spm_ / bpe_ / hf_ is set
   std::unique_ptr<BpeTokenizer> bpe_;
+  std::unique_ptr<HfTokenizer> hf_;
   bool clean_spaces_ = false;
 };
 

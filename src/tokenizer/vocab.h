@@ -23,7 +23,10 @@ enum class TokenType : int32_t {
 };
 
 struct Vocab {
-  std::string model;  // tokenizer.ggml.model: "llama" (SentencePiece) or "gpt2" (byte-level BPE)
+  // tokenizer.ggml.model: "llama" (SentencePiece) or "gpt2" (byte-level BPE); "hf" for a
+  // Hugging Face tokenizer.json (its pipeline lives in the Tokenizer's HfTokenizer, and
+  // `pre`, `scores` and `merges` stay empty).
+  std::string model;
   std::string pre;    // tokenizer.ggml.pre: "default", "qwen2", "llama-bpe", ...
   std::vector<std::string> tokens;   // [n_vocab]
   std::vector<float> scores;         // [n_vocab] (empty if absent)
