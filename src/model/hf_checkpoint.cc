@@ -61,11 +61,6 @@ std::string StrOf(const Json& j, const char* key, const std::string& fallback = 
   auto it = j.find(key);
   return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
 }
-bool BoolOf(const Json& j, const char* key, bool fallback) {
-  if (!j.is_object()) return fallback;
-  auto it = j.find(key);
-  return it != j.end() && it->is_boolean() ? it->get<bool>() : fallback;
-}
 
 bool IsFloatDtype(SafetensorsDtype d) {
   return d == SafetensorsDtype::kF32 || d == SafetensorsDtype::kF16 || d == SafetensorsDtype::kBF16;
@@ -122,8 +117,7 @@ class HfCheckpointBuilder {
     }
     TANDEM_RETURN_IF_ERROR(AddConfigMetadata());
     TANDEM_RETURN_IF_ERROR(AddTensors());
-    TANDEM_RETURN_IF_ERROR(AddTemplateMetadata());
-    return AddTokenizerMetadata();
+    return AddTemplateMetadata();
   }
 
  private:
@@ -618,197 +612,6 @@ class HfCheckpointBuilder {
     }
     return InvalidArgumentError(c_->tokenizer_config_ +
                                 ": chat_template must be a string or a list holding a {\"name\": \"default\"} entry");
-  }
-
-  // ---- tokenizer.json -> tokenizer.ggml.* (convert_hf_to_gguf.py's set_vocab) -----
-  // A byte-level BPE tokenizer.json as the GGUF vocab the tokenizers read: the tokens by
-  // id (added tokens included; ids up to vocab_size without a token become [PADn]
-  // unused tokens, as the converter writes them), their types, the merges, and the
-  // pre-tokenizer named after the Split regexes (and normalizer) Tandem implements.
-  // Anything else is refused naming the JSON path.
-  Status AddTokenizerMetadata() {
-    if (c_->tokenizer_json_.empty()) return Status::Ok();  // Model::Load says it is missing
-    const std::string& path = c_->tokenizer_json_;
-    TANDEM_ASSIGN_OR_RETURN(Json t, ReadJson(path));
-    auto refuse = [&](const std::string& what) { return UnimplementedError(path + ": " + what); };
-    if (!t.is_object() || !t.contains("model") || !t["model"].is_object()) {
-      return InvalidArgumentError(path + ": expected an object with a \"model\" object");
-    }
-    const Json& m = t["model"];
-    const std::string type = StrOf(m, "type");
-    if (type != "BPE") return refuse("model.type '" + type + "' is not supported (BPE)");
-    if (m.contains("dropout") && !m["dropout"].is_null()) return refuse("model.dropout is not supported");
-    auto has_type = [](const Json& j, const char* want) {
-      if (!j.is_object()) return false;
-      if (StrOf(j, "type") == want) return true;
-      for (const char* list : {"pretokenizers", "decoders", "normalizers"}) {
-        if (j.contains(list) && j[list].is_array()) {
-          for (const Json& e : j[list]) {
-            if (e.is_object() && StrOf(e, "type") == want) return true;
-          }
-        }
-      }
-      return false;
-    };
-    const Json pre_tok = t.value("pre_tokenizer", Json());
-    if (!has_type(pre_tok, "ByteLevel") && !has_type(t.value("decoder", Json()), "ByteLevel")) {
-      return refuse("a BPE without ByteLevel (a SentencePiece-style tokenizer: Metaspace or Replace \"▁\", "
-                    "byte_fallback) is not supported from tokenizer.json yet");
-    }
-    // The Split regexes in order, and the normalizer.
-    std::vector<std::string> regexes;
-    std::vector<Json> items;
-    if (pre_tok.is_object() && StrOf(pre_tok, "type") == "Sequence" && pre_tok.contains("pretokenizers")) {
-      for (const Json& e : pre_tok["pretokenizers"]) items.push_back(e);
-    } else if (!pre_tok.is_null()) {
-      items.push_back(pre_tok);
-    }
-    bool byte_level_regex = false;
-    for (const Json& e : items) {
-      const std::string ty = e.is_object() ? StrOf(e, "type") : "";
-      if (ty == "Split" && e.contains("pattern") && e["pattern"].is_object() && e["pattern"].contains("Regex") &&
-          e["pattern"]["Regex"].is_string() && StrOf(e, "behavior") == "Isolated" && !BoolOf(e, "invert", false)) {
-        regexes.push_back(e["pattern"]["Regex"].get<std::string>());
-      } else if (ty == "ByteLevel") {
-        byte_level_regex = BoolOf(e, "use_regex", true);
-      } else {
-        return refuse("pre_tokenizer " + e.dump().substr(0, 120) + " is not supported");
-      }
-    }
-    const Json norm = t.value("normalizer", Json());
-    const std::string norm_type = norm.is_object() ? StrOf(norm, "type") : "";
-    const bool ignore_merges = BoolOf(m, "ignore_merges", false);
-    static const std::string kLlama3 =
-        "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-    static const std::string kQwen2 =
-        "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-    std::string pre;
-    if (regexes.size() == 1 && regexes[0] == kLlama3 && norm_type.empty() && !byte_level_regex) {
-      pre = ignore_merges ? "llama-bpe" : "chatglm-bpe";  // llama3's split; merges skipped or not
-    } else if (regexes.size() == 1 && regexes[0] == kQwen2 && norm_type == "NFC" && !ignore_merges &&
-               !byte_level_regex) {
-      pre = "qwen2";
-    } else if (regexes.empty() && byte_level_regex && norm_type.empty() && !ignore_merges) {
-      pre = "gpt-2";
-    } else {
-      return refuse("pre_tokenizer / normalizer (" + std::to_string(regexes.size()) + " Split regexes, normalizer '" +
-                    norm_type + "', ignore_merges " + (ignore_merges ? "true" : "false") +
-                    ") is not one Tandem implements (llama3's split, qwen2's with NFC, GPT-2's byte level)");
-    }
-    // Tokens by id.
-    if (!m.contains("vocab") || !m["vocab"].is_object()) return InvalidArgumentError(path + ": model.vocab must be an object");
-    std::vector<std::string> tokens;
-    std::vector<int32_t> types;
-    auto put = [&](int64_t id, const std::string& text, int32_t ty) -> Status {
-      if (id < 0 || id >= (int64_t{1} << 24)) return InvalidArgumentError(path + ": token id " + std::to_string(id) + " is out of range");
-      if (static_cast<size_t>(id) >= tokens.size()) {
-        tokens.resize(static_cast<size_t>(id) + 1);
-        types.resize(static_cast<size_t>(id) + 1, -1);
-      }
-      tokens[id] = text;
-      types[id] = ty;
-      return Status::Ok();
-    };
-    for (auto it = m["vocab"].begin(); it != m["vocab"].end(); ++it) {
-      if (!it.value().is_number_integer()) return InvalidArgumentError(path + ": model.vocab['" + it.key() + "'] is not an id");
-      TANDEM_RETURN_IF_ERROR(put(it.value().get<int64_t>(), it.key(), 1));
-    }
-    if (t.contains("added_tokens") && t["added_tokens"].is_array()) {
-      for (const Json& a : t["added_tokens"]) {
-        if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
-            !a["content"].is_string()) {
-          return InvalidArgumentError(path + ": added_tokens entries need an integer id and a string content");
-        }
-        TANDEM_RETURN_IF_ERROR(put(a["id"].get<int64_t>(), a["content"].get<std::string>(), BoolOf(a, "special", false) ? 3 : 4));
-      }
-    }
-    if (static_cast<int64_t>(tokens.size()) > c_->vocab_size_) {
-      return InvalidArgumentError(path + ": " + std::to_string(tokens.size()) + " tokens, more than config.json's vocab_size " +
-                                  std::to_string(c_->vocab_size_));
-    }
-    tokens.resize(static_cast<size_t>(c_->vocab_size_));
-    types.resize(static_cast<size_t>(c_->vocab_size_), -1);
-    for (size_t i = 0; i < tokens.size(); ++i) {
-      if (types[i] == -1) {
-        tokens[i] = "[PAD" + std::to_string(i) + "]";
-        types[i] = 5;  // unused
-      }
-    }
-    std::vector<std::string> merges;
-    if (m.contains("merges") && m["merges"].is_array()) {
-      for (const Json& e : m["merges"]) {
-        if (e.is_string()) {
-          merges.push_back(e.get<std::string>());
-        } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
-          merges.push_back(e[0].get<std::string>() + " " + e[1].get<std::string>());
-        } else {
-          return InvalidArgumentError(path + ": model.merges entries must be \"a b\" or [a, b]");
-        }
-      }
-    }
-    TANDEM_RETURN_IF_ERROR(PutString("tokenizer.ggml.model", "gpt2"));
-    TANDEM_RETURN_IF_ERROR(PutString("tokenizer.ggml.pre", pre));
-    TANDEM_RETURN_IF_ERROR(PutStrings("tokenizer.ggml.tokens", tokens));
-    TANDEM_RETURN_IF_ERROR(PutStrings("tokenizer.ggml.merges", merges));
-    {
-      GgufValue g;
-      g.type = GgufValueType::kArray;
-      g.array_type = GgufValueType::kInt32;
-      g.array.resize(types.size());
-      for (size_t i = 0; i < types.size(); ++i) {
-        g.array[i].type = GgufValueType::kInt32;
-        g.array[i].i64 = types[i];
-      }
-      TANDEM_RETURN_IF_ERROR(c_->AddMetadata("tokenizer.ggml.token_type", std::move(g)));
-    }
-    // Special ids and whether BOS / EOS are added, from tokenizer_config.json (and the
-    // post-processor's template, as transformers applies it).
-    Json tc = Json::object();
-    if (!c_->tokenizer_config_.empty()) {
-      TANDEM_ASSIGN_OR_RETURN(tc, ReadJson(c_->tokenizer_config_));
-    }
-    auto id_of = [&](const Json& v) -> int64_t {
-      const std::string text = v.is_string() ? v.get<std::string>()
-                               : v.is_object() && v.contains("content") && v["content"].is_string()
-                                   ? v["content"].get<std::string>() : "";
-      if (text.empty()) return -1;
-      for (size_t i = 0; i < tokens.size(); ++i) {
-        if (tokens[i] == text && types[i] != 5) return static_cast<int64_t>(i);
-      }
-      return -1;
-    };
-    for (auto [key, gguf] : {std::pair<const char*, const char*>{"bos_token", "tokenizer.ggml.bos_token_id"},
-                             {"eos_token", "tokenizer.ggml.eos_token_id"},
-                             {"pad_token", "tokenizer.ggml.padding_token_id"},
-                             {"unk_token", "tokenizer.ggml.unknown_token_id"}}) {
-      if (!tc.is_object() || !tc.contains(key) || tc[key].is_null()) continue;
-      const int64_t id = id_of(tc[key]);
-      if (id >= 0) TANDEM_RETURN_IF_ERROR(PutUint(gguf, id));
-    }
-    bool add_bos = false;
-    if (const Json pp = t.value("post_processor", Json()); pp.is_object() && StrOf(pp, "type") == "TemplateProcessing" &&
-                                                            pp.contains("single") && pp["single"].is_array() &&
-                                                            !pp["single"].empty() && pp["single"][0].contains("SpecialToken")) {
-      add_bos = true;
-    }
-    if (tc.is_object() && tc.contains("add_bos_token") && tc["add_bos_token"].is_boolean()) add_bos = tc["add_bos_token"].get<bool>();
-    TANDEM_RETURN_IF_ERROR(PutBool("tokenizer.ggml.add_bos_token", add_bos));
-    if (tc.is_object() && tc.contains("add_eos_token") && tc["add_eos_token"].is_boolean()) {
-      TANDEM_RETURN_IF_ERROR(PutBool("tokenizer.ggml.add_eos_token", tc["add_eos_token"].get<bool>()));
-    }
-    return Status::Ok();
-  }
-
-  Status PutStrings(const std::string& key, const std::vector<std::string>& values) {
-    GgufValue g;
-    g.type = GgufValueType::kArray;
-    g.array_type = GgufValueType::kString;
-    g.array.resize(values.size());
-    for (size_t i = 0; i < values.size(); ++i) {
-      g.array[i].type = GgufValueType::kString;
-      g.array[i].str = c_->KeepString(values[i]);
-    }
-    return c_->AddMetadata(key, std::move(g));
   }
 
   // ---- tensors ----------------------------------------------------------------------

@@ -18,6 +18,7 @@
 #include "model/gguf_file.h"
 #include "model/hf_checkpoint.h"
 #include "model/vocab.h"
+#include "tokenizer/hf_tokenizer_json.h"
 
 namespace tandem {
 namespace {
@@ -43,32 +44,26 @@ std::string FingerprintOf(const ModelSource& file) {
 
 // generation_config.json's eos_token_id (a number or a list): they end generation too,
 // as transformers and vLLM take them.
-Status AddGenerationConfigEos(const HfCheckpoint& hf, Vocab* vocab) {
-  if (hf.generation_config_path().empty()) return Status::Ok();
+StatusOr<std::vector<int32_t>> GenerationConfigEos(const HfCheckpoint& hf) {
+  std::vector<int32_t> ids;
+  if (hf.generation_config_path().empty()) return ids;
   std::ifstream in(hf.generation_config_path(), std::ios::binary);
   std::stringstream text;
   text << in.rdbuf();
   const nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return InvalidArgumentError(hf.generation_config_path() + " is not a JSON object");
-  if (!j.contains("eos_token_id") || j["eos_token_id"].is_null()) return Status::Ok();
+  if (!j.contains("eos_token_id") || j["eos_token_id"].is_null()) return ids;
   const nlohmann::json& e = j["eos_token_id"];
-  std::vector<int64_t> ids;
-  if (e.is_number_integer()) ids.push_back(e.get<int64_t>());
-  for (const auto& v : e.is_array() ? e : nlohmann::json::array()) {
-    if (!v.is_number_integer()) return InvalidArgumentError(hf.generation_config_path() + ": eos_token_id must be ids");
-    ids.push_back(v.get<int64_t>());
-  }
-  for (int64_t id : ids) {
-    if (id < 0 || id >= vocab->size()) {
-      return InvalidArgumentError(hf.generation_config_path() + ": eos_token_id " + std::to_string(id) +
-                                  " is outside the vocabulary");
+  std::vector<nlohmann::json> values;
+  if (e.is_array()) values.assign(e.begin(), e.end()); else values.push_back(e);
+  for (const nlohmann::json& v : values) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= hf.vocab_size()) {
+      return InvalidArgumentError(hf.generation_config_path() + ": eos_token_id " + v.dump() +
+                                  " is not an id of the vocabulary");
     }
-    if (std::find(vocab->eog_ids.begin(), vocab->eog_ids.end(), id) == vocab->eog_ids.end()) {
-      vocab->eog_ids.push_back(static_cast<int32_t>(id));
-    }
+    ids.push_back(static_cast<int32_t>(v.get<int64_t>()));
   }
-  std::sort(vocab->eog_ids.begin(), vocab->eog_ids.end());
-  return Status::Ok();
+  return ids;
 }
 
 // Re-quantizes the float matrices of `weights` to Q8_0 and says what happened in the log.
@@ -123,21 +118,30 @@ StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path,
   auto config = LoadModelConfig(source);
   if (!config.ok()) return with_path(config.status());
   m->config_ = std::move(config).value();
-  if (hf != nullptr && hf->tokenizer_json_path().empty()) {
-    return NotFoundError(path + " has no tokenizer.json (Tandem reads the checkpoint's tokenizer from it)");
-  }
-  // A checkpoint's tokenizer.json is read into the same tokenizer.ggml.* keys
-  // (HfCheckpoint), so both formats build their Tokenizer here.
-  auto vocab = LoadVocab(source);
-  if (!vocab.ok()) return with_path(vocab.status());
   if (hf != nullptr) {
-    if (Status s = AddGenerationConfigEos(*hf, &*vocab); !s.ok()) return s;
+    // A checkpoint's own tokenizer.json (tokenizer/hf_tokenizer_json.h), with
+    // generation_config.json's eos ids ending generation too.
+    if (hf->tokenizer_json_path().empty()) {
+      return NotFoundError(path + " has no tokenizer.json (Tandem reads the checkpoint's tokenizer from it)");
+    }
+    HfTokenizerOptions tok_options;
+    TANDEM_ASSIGN_OR_RETURN(tok_options.extra_eog_ids, GenerationConfigEos(*hf));
+    auto tokenizer = LoadHfTokenizerFiles(hf->tokenizer_json_path(), hf->tokenizer_config_path(), tok_options);
+    if (!tokenizer.ok()) return tokenizer.status();
+    m->tokenizer_ = std::move(tokenizer).value();
     m->config_.n_vocab = static_cast<int>(hf->vocab_size());
+    if (m->tokenizer_->vocab().size() > m->config_.n_vocab) {
+      return InvalidArgumentError(hf->tokenizer_json_path() + " has " + std::to_string(m->tokenizer_->vocab().size()) +
+                                  " tokens, more than config.json's vocab_size " + std::to_string(m->config_.n_vocab));
+    }
+  } else {
+    auto vocab = LoadVocab(source);
+    if (!vocab.ok()) return with_path(vocab.status());
+    if (m->config_.n_vocab == 0) m->config_.n_vocab = vocab->size();
+    auto tokenizer = Tokenizer::Create(std::move(vocab).value());
+    if (!tokenizer.ok()) return with_path(tokenizer.status());
+    m->tokenizer_ = std::move(tokenizer).value();
   }
-  if (m->config_.n_vocab == 0) m->config_.n_vocab = vocab->size();
-  auto tokenizer = Tokenizer::Create(std::move(vocab).value());
-  if (!tokenizer.ok()) return with_path(tokenizer.status());
-  m->tokenizer_ = std::move(tokenizer).value();
   auto weights = BindWeights(source, m->config_);
   if (!weights.ok()) return with_path(weights.status());
   m->weights_ = std::move(weights).value();
