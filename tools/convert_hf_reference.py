@@ -62,6 +62,9 @@ def pre_tokenizer_signature(tokenizer_json: dict) -> tuple[tuple[str, ...], str 
     items = pre.get("pretokenizers", [pre]) if pre.get("type") == "Sequence" else [pre]
     regexes = tuple(p["pattern"].get("Regex", p["pattern"].get("String")) for p in items if p.get("type") == "Split")
     norm = tokenizer_json.get("normalizer") or {}
+    # An empty Sequence (DeepSeek-V3's own tokenizer.json has one) normalizes nothing.
+    if norm.get("type") == "Sequence" and not norm.get("normalizers"):
+        norm = {}
     return regexes, norm.get("type")
 
 
