@@ -1,5 +1,6 @@
 // Generated Unicode normalization, case and word-character data (see
-// tools/gen_unicode_norm_tables.py); internal to unicode_normalization.cc.
+// tools/gen_unicode_norm_tables.py, which writes unicode_decomposition_tables.cc,
+// unicode_composition_tables.cc and unicode_case_tables.cc); internal to unicode_normalization.cc.
 //
 // Thread safety: constant data.
 #pragma once
