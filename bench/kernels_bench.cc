@@ -72,19 +72,7 @@ void BM_MatMul(benchmark::State& state, TensorType type, Shape shape, int64_t n_
   w.rows = shape.rows;
   w.cols = shape.cols;
   w.row_bytes = *RowBytes(type, shape.cols);
-  const std::vector<float> x = RandomFloats(n_tokens * shape.cols, 7);  // [n_tokens, cols]
-  std::vector<float> y(static_cast<size_t>(n_tokens * shape.rows));     // [n_tokens, rows]
-  ThreadPool pool(threads);
-  for (auto _ : state) {
-    MatMul(w, x.data(), n_tokens, y.data(), &pool);
-    benchmark::DoNotOptimize(y.data());
-    benchmark::ClobberMemory();
-  }
-  if (n_tokens == 1) {
-    SetBytesRate(state, static_cast<double>(shape.rows * w.row_bytes));
-  } else {
-    SetFlopRate(state, 2.0 * static_cast<double>(shape.rows * shape.cols * n_tokens));
-  }
+  RunMatMul(state, w, n_tokens, threads);
 }
 
 // The weight types of the issue, most used first (Q5_0 / Q4_0 also as repacked at load).

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "common/logging.h"
+#include "common/thread_pool.h"
 #include "kernels/half.h"
 #include "kernels/int8_tile.h"
 
@@ -128,5 +129,21 @@ std::vector<float> RandomFloats(int64_t n, uint64_t seed) {
 }
 
 std::string TypeName(TensorType type) { return std::string(TraitsOf(type).name); }
+
+void RunMatMul(benchmark::State& state, const WeightMatrix& w, int64_t n_tokens, int threads) {
+  const std::vector<float> x = RandomFloats(n_tokens * w.cols, 7);  // [n_tokens, cols]
+  std::vector<float> y(static_cast<size_t>(n_tokens * w.rows));     // [n_tokens, rows]
+  ThreadPool pool(threads);
+  for (auto _ : state) {
+    MatMul(w, x.data(), n_tokens, y.data(), &pool);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  if (n_tokens == 1) {
+    SetBytesRate(state, static_cast<double>(w.rows * w.row_bytes));
+  } else {
+    SetFlopRate(state, 2.0 * static_cast<double>(w.rows * w.cols * n_tokens));
+  }
+}
 
 }  // namespace tandem::bench

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/tensor_type.h"
+#include "kernels/matmul.h"
 
 namespace tandem::bench {
 
@@ -69,6 +70,10 @@ inline void SetFlopRate(benchmark::State& state, double flop_per_iteration) {
   state.counters["FLOP"] = benchmark::Counter(
       flop_per_iteration * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
+
+// Times MatMul(w, x) on `n_tokens` random activation rows with a pool of `threads`;
+// reports the weight bytes per second for one token, FLOP per second for more.
+void RunMatMul(benchmark::State& state, const WeightMatrix& w, int64_t n_tokens, int threads);
 
 // Registration, one call per file, from main() in kernels_bench.cc.
 void RegisterMatMulBenchmarks();  // kernels_bench.cc: bandwidth reference, MatMul

@@ -96,19 +96,7 @@ void BM_W8A8(benchmark::State& state, TensorType type, Shape shape, int64_t n_to
     w.row_bytes = shape.cols;
     w.i8 = &b.params;
   }
-  const std::vector<float> x = RandomFloats(n_tokens * shape.cols, 7);  // [n_tokens, cols]
-  std::vector<float> y(static_cast<size_t>(n_tokens * shape.rows));     // [n_tokens, rows]
-  ThreadPool pool(threads);
-  for (auto _ : state) {
-    MatMul(w, x.data(), n_tokens, y.data(), &pool);
-    benchmark::DoNotOptimize(y.data());
-    benchmark::ClobberMemory();
-  }
-  if (n_tokens == 1) {
-    SetBytesRate(state, static_cast<double>(shape.rows * w.row_bytes));
-  } else {
-    SetFlopRate(state, 2.0 * static_cast<double>(shape.rows * shape.cols * n_tokens));
-  }
+  RunMatMul(state, w, n_tokens, threads);
 }
 
 // One product through `kernel`, activations prepared before the loop.
